@@ -1,0 +1,270 @@
+// Package fetch owns crawlq's HTTP GET of one page: a shared, tuned transport,
+// redirect policy, body size caps (on the decoded size, so compression bombs are
+// bounded), content decoding (gzip, deflate, charset to UTF-8), a dial-time guard
+// against cloud metadata and link-local addresses, and the classification of
+// failures into retryable or not for the queue's retry policy.
+//
+// It knows nothing about robots.txt, politeness or jobs; internal/crawl composes those.
+package fetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Config tunes a Fetcher. The zero value is valid: every field has a default.
+type Config struct {
+	// ConnectTimeout bounds the TCP connect and the TLS handshake. Default 10s.
+	ConnectTimeout time.Duration
+	// ReadTimeout bounds the whole exchange: connect, headers, redirects and the
+	// body. Default 30s.
+	ReadTimeout time.Duration
+	// MaxBodyBytes caps the decoded body. A larger body fails with ErrBodyTooLarge
+	// and is not read past the cap. Default 10 MiB.
+	MaxBodyBytes int64
+	// MaxRedirects is the most redirects followed for one Fetch; more fails with
+	// ErrTooManyRedirects. Zero means the default, 10.
+	MaxRedirects int
+	// UserAgent is sent with every request. Default "crawlq/1.0".
+	UserAgent string
+	// AllowPrivate lets the fetcher connect to link-local and cloud metadata
+	// addresses (169.254.0.0/16, fe80::/10, fd00:ec2::254). Default false: those
+	// fail with ErrForbiddenAddress, checked on the resolved address at dial time.
+	// Loopback and RFC 1918 addresses are always allowed.
+	AllowPrivate bool
+	// MaxIdleConnsPerHost is how many keep-alive connections are kept per host.
+	// Default 64, sized for many goroutines crawling one site.
+	MaxIdleConnsPerHost int
+}
+
+const (
+	defaultConnectTimeout      = 10 * time.Second
+	defaultReadTimeout         = 30 * time.Second
+	defaultMaxBodyBytes        = 10 << 20
+	defaultMaxRedirects        = 10
+	defaultUserAgent           = "crawlq/1.0"
+	defaultMaxIdleConnsPerHost = 64
+)
+
+func (c Config) validate() error {
+	switch {
+	case c.ConnectTimeout < 0:
+		return fmt.Errorf("fetch config: ConnectTimeout must not be negative, got %s", c.ConnectTimeout)
+	case c.ReadTimeout < 0:
+		return fmt.Errorf("fetch config: ReadTimeout must not be negative, got %s", c.ReadTimeout)
+	case c.MaxBodyBytes < 0:
+		return fmt.Errorf("fetch config: MaxBodyBytes must not be negative, got %d", c.MaxBodyBytes)
+	case c.MaxRedirects < 0:
+		return fmt.Errorf("fetch config: MaxRedirects must not be negative, got %d", c.MaxRedirects)
+	case c.MaxIdleConnsPerHost < 0:
+		return fmt.Errorf("fetch config: MaxIdleConnsPerHost must not be negative, got %d", c.MaxIdleConnsPerHost)
+	case strings.ContainsAny(c.UserAgent, "\r\n\x00"):
+		// A newline would let the value inject headers.
+		return fmt.Errorf("fetch config: UserAgent must not contain CR, LF or NUL")
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = defaultConnectTimeout
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = defaultReadTimeout
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = defaultMaxBodyBytes
+	}
+	if c.MaxRedirects == 0 {
+		c.MaxRedirects = defaultMaxRedirects
+	}
+	if c.UserAgent == "" {
+		c.UserAgent = defaultUserAgent
+	}
+	if c.MaxIdleConnsPerHost == 0 {
+		c.MaxIdleConnsPerHost = defaultMaxIdleConnsPerHost
+	}
+	return c
+}
+
+// Fetcher performs GETs. It is safe for concurrent use; share one per process so
+// keep-alive connections are reused across goroutines.
+type Fetcher struct {
+	cfg       Config
+	transport *http.Transport
+	client    *http.Client
+}
+
+// Result is one fetched page.
+type Result struct {
+	// URL is the final URL, after redirects.
+	URL string
+	// Status is the final HTTP status code.
+	Status int
+	// Header is the final response's header, as received.
+	Header http.Header
+	// Body is the decompressed body converted to UTF-8 for textual content types
+	// (invalid bytes become U+FFFD); other content types are left as received.
+	Body []byte
+	// ContentType is the lower-cased media type without parameters (the charset no
+	// longer applies to Body), sniffed from the body when the server sent none.
+	ContentType string
+	// Bytes is the number of body bytes read off the wire (compressed size).
+	Bytes int64
+	// Redirects is the number of redirects followed.
+	Redirects int
+	// Elapsed is the wall time of the whole Fetch.
+	Elapsed time.Duration
+}
+
+// New builds a Fetcher with its own transport.
+func New(cfg Config) (*Fetcher, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+
+	dialer := &net.Dialer{
+		Timeout:   cfg.ConnectTimeout,
+		KeepAlive: 30 * time.Second,
+	}
+	if !cfg.AllowPrivate {
+		// Control runs on the resolved address after socket() and before connect(),
+		// so neither DNS rebinding nor a redirect can reach a forbidden address.
+		dialer.Control = controlForbidden
+	}
+	transport := &http.Transport{
+		// No proxy: a proxy would dial on our behalf and bypass the address guard.
+		Proxy:                  nil,
+		DialContext:            dialer.DialContext,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           cfg.MaxIdleConnsPerHost * 16,
+		MaxIdleConnsPerHost:    cfg.MaxIdleConnsPerHost,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    cfg.ConnectTimeout,
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: 1 << 20,
+		// We ask for and decode gzip/deflate ourselves, to count wire bytes and to
+		// cap the decoded size.
+		DisableCompression: true,
+	}
+	f := &Fetcher{cfg: cfg, transport: transport}
+	f.client = &http.Client{
+		Transport:     transport,
+		CheckRedirect: f.checkRedirect,
+	}
+	return f, nil
+}
+
+// Close releases idle keep-alive connections. The Fetcher stays usable.
+func (f *Fetcher) Close() {
+	f.transport.CloseIdleConnections()
+}
+
+func (f *Fetcher) checkRedirect(req *http.Request, via []*http.Request) error {
+	if err := checkScheme(req.URL); err != nil {
+		return err
+	}
+	if len(via) > f.cfg.MaxRedirects {
+		return fmt.Errorf("follow redirect to %s: %w (limit %d)", req.URL.Redacted(), ErrTooManyRedirects, f.cfg.MaxRedirects)
+	}
+	next := req.URL.String()
+	for _, prev := range via {
+		if prev.URL.String() == next {
+			return fmt.Errorf("follow redirect to %s: %w", req.URL.Redacted(), ErrRedirectLoop)
+		}
+	}
+	return nil
+}
+
+func checkScheme(u *url.URL) error {
+	switch strings.ToLower(u.Scheme) {
+	case "http", "https":
+		return nil
+	}
+	return fmt.Errorf("fetch %q: %w", u.Scheme, ErrScheme)
+}
+
+// Fetch GETs rawURL, following redirects. For a final status >= 400 it returns
+// both the Result (body included) and a *StatusError. Any other error comes with a
+// nil Result; classify it with Retryable, RetryAfter and Kind.
+func (f *Fetcher) Fetch(ctx context.Context, rawURL string) (*Result, error) {
+	start := time.Now()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse url: %w: %w", ErrInvalidURL, err)
+	}
+	if err := checkScheme(u); err != nil {
+		return nil, err
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("parse url %q: %w: no host", rawURL, ErrInvalidURL)
+	}
+
+	reqCtx, cancel := context.WithTimeoutCause(ctx, f.cfg.ReadTimeout, ErrTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("build request: %w: %w", ErrInvalidURL, err)
+	}
+	req.Header.Set("User-Agent", f.cfg.UserAgent)
+	req.Header.Set("Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")
+	req.Header.Set("Accept-Encoding", "gzip, deflate")
+
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return nil, f.classifyTransportErr(ctx, reqCtx, err)
+	}
+	defer resp.Body.Close()
+
+	res := &Result{
+		URL:       resp.Request.URL.String(),
+		Status:    resp.StatusCode,
+		Header:    resp.Header,
+		Redirects: countRedirects(resp),
+	}
+	if resp.ContentLength > f.cfg.MaxBodyBytes {
+		// Checked before reading: a compressed body this large decodes to at least
+		// about as much.
+		return nil, fmt.Errorf("read body of %s: %w: Content-Length %d > %d", res.URL, ErrBodyTooLarge, resp.ContentLength, f.cfg.MaxBodyBytes)
+	}
+	raw, wire, err := readBody(resp, f.cfg.MaxBodyBytes)
+	res.Bytes = wire
+	if err != nil {
+		if errors.Is(err, ErrBodyTooLarge) || errors.Is(err, ErrContentEncoding) {
+			return nil, fmt.Errorf("read body of %s: %w", res.URL, err)
+		}
+		return nil, f.classifyTransportErr(ctx, reqCtx, fmt.Errorf("read body of %s: %w", res.URL, err))
+	}
+	res.ContentType, res.Body = decodeText(raw, resp.Header.Get("Content-Type"))
+	res.Elapsed = time.Since(start)
+
+	if resp.StatusCode >= 400 {
+		return res, newStatusError(resp, time.Now())
+	}
+	return res, nil
+}
+
+// classifyTransportErr turns our own deadline into ErrTimeout so callers can tell it
+// from their own cancellation.
+func (f *Fetcher) classifyTransportErr(callerCtx, reqCtx context.Context, err error) error {
+	if callerCtx.Err() == nil && errors.Is(context.Cause(reqCtx), ErrTimeout) {
+		return fmt.Errorf("fetch: %w after %s: %w", ErrTimeout, f.cfg.ReadTimeout, err)
+	}
+	return fmt.Errorf("fetch: %w", err)
+}
+
+// countRedirects walks the chain of responses that led to resp.
+func countRedirects(resp *http.Response) int {
+	n := 0
+	for r := resp.Request; r != nil && r.Response != nil; r = r.Response.Request {
+		n++
+	}
+	return n
+}

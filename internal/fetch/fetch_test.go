@@ -1,0 +1,602 @@
+package fetch
+
+import (
+	"bytes"
+	"compress/flate"
+	"compress/gzip"
+	"compress/zlib"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+func newFetcher(t testing.TB, cfg Config) *Fetcher {
+	t.Helper()
+	f, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(f.Close)
+	return f
+}
+
+func serve(t testing.TB, h http.Handler) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	for field, cfg := range map[string]Config{
+		"ConnectTimeout":      {ConnectTimeout: -1},
+		"ReadTimeout":         {ReadTimeout: -time.Second},
+		"MaxBodyBytes":        {MaxBodyBytes: -5},
+		"MaxRedirects":        {MaxRedirects: -1},
+		"MaxIdleConnsPerHost": {MaxIdleConnsPerHost: -1},
+		"UserAgent":           {UserAgent: "x\r\nEvil: 1"},
+	} {
+		_, err := New(cfg)
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("New(%+v) = %v, want an error naming %s", cfg, err, field)
+		}
+	}
+	if _, err := New(Config{}); err != nil {
+		t.Fatalf("New(zero Config) = %v, want defaults", err)
+	}
+}
+
+func TestFetchOK(t *testing.T) {
+	t.Parallel()
+	var gotUA atomic.Value
+	srv := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotUA.Store(r.UserAgent())
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, "<html><body>héllo</body></html>")
+	}))
+	f := newFetcher(t, Config{})
+	res, err := f.Fetch(context.Background(), srv.URL+"/page")
+	if err != nil {
+		t.Fatalf("Fetch: %v", err)
+	}
+	if res.Status != 200 || res.URL != srv.URL+"/page" || res.Redirects != 0 {
+		t.Errorf("got status %d url %s redirects %d", res.Status, res.URL, res.Redirects)
+	}
+	if string(res.Body) != "<html><body>héllo</body></html>" {
+		t.Errorf("body = %q", res.Body)
+	}
+	if res.ContentType != "text/html" {
+		t.Errorf("ContentType = %q, want text/html", res.ContentType)
+	}
+	if res.Bytes != int64(len(res.Body)) {
+		t.Errorf("Bytes = %d, want %d", res.Bytes, len(res.Body))
+	}
+	if ua := gotUA.Load(); ua != "crawlq/1.0" {
+		t.Errorf("server saw User-Agent %q, want crawlq/1.0", ua)
+	}
+	if res.Elapsed <= 0 {
+		t.Errorf("Elapsed = %s, want > 0", res.Elapsed)
+	}
+}
+
+func TestRedirects(t *testing.T) {
+	t.Parallel()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/start", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/mid", http.StatusFound) })
+	mux.HandleFunc("/mid", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/end", http.StatusMovedPermanently) })
+	mux.HandleFunc("/end", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "end") })
+	mux.HandleFunc("/chain/", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/chain/"))
+		if n == 0 {
+			fmt.Fprint(w, "done")
+			return
+		}
+		http.Redirect(w, r, fmt.Sprintf("/chain/%d", n-1), http.StatusFound)
+	})
+	mux.HandleFunc("/loop/a", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/loop/b", http.StatusFound) })
+	mux.HandleFunc("/loop/b", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/loop/a", http.StatusFound) })
+	mux.HandleFunc("/ftp", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "ftp://example.com/file", http.StatusFound)
+	})
+	srv := serve(t, mux)
+	f := newFetcher(t, Config{MaxRedirects: 3})
+	ctx := context.Background()
+
+	t.Run("followed", func(t *testing.T) {
+		res, err := f.Fetch(ctx, srv.URL+"/start")
+		if err != nil {
+			t.Fatalf("Fetch: %v", err)
+		}
+		if res.URL != srv.URL+"/end" || res.Redirects != 2 || string(res.Body) != "end" {
+			t.Errorf("got url %s redirects %d body %q", res.URL, res.Redirects, res.Body)
+		}
+	})
+	t.Run("at limit", func(t *testing.T) {
+		res, err := f.Fetch(ctx, srv.URL+"/chain/3")
+		if err != nil {
+			t.Fatalf("Fetch: %v", err)
+		}
+		if res.Redirects != 3 || string(res.Body) != "done" {
+			t.Errorf("got redirects %d body %q", res.Redirects, res.Body)
+		}
+	})
+	t.Run("over limit", func(t *testing.T) {
+		res, err := f.Fetch(ctx, srv.URL+"/chain/4")
+		if !errors.Is(err, ErrTooManyRedirects) || res != nil {
+			t.Fatalf("Fetch = %v, %v; want ErrTooManyRedirects", res, err)
+		}
+		if Retryable(err) || Kind(err) != "redirects" {
+			t.Errorf("Retryable=%v Kind=%q", Retryable(err), Kind(err))
+		}
+	})
+	t.Run("loop", func(t *testing.T) {
+		_, err := f.Fetch(ctx, srv.URL+"/loop/a")
+		if !errors.Is(err, ErrRedirectLoop) || !errors.Is(err, ErrTooManyRedirects) {
+			t.Fatalf("Fetch err = %v; want ErrRedirectLoop", err)
+		}
+		if Retryable(err) || Kind(err) != "redirects" {
+			t.Errorf("Retryable=%v Kind=%q", Retryable(err), Kind(err))
+		}
+	})
+	t.Run("to other scheme", func(t *testing.T) {
+		_, err := f.Fetch(ctx, srv.URL+"/ftp")
+		if !errors.Is(err, ErrScheme) || Kind(err) != "scheme" || Retryable(err) {
+			t.Fatalf("Fetch err = %v (kind %q); want ErrScheme", err, Kind(err))
+		}
+	})
+}
+
+func TestStatusErrors(t *testing.T) {
+	t.Parallel()
+	retryAt := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/404", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "nope", http.StatusNotFound) })
+	mux.HandleFunc("/429s", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "120")
+		w.WriteHeader(http.StatusTooManyRequests)
+	})
+	mux.HandleFunc("/429d", func(w http.ResponseWriter, r *http.Request) {
+		// The server's Date header is the base for an HTTP-date Retry-After.
+		w.Header().Set("Date", retryAt.Add(-90*time.Second).Format(http.TimeFormat))
+		w.Header().Set("Retry-After", retryAt.Format(http.TimeFormat))
+		w.WriteHeader(http.StatusTooManyRequests)
+	})
+	mux.HandleFunc("/429big", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "999999")
+		w.WriteHeader(http.StatusTooManyRequests)
+	})
+	mux.HandleFunc("/503", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "garbage")
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	})
+	srv := serve(t, mux)
+	f := newFetcher(t, Config{})
+	ctx := context.Background()
+
+	for _, tc := range []struct {
+		path      string
+		code      int
+		retryable bool
+		kind      string
+		after     time.Duration
+	}{
+		{"/404", 404, false, "status_4xx", 0},
+		{"/429s", 429, true, "status_429", 120 * time.Second},
+		{"/429d", 429, true, "status_429", 90 * time.Second},
+		{"/429big", 429, true, "status_429", time.Hour},
+		{"/503", 503, true, "status_5xx", 0},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			res, err := f.Fetch(ctx, srv.URL+tc.path)
+			var se *StatusError
+			if !errors.As(err, &se) || se.Code != tc.code {
+				t.Fatalf("Fetch err = %v; want *StatusError %d", err, tc.code)
+			}
+			if res == nil || res.Status != tc.code {
+				t.Fatalf("Fetch result = %+v; want the result with status %d too", res, tc.code)
+			}
+			if Retryable(err) != tc.retryable || Kind(err) != tc.kind {
+				t.Errorf("Retryable=%v Kind=%q; want %v %q", Retryable(err), Kind(err), tc.retryable, tc.kind)
+			}
+			d, ok := RetryAfter(err)
+			if d != tc.after || ok != (tc.after > 0) {
+				t.Errorf("RetryAfter = %s, %v; want %s", d, ok, tc.after)
+			}
+		})
+	}
+	res, _ := f.Fetch(ctx, srv.URL+"/404")
+	if !strings.Contains(string(res.Body), "nope") {
+		t.Errorf("404 body = %q, want it kept for the caller", res.Body)
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"0", 0, true},
+		{" 5 ", 5 * time.Second, true},
+		{"-3", 0, false},
+		{"99999999999999999999", 0, false},
+		{now.Add(time.Minute).Format(http.TimeFormat), time.Minute, true},
+		{now.Add(-time.Minute).Format(http.TimeFormat), 0, true},
+		{now.Add(48 * time.Hour).Format(http.TimeFormat), time.Hour, true},
+		{"Mon, 99 Foo", 0, false},
+		{"", 0, false},
+	} {
+		got, ok := parseRetryAfter(tc.in, now)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("parseRetryAfter(%q) = %s, %v; want %s, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestTimeout(t *testing.T) {
+	t.Parallel()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/slow-headers", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	})
+	mux.HandleFunc("/slow-body", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		fmt.Fprint(w, "partial")
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	})
+	srv := serve(t, mux)
+	f := newFetcher(t, Config{ReadTimeout: 200 * time.Millisecond})
+	for _, path := range []string{"/slow-headers", "/slow-body"} {
+		t.Run(path, func(t *testing.T) {
+			res, err := f.Fetch(context.Background(), srv.URL+path)
+			if !errors.Is(err, ErrTimeout) || res != nil {
+				t.Fatalf("Fetch = %v, %v; want ErrTimeout", res, err)
+			}
+			if !Retryable(err) || Kind(err) != "timeout" {
+				t.Errorf("Retryable=%v Kind=%q; want true timeout", Retryable(err), Kind(err))
+			}
+		})
+	}
+	t.Run("caller cancels", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err := f.Fetch(ctx, srv.URL+"/slow-headers")
+		if !errors.Is(err, context.Canceled) || errors.Is(err, ErrTimeout) || Kind(err) != "canceled" {
+			t.Fatalf("Fetch err = %v (kind %q); want context.Canceled", err, Kind(err))
+		}
+	})
+}
+
+func TestConnectRefused(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close() // nothing listens there any more
+	f := newFetcher(t, Config{})
+	_, err := f.Fetch(context.Background(), url)
+	if err == nil || Kind(err) != "connect" || !Retryable(err) {
+		t.Fatalf("Fetch err = %v (kind %q retryable %v); want retryable connect", err, Kind(err), Retryable(err))
+	}
+}
+
+func TestBodyTooLarge(t *testing.T) {
+	t.Parallel()
+	const limit = 64 << 10
+	big := bytes.Repeat([]byte("a"), 4*limit)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/length", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(len(big)))
+		w.Write(big)
+	})
+	mux.HandleFunc("/chunked", func(w http.ResponseWriter, r *http.Request) {
+		for i := 0; i < len(big); i += 4096 {
+			if _, err := w.Write(big[i : i+4096]); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+		}
+	})
+	mux.HandleFunc("/exact", func(w http.ResponseWriter, r *http.Request) {
+		w.(http.Flusher).Flush() // chunked, no Content-Length
+		w.Write(big[:limit])
+	})
+	srv := serve(t, mux)
+	f := newFetcher(t, Config{MaxBodyBytes: limit})
+	for _, path := range []string{"/length", "/chunked"} {
+		t.Run(path, func(t *testing.T) {
+			res, err := f.Fetch(context.Background(), srv.URL+path)
+			if !errors.Is(err, ErrBodyTooLarge) || res != nil {
+				t.Fatalf("Fetch = %v, %v; want ErrBodyTooLarge", res, err)
+			}
+			if Retryable(err) || Kind(err) != "too_large" {
+				t.Errorf("Retryable=%v Kind=%q", Retryable(err), Kind(err))
+			}
+		})
+	}
+	t.Run("exactly at cap", func(t *testing.T) {
+		res, err := f.Fetch(context.Background(), srv.URL+"/exact")
+		if err != nil || len(res.Body) != limit {
+			t.Fatalf("Fetch err = %v; want a body of exactly %d bytes", err, limit)
+		}
+	})
+}
+
+func gzipped(t testing.TB, data []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	zw.Write(data)
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestCompression(t *testing.T) {
+	t.Parallel()
+	page := []byte(strings.Repeat("<p>compressible text</p>", 200))
+	var zbuf, fbuf bytes.Buffer
+	zw := zlib.NewWriter(&zbuf)
+	zw.Write(page)
+	zw.Close()
+	fw, _ := flate.NewWriter(&fbuf, flate.DefaultCompression)
+	fw.Write(page)
+	fw.Close()
+	encoded := map[string][]byte{"gzip": gzipped(t, page), "deflate-zlib": zbuf.Bytes(), "deflate-raw": fbuf.Bytes()}
+	// 16 MiB of zeros compress to about 16 KiB: a bomb against a 1 MiB cap.
+	bomb := gzipped(t, make([]byte, 16<<20))
+
+	var sawAccept atomic.Value
+	mux := http.NewServeMux()
+	for name, body := range encoded {
+		enc := strings.SplitN(name, "-", 2)[0]
+		mux.HandleFunc("/"+name, func(w http.ResponseWriter, r *http.Request) {
+			sawAccept.Store(r.Header.Get("Accept-Encoding"))
+			w.Header().Set("Content-Type", "text/html")
+			w.Header().Set("Content-Encoding", enc)
+			w.Write(body)
+		})
+	}
+	mux.HandleFunc("/bomb", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Header().Set("Content-Length", strconv.Itoa(len(bomb)))
+		w.Write(bomb)
+	})
+	mux.HandleFunc("/br", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "br")
+		w.Write([]byte{1, 2, 3})
+	})
+	srv := serve(t, mux)
+	f := newFetcher(t, Config{MaxBodyBytes: 1 << 20})
+
+	for name, body := range encoded {
+		t.Run(name, func(t *testing.T) {
+			res, err := f.Fetch(context.Background(), srv.URL+"/"+name)
+			if err != nil {
+				t.Fatalf("Fetch: %v", err)
+			}
+			if !bytes.Equal(res.Body, page) {
+				t.Errorf("decoded body differs: %d bytes, want %d", len(res.Body), len(page))
+			}
+			if res.Bytes != int64(len(body)) {
+				t.Errorf("Bytes = %d, want wire size %d", res.Bytes, len(body))
+			}
+		})
+	}
+	if got := sawAccept.Load(); got != "gzip, deflate" {
+		t.Errorf("server saw Accept-Encoding %q", got)
+	}
+	t.Run("bomb", func(t *testing.T) {
+		res, err := f.Fetch(context.Background(), srv.URL+"/bomb")
+		if !errors.Is(err, ErrBodyTooLarge) || res != nil {
+			t.Fatalf("Fetch = %v, %v; want ErrBodyTooLarge", res, err)
+		}
+	})
+	t.Run("unrequested encoding", func(t *testing.T) {
+		_, err := f.Fetch(context.Background(), srv.URL+"/br")
+		if !errors.Is(err, ErrContentEncoding) || Retryable(err) {
+			t.Fatalf("Fetch err = %v; want ErrContentEncoding", err)
+		}
+	})
+}
+
+func TestCharset(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, contentType string
+		body              []byte
+		want              string
+	}{
+		{"latin1 header", "text/html; charset=ISO-8859-1", []byte("caf\xe9"), "café"},
+		{"meta charset", "text/html", []byte(`<html><head><meta charset="windows-1251"></head><body>` + "\xcf\xf0\xe8\xe2\xe5\xf2</body></html>"),
+			`<html><head><meta charset="windows-1251"></head><body>Привет</body></html>`},
+		{"meta http-equiv, no header", "", []byte(`<html><head><meta http-equiv="Content-Type" content="text/html; charset=koi8-r"></head>` + "\xf0\xd2\xc9\xd7\xc5\xd4"),
+			`<html><head><meta http-equiv="Content-Type" content="text/html; charset=koi8-r"></head>Привет`},
+		{"utf-8 after 1024 ascii bytes", "text/html", []byte(strings.Repeat("a", 2000) + "é"), strings.Repeat("a", 2000) + "é"},
+		{"no charset, not utf-8", "text/plain", []byte("na\xefve"), "naïve"},
+		{"utf-8 BOM", "text/plain", []byte("\xef\xbb\xbfhi é"), "hi é"},
+		{"utf-16 BOM", "text/plain", []byte("\xff\xfeh\x00i\x00"), "hi"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header()["Content-Type"] = []string{tc.contentType}
+				w.Write(tc.body)
+			}))
+			res, err := newFetcher(t, Config{}).Fetch(context.Background(), srv.URL)
+			if err != nil {
+				t.Fatalf("Fetch: %v", err)
+			}
+			if string(res.Body) != tc.want {
+				t.Errorf("body = %q, want %q", res.Body, tc.want)
+			}
+		})
+	}
+}
+
+func TestInvalidUTF8(t *testing.T) {
+	t.Parallel()
+	bad := []byte("ok \xff\xfe\xc3 broken \xed\xa0\x80 end")
+	for _, ct := range []string{"text/html; charset=utf-8", "text/html; charset=bogus-charset", "text/html; charset", "%%%"} {
+		srv := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header()["Content-Type"] = []string{ct}
+			w.Write(bad)
+		}))
+		res, err := newFetcher(t, Config{}).Fetch(context.Background(), srv.URL)
+		if err != nil {
+			t.Fatalf("Content-Type %q: Fetch: %v", ct, err)
+		}
+		if !utf8.Valid(res.Body) || !bytes.HasPrefix(res.Body, []byte("ok ")) || !bytes.HasSuffix(res.Body, []byte(" end")) {
+			t.Errorf("Content-Type %q: body %q is not the repaired text", ct, res.Body)
+		}
+	}
+}
+
+func TestBinaryUntouched(t *testing.T) {
+	t.Parallel()
+	png := []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe")
+	srv := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Del("Content-Type")
+		w.Write(png)
+	}))
+	res, err := newFetcher(t, Config{}).Fetch(context.Background(), srv.URL)
+	if err != nil {
+		t.Fatalf("Fetch: %v", err)
+	}
+	if res.ContentType != "image/png" || !bytes.Equal(res.Body, png) {
+		t.Errorf("got %q %q; want image/png with the bytes as sent", res.ContentType, res.Body)
+	}
+}
+
+func TestForbiddenAddress(t *testing.T) {
+	t.Parallel()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/redirect-to-metadata", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/", http.StatusFound)
+	})
+	mux.HandleFunc("/x", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "fine") })
+	srv := serve(t, mux)
+	// A long connect timeout: if the guard failed, the test would hang on the
+	// unroutable address instead of passing by accident.
+	f := newFetcher(t, Config{ConnectTimeout: time.Minute, ReadTimeout: time.Minute})
+	for _, u := range []string{
+		"http://169.254.169.254/latest/meta-data/",
+		"http://169.254.169.254:8080/",
+		"http://[::ffff:169.254.169.254]/",
+		srv.URL + "/redirect-to-metadata",
+	} {
+		_, err := f.Fetch(context.Background(), u)
+		if !errors.Is(err, ErrForbiddenAddress) {
+			t.Errorf("Fetch(%s) err = %v; want ErrForbiddenAddress", u, err)
+			continue
+		}
+		if Retryable(err) || Kind(err) != "forbidden" {
+			t.Errorf("Fetch(%s): Retryable=%v Kind=%q", u, Retryable(err), Kind(err))
+		}
+	}
+	// Loopback stays allowed.
+	if _, err := f.Fetch(context.Background(), strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)+"/x"); err != nil {
+		t.Errorf("loopback refused: %v", err)
+	}
+}
+
+func TestForbiddenAddrTable(t *testing.T) {
+	t.Parallel()
+	for addr, want := range map[string]bool{
+		"169.254.169.254:80":          true,
+		"169.254.0.1:443":             true,
+		"[fe80::1]:80":                true,
+		"[fe80::1%eth0]:80":           true,
+		"[febf::1]:80":                true,
+		"[fd00:ec2::254]:80":          true,
+		"[::ffff:169.254.169.254]:80": true,
+		"127.0.0.1:80":                false,
+		"10.1.2.3:80":                 false,
+		"192.168.0.1:80":              false,
+		"172.16.0.1:80":               false,
+		"[::1]:80":                    false,
+		"[fd00:ec2::253]:80":          false,
+		"93.184.216.34:443":           false,
+		"not-an-address":              true,
+	} {
+		err := controlForbidden("tcp", addr, nil)
+		if got := errors.Is(err, ErrForbiddenAddress); got != want {
+			t.Errorf("controlForbidden(%s) = %v; want forbidden=%v", addr, err, want)
+		}
+	}
+}
+
+func TestSchemeAndURL(t *testing.T) {
+	t.Parallel()
+	f := newFetcher(t, Config{})
+	for u, kind := range map[string]string{
+		"ftp://example.com/x":   "scheme",
+		"file:///etc/passwd":    "scheme",
+		"javascript:alert(1)":   "scheme",
+		"example.com/no-scheme": "scheme",
+		"http://":               "invalid_url",
+		"http://[::1":           "invalid_url",
+		"http://a b.com/":       "invalid_url",
+		"\x00http://x":          "invalid_url",
+	} {
+		res, err := f.Fetch(context.Background(), u)
+		if err == nil || res != nil || Kind(err) != kind || Retryable(err) {
+			t.Errorf("Fetch(%q) = %v, %v (kind %q); want a %s error", u, res, err, Kind(err), kind)
+		}
+	}
+}
+
+func TestKindAndRetryableEdges(t *testing.T) {
+	t.Parallel()
+	if Kind(nil) != "" || Retryable(nil) {
+		t.Errorf("nil error: Kind=%q Retryable=%v", Kind(nil), Retryable(nil))
+	}
+	if k := Kind(errors.New("mystery")); k != "other" {
+		t.Errorf("Kind(unknown) = %q", k)
+	}
+	wrapped := fmt.Errorf("crawl page: %w", &StatusError{Code: 502})
+	if !Retryable(wrapped) || Kind(wrapped) != "status_5xx" {
+		t.Errorf("wrapped 502: Retryable=%v Kind=%q", Retryable(wrapped), Kind(wrapped))
+	}
+	if !Retryable(&StatusError{Code: 408}) || Retryable(&StatusError{Code: 410}) {
+		t.Errorf("408 should retry, 410 should not")
+	}
+}
+
+func BenchmarkFetch(b *testing.B) {
+	page := []byte("<html><head><title>bench</title></head><body>" + strings.Repeat("<a href=\"/x\">link</a>", 50) + "</body></html>")
+	srv := serve(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Write(page)
+	}))
+	f := newFetcher(b, Config{})
+	b.ReportAllocs()
+	b.SetBytes(int64(len(page)))
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := f.Fetch(context.Background(), srv.URL+"/page"); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
