@@ -1,0 +1,375 @@
+package spider
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"mime"
+	"net/url"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/PuerkitoBio/goquery"
+	"github.com/andybalholm/cascadia"
+
+	"crawlq/internal/urlx"
+)
+
+const (
+	// MaxParseBytes is how much of a body Parse reads; the rest is ignored, so one huge
+	// page cannot exhaust a worker's memory.
+	MaxParseBytes = 8 << 20
+	// MaxLinksPerPage bounds the follow requests one page may produce.
+	MaxLinksPerPage = 5000
+)
+
+var defaultLinks = cascadia.MustCompile("a[href], area[href]")
+
+type declarative struct {
+	name     string
+	start    []string // canonical
+	settings Settings
+	follow   []followRule
+	items    []itemRule
+}
+
+type followRule struct {
+	css     cascadia.Selector // nil: defaultLinks
+	pattern *regexp.Regexp
+	deny    *regexp.Regexp
+}
+
+type itemRule struct {
+	match  *regexp.Regexp
+	css    cascadia.Selector
+	key    string
+	fields []fieldRule
+}
+
+type fieldRule struct {
+	name     string
+	css      cascadia.Selector // nil: the container
+	attr     string
+	required bool
+}
+
+// Compile turns a declarative spec into a Spider. Command specs return ErrCommandSpider.
+func Compile(spec *Spec) (Spider, error) {
+	if spec == nil {
+		return nil, errors.New("compile spider: nil spec")
+	}
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	if spec.IsCommand() {
+		return nil, fmt.Errorf("compile spider %s: %w", spec.Name, ErrCommandSpider)
+	}
+	d := &declarative{name: spec.Name, settings: spec.settings()}
+	for _, raw := range spec.StartURLs {
+		c, _ := urlx.Canonical(raw) // validated
+		d.start = append(d.start, c)
+	}
+	for _, f := range spec.Follow {
+		d.follow = append(d.follow, followRule{css: compileCSS(f.CSS), pattern: compileRE(f.Pattern), deny: compileRE(f.Deny)})
+	}
+	for _, it := range spec.Items {
+		r := itemRule{match: compileRE(it.Match), css: compileCSS(it.CSS), key: it.Key}
+		for _, name := range sortedKeys(it.Fields) {
+			f := it.Fields[name]
+			attr := f.Attr
+			if attr == "" {
+				attr = "text"
+			}
+			r.fields = append(r.fields, fieldRule{name: name, css: compileCSS(f.CSS), attr: attr, required: f.Required || name == it.Key})
+		}
+		d.items = append(d.items, r)
+	}
+	return d, nil
+}
+
+func compileCSS(s string) cascadia.Selector {
+	if s == "" {
+		return nil
+	}
+	return cascadia.MustCompile(s) // validated
+}
+
+func compileRE(s string) *regexp.Regexp {
+	if s == "" {
+		return nil
+	}
+	return regexp.MustCompile(s) // validated
+}
+
+func (d *declarative) Name() string { return d.name }
+
+func (d *declarative) Settings() Settings {
+	s := d.settings
+	s.AllowedDomains = append([]string(nil), s.AllowedDomains...)
+	return s
+}
+
+// WithArgs binds the spider to a run's args: base_url adds its host to AllowedDomains,
+// so pages of a run started elsewhere are followed.
+func (d *declarative) WithArgs(args map[string]string) (Spider, error) {
+	base, err := d.baseURL(args)
+	if err != nil || base == nil {
+		return d, err
+	}
+	cp := *d
+	cp.settings.AllowedDomains = append([]string(nil), d.settings.AllowedDomains...)
+	host := strings.Trim(base.Hostname(), "[]")
+	if !urlx.InDomains(host, cp.settings.AllowedDomains) {
+		cp.settings.AllowedDomains = append(cp.settings.AllowedDomains, host)
+	}
+	return &cp, nil
+}
+
+// baseURL parses args["base_url"], nil if unset.
+func (d *declarative) baseURL(args map[string]string) (*url.URL, error) {
+	raw, ok := args["base_url"]
+	if !ok || raw == "" {
+		return nil, nil
+	}
+	c, err := urlx.Canonical(raw)
+	if err != nil {
+		return nil, fmt.Errorf("spider %s: arg base_url: %w", d.name, err)
+	}
+	u, err := url.Parse(c)
+	if err != nil {
+		return nil, fmt.Errorf("spider %s: arg base_url: %w", d.name, err)
+	}
+	if u.Path != "/" || u.RawQuery != "" || u.User != nil {
+		return nil, fmt.Errorf("spider %s: arg base_url %q: want scheme://host[:port] only", d.name, truncate(raw))
+	}
+	if !d.settings.AllowPrivate && urlx.IsLinkLocal(u.Hostname()) {
+		return nil, fmt.Errorf("spider %s: arg base_url: link-local/metadata host %q not allowed", d.name, u.Hostname())
+	}
+	return u, nil
+}
+
+// StartRequests returns the start URLs; args["base_url"] (scheme://host[:port]) replaces
+// their scheme and host, so one spec crawls a site wherever it is served.
+func (d *declarative) StartRequests(ctx context.Context, args map[string]string) ([]Request, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	base, err := d.baseURL(args)
+	if err != nil {
+		return nil, err
+	}
+	reqs := make([]Request, 0, len(d.start))
+	seen := map[string]bool{}
+	for _, s := range d.start {
+		if base != nil {
+			u, _ := url.Parse(s)
+			u.Scheme, u.Host = base.Scheme, base.Host
+			if s, err = urlx.Canonical(u.String()); err != nil {
+				return nil, fmt.Errorf("spider %s: rebase start url: %w", d.name, err)
+			}
+		}
+		if !seen[s] {
+			seen[s] = true
+			reqs = append(reqs, Request{URL: s, Depth: 0})
+		}
+	}
+	return reqs, nil
+}
+
+// Parse extracts items and links; see ParseStats.
+func (d *declarative) Parse(ctx context.Context, resp *Response) ([]Item, []Request, error) {
+	r, err := d.ParseStats(ctx, resp)
+	return r.Items, r.Follow, err
+}
+
+// ParseStats extracts items and links from one page. Non-2xx and non-HTML responses
+// yield nothing. Items missing a required field (or their key) are dropped and counted
+// in Stats.Dropped; a repeated key on the page keeps the first item.
+func (d *declarative) ParseStats(ctx context.Context, resp *Response) (Result, error) {
+	var res Result
+	if resp == nil {
+		return res, errors.New("parse page: nil response")
+	}
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	if resp.Status != 0 && (resp.Status < 200 || resp.Status > 299) {
+		return res, nil
+	}
+	if !isHTML(resp) {
+		return res, nil
+	}
+	pageURL, err := url.Parse(resp.URL)
+	if err != nil || !pageURL.IsAbs() {
+		return res, fmt.Errorf("parse page: %w: response URL %q is not absolute", ErrBadPage, truncate(resp.URL))
+	}
+	body := resp.Body
+	if len(body) > MaxParseBytes {
+		body = body[:MaxParseBytes]
+	}
+	if !utf8.Valid(body) {
+		body = bytes.ToValidUTF8(body, []byte("\uFFFD"))
+	}
+	doc, err := goquery.NewDocumentFromReader(bytes.NewReader(body))
+	if err != nil {
+		return res, fmt.Errorf("parse page %s: %w: %v", truncate(resp.URL), ErrBadPage, err)
+	}
+	d.extractItems(doc, resp.URL, &res)
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	d.extractLinks(doc, pageURL, resp.Depth, &res)
+	return res, nil
+}
+
+func isHTML(resp *Response) bool {
+	ct := resp.Header.Get("Content-Type")
+	if ct == "" {
+		return true // sniffing is the fetcher's job; assume HTML
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	return mt == "text/html" || mt == "application/xhtml+xml" || mt == "text/xml" || mt == "application/xml"
+}
+
+func (d *declarative) extractItems(doc *goquery.Document, pageURL string, res *Result) {
+	seen := map[string]bool{}
+	for _, r := range d.items {
+		if r.match != nil && !r.match.MatchString(pageURL) {
+			continue
+		}
+		containers := doc.Selection
+		if r.css != nil {
+			containers = doc.FindMatcher(r.css)
+		}
+		containers.Each(func(_ int, c *goquery.Selection) {
+			fields := make(map[string]any, len(r.fields))
+			for _, f := range r.fields {
+				v, ok := fieldValue(c, f)
+				if !ok {
+					if f.required {
+						res.Stats.Dropped++
+						return
+					}
+					continue
+				}
+				fields[f.name] = v
+			}
+			key, _ := fields[r.key].(string)
+			if seen[key] {
+				res.Stats.Duplicates++
+				return
+			}
+			seen[key] = true
+			res.Items = append(res.Items, Item{Key: key, Fields: fields})
+		})
+	}
+}
+
+// fieldValue returns the field's value and whether it is present and non-empty.
+func fieldValue(c *goquery.Selection, f fieldRule) (string, bool) {
+	sel := c
+	if f.css != nil {
+		sel = c.FindMatcher(f.css).First()
+	}
+	if sel.Length() == 0 {
+		return "", false
+	}
+	var v string
+	switch f.attr {
+	case "text":
+		v = collapse(sel.Text())
+	case "html":
+		h, err := sel.Html()
+		if err != nil {
+			return "", false
+		}
+		v = strings.TrimSpace(h)
+	default:
+		a, ok := sel.Attr(f.attr)
+		if !ok {
+			return "", false
+		}
+		v = collapse(a)
+	}
+	return v, v != ""
+}
+
+func collapse(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func (d *declarative) extractLinks(doc *goquery.Document, pageURL *url.URL, depth int, res *Result) {
+	if len(d.follow) == 0 {
+		return
+	}
+	if d.settings.MaxDepth > 0 && depth+1 > d.settings.MaxDepth {
+		return
+	}
+	base := pageURL
+	if href, ok := doc.Find("base[href]").First().Attr("href"); ok {
+		if b, err := pageURL.Parse(strings.TrimSpace(href)); err == nil && (b.Scheme == "http" || b.Scheme == "https") {
+			base = b
+		}
+	}
+	seen := map[string]bool{}
+	for _, rule := range d.follow {
+		for _, href := range rule.hrefs(doc) {
+			res.Stats.Links++
+			u, err := urlx.Resolve(base, href)
+			if err != nil || seen[u] || !d.accept(rule, u) {
+				res.Stats.Filtered++
+				continue
+			}
+			if len(res.Follow) >= MaxLinksPerPage {
+				res.Stats.Filtered++
+				continue
+			}
+			seen[u] = true
+			res.Follow = append(res.Follow, Request{URL: u, Depth: depth + 1})
+		}
+	}
+}
+
+// hrefs returns the rule's candidate hrefs in document order.
+func (r followRule) hrefs(doc *goquery.Document) []string {
+	var out []string
+	collect := func(s *goquery.Selection) {
+		for _, n := range s.Nodes {
+			for _, a := range n.Attr {
+				if a.Key == "href" && a.Namespace == "" {
+					out = append(out, a.Val)
+					break
+				}
+			}
+		}
+	}
+	if r.css == nil {
+		collect(doc.FindMatcher(defaultLinks))
+		return out
+	}
+	doc.FindMatcher(r.css).Each(func(_ int, s *goquery.Selection) {
+		if _, ok := s.Attr("href"); ok {
+			collect(s)
+			return
+		}
+		collect(s.FindMatcher(defaultLinks))
+	})
+	return out
+}
+
+func (d *declarative) accept(r followRule, u string) bool {
+	if r.pattern != nil && !r.pattern.MatchString(u) {
+		return false
+	}
+	if r.deny != nil && r.deny.MatchString(u) {
+		return false
+	}
+	host := urlx.Hostname(u)
+	if !d.settings.AllowPrivate && urlx.IsLinkLocal(host) {
+		return false
+	}
+	return urlx.InDomains(host, d.settings.AllowedDomains)
+}

@@ -1,0 +1,462 @@
+package spider
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/andybalholm/cascadia"
+	"gopkg.in/yaml.v3"
+
+	"crawlq/internal/urlx"
+)
+
+const (
+	KindDeclarative = "declarative"
+	KindCommand     = "command"
+)
+
+// Spec is a spider file (YAML, or JSON, which is YAML). See spiders/demo.yaml.
+type Spec struct {
+	Source string `yaml:"-"` // where it was read from, for error messages
+
+	Name           string       `yaml:"name"`
+	Kind           string       `yaml:"kind"`            // "declarative" (default) or "command"
+	StartURLs      []string     `yaml:"start_urls"`      // absolute http(s); required for declarative spiders
+	AllowedDomains []string     `yaml:"allowed_domains"` // default: the hosts of start_urls
+	Follow         []FollowRule `yaml:"follow"`
+	Items          []ItemRule   `yaml:"items"`
+	MaxPages       int          `yaml:"max_pages"`   // default 0 = unlimited
+	MaxDepth       int          `yaml:"max_depth"`   // default 0 = unlimited
+	Delay          string       `yaml:"delay"`       // Go duration, default "0s"
+	Concurrency    int          `yaml:"concurrency"` // default 1, at most 64
+	UserAgent      string       `yaml:"user_agent"`  // default DefaultUserAgent
+	ObeyRobots     *bool        `yaml:"obey_robots"` // default true
+	Runtime        string       `yaml:"runtime"`     // "lambda" (default) or "ecs"
+	Queue          string       `yaml:"queue"`       // default "crawl"
+	AllowPrivate   bool         `yaml:"allow_private"`
+
+	// Command spiders only.
+	Command []string          `yaml:"command"` // argv; "{spider}" is replaced by the name
+	Dir     string            `yaml:"dir"`
+	Env     map[string]string `yaml:"env"`
+	Timeout string            `yaml:"timeout"` // Go duration, default 0 = the runner's limit
+}
+
+// FollowRule selects links to follow. A link is followed if any rule accepts it.
+type FollowRule struct {
+	// CSS selects link elements: the href of each match, or of the a/area elements with
+	// an href inside a match that has none. Default: every a[href] and area[href].
+	CSS string `yaml:"css"`
+	// Pattern must match the absolute canonical URL (Go regexp, unanchored).
+	Pattern string `yaml:"pattern"`
+	// Deny rejects absolute canonical URLs it matches.
+	Deny string `yaml:"deny"`
+}
+
+// ItemRule extracts items from pages.
+type ItemRule struct {
+	Match  string               `yaml:"match"` // regexp on the page's final URL; default every page
+	CSS    string               `yaml:"css"`   // one item per matching container; default one per page
+	Key    string               `yaml:"key"`   // name of the field whose value is Item.Key (implicitly required)
+	Fields map[string]FieldRule `yaml:"fields"`
+}
+
+// FieldRule extracts one field from the first element matching CSS inside the container.
+type FieldRule struct {
+	CSS      string `yaml:"css"`  // default: the container itself
+	Attr     string `yaml:"attr"` // "text" (default: trimmed, whitespace collapsed), "html" (inner HTML), or an attribute name
+	Required bool   `yaml:"required"`
+}
+
+var (
+	fieldNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
+	attrRE      = regexp.MustCompile(`^[A-Za-z_:][-A-Za-z0-9_:.]{0,63}$`)
+	envRE       = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	yamlLineRE  = regexp.MustCompile(`^line (\d+): (.*)$`)
+)
+
+// ParseSpec decodes and validates a spec. source names it in errors (a file name). Every
+// mistake is reported, as a *ValidationError.
+func ParseSpec(data []byte, source string) (*Spec, error) {
+	if len(data) > maxSpecBytes {
+		return nil, &ValidationError{Source: source, Errors: []FieldError{{Msg: fmt.Sprintf("larger than %d bytes", maxSpecBytes)}}}
+	}
+	var spec Spec
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	err := dec.Decode(&spec)
+	if errors.Is(err, io.EOF) {
+		return nil, &ValidationError{Source: source, Errors: []FieldError{{Msg: "empty spec"}}}
+	}
+	var decodeErrs []FieldError
+	if err != nil {
+		var te *yaml.TypeError
+		if !errors.As(err, &te) {
+			return nil, &ValidationError{Source: source, Errors: []FieldError{{Msg: "parse: " + strings.TrimPrefix(err.Error(), "yaml: ")}}}
+		}
+		// Type errors and unknown fields: yaml.v3 decoded the rest, so report them all
+		// alongside the validation errors below.
+		for _, m := range te.Errors {
+			fe := FieldError{Msg: m}
+			if sm := yamlLineRE.FindStringSubmatch(m); sm != nil {
+				fe = FieldError{Path: "line " + sm[1], Msg: sm[2]}
+			}
+			decodeErrs = append(decodeErrs, fe)
+		}
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		decodeErrs = append(decodeErrs, FieldError{Msg: "more than one YAML document"})
+	}
+	spec.Source = source
+	errs := append(decodeErrs, spec.validate()...)
+	if len(errs) > 0 {
+		return nil, &ValidationError{Source: source, Errors: errs}
+	}
+	return &spec, nil
+}
+
+// Validate checks the spec, reporting every mistake as a *ValidationError.
+func (s *Spec) Validate() error {
+	if errs := s.validate(); len(errs) > 0 {
+		return &ValidationError{Source: s.Source, Errors: errs}
+	}
+	return nil
+}
+
+// IsCommand reports whether the spec declares a command spider.
+func (s *Spec) IsCommand() bool { return s.Kind == KindCommand }
+
+// Settings returns the crawl settings the spec declares, defaults filled in.
+func (s *Spec) Settings() (Settings, error) {
+	if err := s.Validate(); err != nil {
+		return Settings{}, err
+	}
+	return s.settings(), nil
+}
+
+// CommandSpec returns the command a command spider runs.
+func (s *Spec) CommandSpec() (CommandSpec, error) {
+	if err := s.Validate(); err != nil {
+		return CommandSpec{}, err
+	}
+	if !s.IsCommand() {
+		return CommandSpec{}, fmt.Errorf("command spec %s: kind is %q, not command", s.Name, s.kind())
+	}
+	timeout, _ := time.ParseDuration(orZero(s.Timeout))
+	env := make(map[string]string, len(s.Env))
+	for k, v := range s.Env {
+		env[k] = v
+	}
+	return CommandSpec{Command: append([]string(nil), s.Command...), Dir: s.Dir, Env: env, Timeout: timeout}, nil
+}
+
+func (s *Spec) kind() string {
+	if s.Kind == "" {
+		return KindDeclarative
+	}
+	return s.Kind
+}
+
+// settings assumes a valid spec.
+func (s *Spec) settings() Settings {
+	delay, _ := time.ParseDuration(orZero(s.Delay))
+	st := Settings{
+		AllowedDomains: s.allowedDomains(),
+		MaxPages:       s.MaxPages,
+		MaxDepth:       s.MaxDepth,
+		Delay:          delay,
+		Concurrency:    s.Concurrency,
+		UserAgent:      s.UserAgent,
+		ObeyRobots:     s.ObeyRobots == nil || *s.ObeyRobots,
+		Runtime:        s.Runtime,
+		Queue:          s.Queue,
+		AllowPrivate:   s.AllowPrivate,
+	}
+	return st.WithDefaults()
+}
+
+// allowedDomains returns the normalised allowed domains, or the start URLs' hosts when
+// none are given: a spider that names no domains stays on the sites it starts from.
+func (s *Spec) allowedDomains() []string {
+	var out []string
+	add := func(h string) {
+		for _, d := range out {
+			if d == h {
+				return
+			}
+		}
+		out = append(out, h)
+	}
+	for _, d := range s.AllowedDomains {
+		if h := urlx.Hostname("http://" + d + "/"); h != "" {
+			add(strings.Trim(h, "[]"))
+		}
+	}
+	if len(s.AllowedDomains) == 0 {
+		for _, u := range s.StartURLs {
+			if h := urlx.Hostname(u); h != "" {
+				add(strings.Trim(h, "[]"))
+			}
+		}
+	}
+	return out
+}
+
+func orZero(d string) string {
+	if d == "" {
+		return "0s"
+	}
+	return d
+}
+
+func (s *Spec) validate() []FieldError {
+	var errs []FieldError
+	add := func(path, format string, a ...any) {
+		errs = append(errs, FieldError{Path: path, Msg: fmt.Sprintf(format, a...)})
+	}
+	if !nameRE.MatchString(s.Name) {
+		if s.Name == "" {
+			add("name", "required")
+		} else {
+			add("name", "%q does not match %s", s.Name, nameRE)
+		}
+	}
+	kind := s.kind()
+	switch kind {
+	case KindDeclarative, KindCommand:
+	default:
+		add("kind", "%q is not one of declarative, command", s.Kind)
+	}
+
+	// start_urls
+	if len(s.StartURLs) == 0 && kind == KindDeclarative {
+		add("start_urls", "at least one start URL is required")
+	}
+	domains := s.allowedDomains()
+	for i, raw := range s.StartURLs {
+		path := fmt.Sprintf("start_urls[%d]", i)
+		c, err := urlx.Canonical(raw)
+		switch {
+		case errors.Is(err, urlx.ErrScheme):
+			add(path, "scheme %q not allowed (http or https only)", schemeOf(raw))
+			continue
+		case errors.Is(err, urlx.ErrTooLong):
+			add(path, "longer than %d bytes", urlx.MaxLen)
+			continue
+		case err != nil:
+			add(path, "%q is not an absolute http(s) URL", truncate(raw))
+			continue
+		}
+		host := urlx.Hostname(c)
+		if !s.AllowPrivate && urlx.IsLinkLocal(host) {
+			add(path, "link-local/metadata host %q not allowed (set allow_private: true)", host)
+		}
+		if len(s.AllowedDomains) > 0 && !urlx.InDomains(host, domains) {
+			add(path, "host %q is not inside allowed_domains", host)
+		}
+	}
+
+	// settings: delay parsed here because Settings holds a time.Duration.
+	st := Settings{
+		AllowedDomains: s.AllowedDomains, MaxPages: s.MaxPages, MaxDepth: s.MaxDepth,
+		Concurrency: s.Concurrency, UserAgent: s.UserAgent, Runtime: s.Runtime, Queue: s.Queue,
+		AllowPrivate: s.AllowPrivate,
+	}
+	errs = append(errs, st.fieldErrors("")...)
+	errs = append(errs, checkDuration("delay", s.Delay)...)
+
+	// follow
+	for i, f := range s.Follow {
+		path := fmt.Sprintf("follow[%d]", i)
+		if f.CSS == "" && f.Pattern == "" {
+			add(path, "needs css and/or pattern")
+		}
+		errs = append(errs, checkCSS(path+".css", f.CSS)...)
+		errs = append(errs, checkRegexp(path+".pattern", f.Pattern)...)
+		errs = append(errs, checkRegexp(path+".deny", f.Deny)...)
+	}
+
+	// items
+	for i, it := range s.Items {
+		path := fmt.Sprintf("items[%d]", i)
+		errs = append(errs, checkRegexp(path+".match", it.Match)...)
+		errs = append(errs, checkCSS(path+".css", it.CSS)...)
+		if len(it.Fields) == 0 {
+			add(path+".fields", "at least one field is required")
+		}
+		if it.Key == "" {
+			add(path+".key", "required")
+		} else if _, ok := it.Fields[it.Key]; !ok && len(it.Fields) > 0 {
+			add(path+".key", "field %q is not in fields", it.Key)
+		}
+		for _, name := range sortedKeys(it.Fields) {
+			f := it.Fields[name]
+			fpath := path + ".fields." + name
+			if !fieldNameRE.MatchString(name) {
+				add(path+".fields", "field name %q does not match %s", truncate(name), fieldNameRE)
+				fpath = fmt.Sprintf("%s.fields[%q]", path, truncate(name))
+			}
+			errs = append(errs, checkCSS(fpath+".css", f.CSS)...)
+			if f.Attr != "" && !attrRE.MatchString(f.Attr) {
+				add(fpath+".attr", "%q is not text, html or an attribute name", truncate(f.Attr))
+			}
+		}
+	}
+
+	// command
+	if kind == KindCommand {
+		if len(s.Command) == 0 || s.Command[0] == "" {
+			add("command", "required for kind command")
+		}
+		errs = append(errs, checkDuration("timeout", s.Timeout)...)
+		for _, k := range sortedKeys(s.Env) {
+			if !envRE.MatchString(k) {
+				add("env", "%q is not a valid environment variable name", truncate(k))
+			}
+		}
+		if len(s.Follow) > 0 {
+			add("follow", "only for kind declarative")
+		}
+		if len(s.Items) > 0 {
+			add("items", "only for kind declarative")
+		}
+	} else if kind == KindDeclarative {
+		if len(s.Command) > 0 {
+			add("command", "only for kind command")
+		}
+		if s.Dir != "" {
+			add("dir", "only for kind command")
+		}
+		if len(s.Env) > 0 {
+			add("env", "only for kind command")
+		}
+		if s.Timeout != "" {
+			add("timeout", "only for kind command")
+		}
+	}
+
+	// file:// and metadata hosts anywhere else (command arguments, env, patterns...).
+	for _, sv := range s.strings() {
+		low := strings.ToLower(sv.value)
+		if strings.Contains(low, "file://") && !strings.HasPrefix(sv.path, "start_urls[") {
+			add(sv.path, "file:// URLs are not allowed")
+		}
+		if !s.AllowPrivate && sv.scanPrivate {
+			for _, bad := range []string{"169.254.", "fd00:ec2::254", "metadata.google.internal"} {
+				if strings.Contains(low, bad) {
+					add(sv.path, "link-local/metadata address %q not allowed (set allow_private: true)", bad)
+					break
+				}
+			}
+		}
+	}
+	return errs
+}
+
+type stringValue struct {
+	path        string
+	value       string
+	scanPrivate bool // start URLs and allowed domains are checked precisely elsewhere
+}
+
+// strings lists every string in the spec with its path.
+func (s *Spec) strings() []stringValue {
+	var out []stringValue
+	add := func(path, v string, scan bool) {
+		if v != "" {
+			out = append(out, stringValue{path, v, scan})
+		}
+	}
+	for i, v := range s.StartURLs {
+		add(fmt.Sprintf("start_urls[%d]", i), v, false)
+	}
+	for i, v := range s.AllowedDomains {
+		add(fmt.Sprintf("allowed_domains[%d]", i), v, false)
+	}
+	for i, f := range s.Follow {
+		add(fmt.Sprintf("follow[%d].pattern", i), f.Pattern, false)
+		add(fmt.Sprintf("follow[%d].deny", i), f.Deny, false)
+	}
+	for i, it := range s.Items {
+		add(fmt.Sprintf("items[%d].match", i), it.Match, false)
+	}
+	add("user_agent", s.UserAgent, false)
+	for i, v := range s.Command {
+		add(fmt.Sprintf("command[%d]", i), v, true)
+	}
+	add("dir", s.Dir, false)
+	for _, k := range sortedKeys(s.Env) {
+		add("env."+k, s.Env[k], true)
+	}
+	return out
+}
+
+func checkCSS(path, sel string) []FieldError {
+	if sel == "" {
+		return nil
+	}
+	if _, err := cascadia.Compile(sel); err != nil {
+		return []FieldError{{Path: path, Msg: fmt.Sprintf("invalid CSS selector %q: %v", truncate(sel), err)}}
+	}
+	return nil
+}
+
+func checkRegexp(path, re string) []FieldError {
+	if re == "" {
+		return nil
+	}
+	if _, err := regexp.Compile(re); err != nil {
+		return []FieldError{{Path: path, Msg: fmt.Sprintf("invalid regexp: %v", err)}}
+	}
+	return nil
+}
+
+func checkDuration(path, d string) []FieldError {
+	if d == "" {
+		return nil
+	}
+	v, err := time.ParseDuration(d)
+	if err != nil {
+		return []FieldError{{Path: path, Msg: fmt.Sprintf("%q is not a duration like \"250ms\" or \"2s\"", truncate(d))}}
+	}
+	if v < 0 {
+		return []FieldError{{Path: path, Msg: "negative"}}
+	}
+	return nil
+}
+
+func schemeOf(raw string) string {
+	if u, err := url.Parse(strings.TrimSpace(raw)); err == nil && u.Scheme != "" {
+		return strings.ToLower(u.Scheme)
+	}
+	if i := strings.Index(raw, ":"); i > 0 {
+		return truncate(strings.ToLower(strings.TrimSpace(raw[:i])))
+	}
+	return ""
+}
+
+// truncate keeps hostile values from turning an error message into a megabyte.
+func truncate(s string) string {
+	const max = 80
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "..."
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
