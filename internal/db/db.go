@@ -1,0 +1,139 @@
+// Package db opens crawlq's connection pool to PostgreSQL.
+//
+// It owns how a process reaches the database: a plain URL (local development, tests),
+// or an RDS Proxy endpoint authenticated with an IAM token or a Secrets Manager secret,
+// and the pgx query exec mode. The default exec mode does not rely on server-side
+// prepared statements surviving between transactions, so connections behind RDS Proxy
+// are not pinned.
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrNoDatabase is returned when a Config names no way to reach a database.
+var ErrNoDatabase = errors.New("no database configured: set DATABASE_URL (or CRAWLQ_DB_HOST with IAM auth or a secret)")
+
+// Config says how to reach the database. The zero value is not usable: set URL, or Host.
+type Config struct {
+	// URL is a postgres:// connection URL. When set, Host and the auth fields are ignored.
+	URL string
+	// Host, Port, User, Name address an RDS Proxy (or RDS) endpoint. Port defaults to 5432.
+	Host string
+	Port int
+	User string
+	Name string
+	// Password supplies the password for each new connection (an IAM token or a secret).
+	// Nil means no password. It is called for every new connection because IAM tokens
+	// expire after 15 minutes.
+	Password func(ctx context.Context) (string, error)
+	// TLS requires TLS (sslmode=require) for Host connections. Default false; the
+	// Lambda wiring sets it for RDS.
+	TLS bool
+	// ExecMode is the pgx query exec mode: "exec" (default: unnamed statements,
+	// safe behind RDS Proxy without pinning), "simple" (simple protocol),
+	// "cache_describe", or "cache_statement" (fastest, pins RDS Proxy connections).
+	ExecMode string
+	// MaxConns bounds the pool. Default 10.
+	MaxConns int32
+	// AppName is reported as application_name. Default "crawlq".
+	AppName string
+}
+
+func execMode(s string) (pgx.QueryExecMode, error) {
+	switch s {
+	case "", "exec":
+		return pgx.QueryExecModeExec, nil
+	case "simple":
+		return pgx.QueryExecModeSimpleProtocol, nil
+	case "cache_describe":
+		return pgx.QueryExecModeCacheDescribe, nil
+	case "cache_statement":
+		return pgx.QueryExecModeCacheStatement, nil
+	}
+	return 0, fmt.Errorf("db: ExecMode %q: want exec, simple, cache_describe or cache_statement", s)
+}
+
+// PoolConfig builds the pgxpool configuration for c without connecting.
+func (c Config) PoolConfig() (*pgxpool.Config, error) {
+	mode, err := execMode(c.ExecMode)
+	if err != nil {
+		return nil, err
+	}
+	var pc *pgxpool.Config
+	switch {
+	case c.URL != "":
+		pc, err = pgxpool.ParseConfig(c.URL)
+		if err != nil {
+			return nil, fmt.Errorf("db: parse URL: %w", err)
+		}
+	case c.Host != "":
+		port := c.Port
+		if port == 0 {
+			port = 5432
+		}
+		ssl := "prefer"
+		if c.TLS {
+			ssl = "require"
+		}
+		pc, err = pgxpool.ParseConfig(fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=%s", c.Host, port, c.User, c.Name, ssl))
+		if err != nil {
+			return nil, fmt.Errorf("db: build config: %w", err)
+		}
+		if c.Password != nil {
+			pw := c.Password
+			pc.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
+				p, err := pw(ctx)
+				if err != nil {
+					return fmt.Errorf("db: get password: %w", err)
+				}
+				cc.Password = p
+				return nil
+			}
+		}
+	default:
+		return nil, ErrNoDatabase
+	}
+	pc.ConnConfig.DefaultQueryExecMode = mode
+	if c.MaxConns > 0 {
+		pc.MaxConns = c.MaxConns
+	} else if c.URL == "" || !strings.Contains(c.URL, "pool_max_conns") {
+		pc.MaxConns = 10
+	}
+	name := c.AppName
+	if name == "" {
+		name = "crawlq"
+	}
+	if pc.ConnConfig.RuntimeParams == nil {
+		pc.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	if _, ok := pc.ConnConfig.RuntimeParams["application_name"]; !ok {
+		pc.ConnConfig.RuntimeParams["application_name"] = name
+	}
+	pc.HealthCheckPeriod = 30 * time.Second
+	return pc, nil
+}
+
+// Open connects a pool and checks it with a ping.
+func Open(ctx context.Context, c Config) (*pgxpool.Pool, error) {
+	pc, err := c.PoolConfig()
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("db: open pool: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("db: connect: %w", err)
+	}
+	return pool, nil
+}

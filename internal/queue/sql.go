@@ -1,0 +1,290 @@
+package queue
+
+// Every query on crawlq_job, crawlq_job_count, crawlq_job_count_delta and crawlq_worker.
+// The table and its indexes are defined in internal/migrate/migrations/0001_queue.sql; each
+// comment below names the index a query relies on.
+
+// unfinished is the SQL list of states whose jobs still hold their unique key.
+const unfinished = `('available', 'scheduled', 'running')`
+
+// jobColumns is the column list scanned by scanJob.
+const jobColumns = `id, queue, kind, state, args, priority, run_at, attempt, max_attempts, lease_until,
+	COALESCE(lease_token, 0), COALESCE(worker, ''), COALESCE(unique_key, ''), COALESCE(parent_id, 0),
+	cancel_requested, errors, created_at, started_at, finished_at`
+
+// sqlInsert inserts a batch given as parallel arrays in one round trip. A job whose run_at is
+// still in the future starts as 'scheduled'. Times use the database clock (now()) so that
+// workers with skewed clocks agree. %s is the ON CONFLICT action for the batch's duplicate mode.
+// RETURNING reports (xmax <> 0) for rows that took the conflict path: an inserted row has no xmax.
+const sqlInsert = `
+INSERT INTO crawlq_job (queue, kind, state, priority, run_at, max_attempts, unique_key, parent_id, args)
+SELECT q, k, (CASE WHEN r <= now() THEN 'available' ELSE 'scheduled' END)::crawlq_job_state, p, r, m,
+       NULLIF(u, ''), NULLIF(par, 0), a::jsonb
+FROM (
+    SELECT q, k, p, COALESCE(NULLIF(ra, '0001-01-01 00:00:00+00'::timestamptz), now() + d * interval '1 microsecond') AS r,
+           m, u, par, a, o
+    FROM unnest($1::text[], $2::text[], $3::smallint[], $4::timestamptz[], $5::bigint[], $6::int[], $7::text[], $8::bigint[], $9::text[])
+         WITH ORDINALITY AS t(q, k, p, ra, d, m, u, par, a, o)
+) s
+ORDER BY o
+ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND state IN ` + unfinished + `
+DO UPDATE SET %s
+RETURNING id, (xmax <> 0), COALESCE(unique_key, '')`
+
+// The conflict actions. A running duplicate is left as it is in every mode: moving the run_at of a
+// job that is already running would mean nothing. Keep rewrites a column with its own value so
+// the row is returned (an unchanged indexed value keeps the update HOT).
+const (
+	onConflictKeep    = `run_at = crawlq_job.run_at`
+	onConflictReplace = `
+    run_at   = CASE WHEN crawlq_job.state = 'running' THEN crawlq_job.run_at ELSE EXCLUDED.run_at END,
+    priority = CASE WHEN crawlq_job.state = 'running' THEN crawlq_job.priority ELSE EXCLUDED.priority END,
+    state    = CASE WHEN crawlq_job.state = 'running' THEN crawlq_job.state ELSE EXCLUDED.state END`
+	onConflictEarliest = `
+    run_at = LEAST(crawlq_job.run_at, EXCLUDED.run_at),
+    state  = CASE WHEN crawlq_job.state = 'running' THEN crawlq_job.state
+                  WHEN LEAST(crawlq_job.run_at, EXCLUDED.run_at) <= now() THEN 'available'::crawlq_job_state
+                  ELSE 'scheduled'::crawlq_job_state END`
+)
+
+// sqlClaim leases up to $2 due jobs of queue $1, highest priority first, then oldest run_at.
+// Index: crawlq_job_claim (only available rows, in exactly this order), so the scan stops after
+// $2 rows however deep the backlog. SKIP LOCKED lets concurrent claimers pass each other.
+const sqlClaim = `
+WITH picked AS (
+    SELECT id FROM crawlq_job
+    WHERE state = 'available' AND queue = $1
+    ORDER BY priority DESC, run_at, id
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE crawlq_job j
+SET state = 'running', attempt = j.attempt + 1, lease_until = now() + $3::bigint * interval '1 millisecond',
+    lease_token = $4, worker = $5, started_at = now()
+FROM picked
+WHERE j.id = picked.id
+RETURNING j.id, j.kind, j.args, j.priority, j.run_at, j.attempt, j.max_attempts, j.lease_until,
+          COALESCE(j.unique_key, ''), COALESCE(j.parent_id, 0), j.cancel_requested, j.created_at, j.started_at`
+
+// sqlPromote makes delayed jobs that are now due available. Index: crawlq_job_scheduled.
+const sqlPromote = `
+WITH due AS (
+    SELECT id FROM crawlq_job
+    WHERE state = 'scheduled' AND run_at <= now()
+    ORDER BY run_at
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE crawlq_job j SET state = 'available' FROM due WHERE j.id = due.id`
+
+// sqlHeartbeat extends the leases still held (id and token match a running job) and reports
+// which of them have been asked to cancel. Leases not returned are lost.
+const sqlHeartbeat = `
+UPDATE crawlq_job j
+SET lease_until = now() + $3::bigint * interval '1 millisecond'
+FROM unnest($1::bigint[], $2::bigint[]) AS l(id, token)
+WHERE j.id = l.id AND j.lease_token = l.token AND j.state = 'running'
+RETURNING j.id, j.lease_token, j.cancel_requested`
+
+// sqlComplete finishes held jobs. A job asked to cancel while it ran still counts as succeeded:
+// its work was done.
+const sqlComplete = `
+UPDATE crawlq_job j
+SET state = 'succeeded', finished_at = now(), lease_until = NULL, lease_token = NULL
+FROM unnest($1::bigint[], $2::bigint[]) AS l(id, token)
+WHERE j.id = l.id AND j.lease_token = l.token AND j.state = 'running'
+RETURNING j.id, l.token`
+
+// sqlFail records a failed attempt. $3 is the retry delay in microseconds, chosen by the client
+// (backoff with jitter, or the server's Retry-After); $5 forces the job dead. A job asked to
+// cancel becomes cancelled rather than retried. The error history keeps the last 20 attempts.
+const sqlFail = `
+UPDATE crawlq_job j
+SET state = CASE
+        WHEN j.cancel_requested THEN 'cancelled'
+        WHEN $5 OR j.attempt >= j.max_attempts THEN 'dead'
+        WHEN $3::bigint <= 0 THEN 'available'
+        ELSE 'scheduled' END::crawlq_job_state,
+    run_at = CASE WHEN $3::bigint > 0 THEN now() + $3::bigint * interval '1 microsecond' ELSE j.run_at END,
+    finished_at = CASE WHEN j.cancel_requested OR $5 OR j.attempt >= j.max_attempts THEN now() END,
+    lease_until = NULL, lease_token = NULL,
+    errors = (SELECT CASE WHEN jsonb_array_length(e) > 20 THEN e - 0 ELSE e END
+              FROM (SELECT COALESCE(j.errors, '[]'::jsonb) ||
+                           jsonb_build_array(jsonb_build_object('attempt', j.attempt, 'at', now(), 'error', $4::text)) AS e) x)
+WHERE j.id = $1 AND j.lease_token = $2 AND j.state = 'running'
+RETURNING j.state, j.run_at`
+
+// sqlSnooze puts a held job back to wait $3 microseconds without counting the attempt.
+// With $3 = 0 it is a release: the job is available again at its old place in line.
+const sqlSnooze = `
+UPDATE crawlq_job j
+SET state = CASE WHEN j.cancel_requested THEN 'cancelled'
+                 WHEN $3::bigint <= 0 THEN 'available' ELSE 'scheduled' END::crawlq_job_state,
+    run_at = CASE WHEN $3::bigint > 0 THEN now() + $3::bigint * interval '1 microsecond' ELSE j.run_at END,
+    finished_at = CASE WHEN j.cancel_requested THEN now() END,
+    attempt = GREATEST(j.attempt - 1, 0), lease_until = NULL, lease_token = NULL
+FROM unnest($1::bigint[], $2::bigint[]) AS l(id, token)
+WHERE j.id = l.id AND j.lease_token = l.token AND j.state = 'running'
+RETURNING j.id, l.token`
+
+// sqlRescue returns jobs whose lease expired: to available (the attempt stays counted), dead when
+// out of attempts, cancelled when a cancel was asked. Index: crawlq_job_lease.
+const sqlRescue = `
+WITH expired AS (
+    SELECT id FROM crawlq_job
+    WHERE state = 'running' AND lease_until < now()
+    ORDER BY lease_until
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE crawlq_job j
+SET state = CASE WHEN j.cancel_requested THEN 'cancelled'
+                 WHEN j.attempt >= j.max_attempts THEN 'dead'
+                 ELSE 'available' END::crawlq_job_state,
+    finished_at = CASE WHEN j.cancel_requested OR j.attempt >= j.max_attempts THEN now() END,
+    errors = COALESCE(j.errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+        'attempt', j.attempt, 'at', now(), 'error', 'lease expired (worker ' || COALESCE(j.worker, '?') || ')')),
+    lease_until = NULL, lease_token = NULL
+FROM expired
+WHERE j.id = expired.id
+RETURNING j.id, j.state`
+
+// sqlCancel cancels one job: at once when it waits, by request when it runs.
+const sqlCancel = `
+UPDATE crawlq_job
+SET state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END,
+    cancel_requested = (state = 'running'),
+    finished_at = CASE WHEN state = 'running' THEN NULL ELSE now() END
+WHERE id = $1 AND state IN ` + unfinished + `
+RETURNING state`
+
+// sqlCancelParent cancels every unfinished job of a run. Index: crawlq_job_parent.
+const sqlCancelParent = `
+UPDATE crawlq_job
+SET state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END,
+    cancel_requested = (state = 'running'),
+    finished_at = CASE WHEN state = 'running' THEN NULL ELSE now() END
+WHERE parent_id = $1 AND state IN ` + unfinished + ` AND NOT cancel_requested`
+
+// sqlJobState reads one job's state (to explain a failed cancel).
+const sqlJobState = `SELECT state FROM crawlq_job WHERE id = $1`
+
+// sqlRedrive makes up to $3 dead jobs of queue $1 (or the listed ids $2) available again with a
+// fresh attempt budget. A dead job whose unique key an unfinished job now holds stays dead, and of
+// several dead jobs sharing a key only the newest is redriven. Index: crawlq_job_dead.
+const sqlRedrive = `
+WITH cand AS (
+    SELECT DISTINCT ON (COALESCE(unique_key, id::text)) id
+    FROM crawlq_job d
+    WHERE d.state = 'dead' AND d.queue = $1 AND (cardinality($2::bigint[]) = 0 OR d.id = ANY($2))
+      AND (d.unique_key IS NULL OR NOT EXISTS (
+            SELECT 1 FROM crawlq_job o
+            WHERE o.queue = d.queue AND o.unique_key = d.unique_key AND o.state IN ` + unfinished + `))
+    ORDER BY COALESCE(unique_key, id::text), id DESC
+    LIMIT $3
+), locked AS (
+    SELECT id FROM crawlq_job WHERE id IN (SELECT id FROM cand) FOR UPDATE SKIP LOCKED
+)
+UPDATE crawlq_job j
+SET state = 'available', attempt = 0, run_at = now(), finished_at = NULL, cancel_requested = false
+FROM locked
+WHERE j.id = locked.id AND j.state = 'dead'
+RETURNING j.id`
+
+// sqlRetentionAge deletes up to $3 finished jobs that finished before now() - $1 microseconds,
+// in states $2. Index: crawlq_job_finished (per queue by finished_at), read across queues.
+const sqlRetentionAge = `
+DELETE FROM crawlq_job
+WHERE id IN (
+    SELECT id FROM crawlq_job
+    WHERE state IN ('succeeded', 'cancelled', 'dead') AND state = ANY($2::crawlq_job_state[])
+      AND finished_at < now() - $1::bigint * interval '1 microsecond'
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+)`
+
+// sqlRetentionKeep deletes up to $4 finished jobs of queue $1 in states $2 beyond the newest $3.
+// Index: crawlq_job_finished, read newest first.
+const sqlRetentionKeep = `
+DELETE FROM crawlq_job
+WHERE id IN (
+    SELECT id FROM crawlq_job
+    WHERE queue = $1 AND state IN ('succeeded', 'cancelled', 'dead') AND state = ANY($2::crawlq_job_state[])
+    ORDER BY finished_at DESC
+    OFFSET $3
+    LIMIT $4
+)`
+
+// sqlFoldCounts moves the per-statement count deltas into the totals. Concurrent folds are safe:
+// a delta row is deleted, and so counted, by one fold only; totals are updated in key order so two
+// folds never deadlock.
+const sqlFoldCounts = `
+WITH d AS (DELETE FROM crawlq_job_count_delta RETURNING queue, state, n),
+     s AS (SELECT queue, state, sum(n)::bigint AS n FROM d GROUP BY queue, state)
+INSERT INTO crawlq_job_count AS c (queue, state, n)
+SELECT queue, state, n FROM s ORDER BY queue, state
+ON CONFLICT (queue, state) DO UPDATE SET n = c.n + EXCLUDED.n`
+
+// sqlCounts reads the totals plus the deltas not yet folded: no job row is counted.
+const sqlCounts = `
+SELECT queue, state::text, sum(n)::bigint FROM (
+    SELECT queue, state, n FROM crawlq_job_count
+    UNION ALL
+    SELECT queue, state, n FROM crawlq_job_count_delta
+) x GROUP BY queue, state`
+
+// sqlOldestAvailable finds the oldest run_at among a queue's available jobs without scanning them:
+// a loose index scan over crawlq_job_claim visits each distinct priority once and reads the first
+// entry under it (the index is ordered by run_at within a priority).
+const sqlOldestAvailable = `
+WITH RECURSIVE p AS (
+    (SELECT priority FROM crawlq_job WHERE state = 'available' AND queue = $1 ORDER BY priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT priority FROM crawlq_job
+            WHERE state = 'available' AND queue = $1 AND priority < p.priority
+            ORDER BY priority DESC LIMIT 1)
+    FROM p WHERE p.priority IS NOT NULL
+)
+SELECT min((SELECT run_at FROM crawlq_job
+            WHERE state = 'available' AND queue = $1 AND priority = p.priority
+            ORDER BY run_at LIMIT 1))
+FROM p WHERE p.priority IS NOT NULL`
+
+// sqlDueScheduled counts delayed jobs that are due but not yet promoted, and the oldest of them,
+// per queue. Index: crawlq_job_scheduled; the range is small while promotion keeps up.
+const sqlDueScheduled = `
+SELECT queue, count(*), min(run_at) FROM crawlq_job
+WHERE state = 'scheduled' AND run_at <= now()
+GROUP BY queue`
+
+// sqlGet reads one job.
+const sqlGet = `SELECT ` + jobColumns + ` FROM crawlq_job WHERE id = $1`
+
+// sqlList lists jobs newest first with optional filters; $6 is a keyset cursor (ids below it).
+const sqlList = `
+SELECT ` + jobColumns + ` FROM crawlq_job
+WHERE ($1::text = '' OR queue = $1)
+  AND (cardinality($2::crawlq_job_state[]) = 0 OR state = ANY($2))
+  AND ($3::text = '' OR kind = $3)
+  AND ($4::bigint = 0 OR parent_id = $4)
+  AND ($6::bigint = 0 OR id < $6)
+ORDER BY id DESC
+LIMIT $5`
+
+// sqlWorkerBeat registers a worker or refreshes its heartbeat. Index: the primary key.
+const sqlWorkerBeat = `
+INSERT INTO crawlq_worker (id, queue, kind, jobs_done) VALUES ($1, $2, $3, $4)
+ON CONFLICT (id) DO UPDATE SET seen_at = now(), jobs_done = EXCLUDED.jobs_done`
+
+// sqlWorkerGone removes a worker that stopped cleanly.
+const sqlWorkerGone = `DELETE FROM crawlq_worker WHERE id = $1`
+
+// sqlLiveWorkers counts workers seen within $2 microseconds, per queue and kind, optionally
+// for one queue. Index: crawlq_worker_seen.
+const sqlLiveWorkers = `
+SELECT queue, kind, count(*) FROM crawlq_worker
+WHERE ($1::text = '' OR queue = $1) AND seen_at > now() - $2::bigint * interval '1 microsecond'
+GROUP BY queue, kind`
+
+// sqlPruneWorkers forgets workers not seen for $1 microseconds (they died without saying so).
+const sqlPruneWorkers = `DELETE FROM crawlq_worker WHERE seen_at < now() - $1::bigint * interval '1 microsecond'`

@@ -1,0 +1,550 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Handler works one claimed job. Its return value decides the job's fate:
+//   - nil: the job succeeded; the worker completes it (batched with others).
+//   - ErrCompleted: the handler already completed the job itself (CompleteTx in its own transaction).
+//   - an error from Snooze: the job waits and runs again, the attempt not counted.
+//   - an error from Permanent: the job is dead now.
+//   - an error from RetryIn: the attempt failed; retry after the given delay.
+//   - any other error: the attempt failed; retry with backoff until max_attempts.
+//
+// ctx ends when the lease is lost, when the job is asked to cancel (context.Cause is ErrCancelRequested)
+// or when the worker stops and its grace period is over; the job is then released, cancelled or
+// left to its new holder accordingly.
+type Handler func(ctx context.Context, job *Job) error
+
+var (
+	// ErrCompleted is returned by a handler that completed its job itself.
+	ErrCompleted = errors.New("queue: job completed by its handler")
+	// ErrCancelRequested is the cause of a handler's context when its job was cancelled.
+	ErrCancelRequested = errors.New("queue: job cancel requested")
+	// ErrWorkerStopping is the cause of a handler's context when the worker's grace period ran out.
+	ErrWorkerStopping = errors.New("queue: worker stopping")
+)
+
+type snoozeError struct{ d time.Duration }
+
+func (e *snoozeError) Error() string { return fmt.Sprintf("snooze %s", e.d) }
+
+// Snooze returns an error that tells the worker to put the job back for d without counting the attempt.
+func Snooze(d time.Duration) error { return &snoozeError{d: max(d, 0)} }
+
+type jobError struct {
+	err       error
+	retryIn   time.Duration
+	permanent bool
+}
+
+func (e *jobError) Error() string { return e.err.Error() }
+func (e *jobError) Unwrap() error { return e.err }
+
+// Permanent marks err as not worth retrying: the job is dead at once.
+func Permanent(err error) error { return &jobError{err: err, permanent: true} }
+
+// RetryIn marks err as a failed attempt to retry after d (for example a server's Retry-After).
+func RetryIn(err error, d time.Duration) error { return &jobError{err: err, retryIn: d} }
+
+// WorkerConfig tunes a Worker.
+type WorkerConfig struct {
+	// Queue to work. Required.
+	Queue string
+	// ID names this worker in leases and the worker registry. Default host-pid-random.
+	ID string
+	// Kind is recorded in the worker registry: "process" (default), "lambda", "ecs".
+	Kind string
+	// Concurrency is the number of handlers running at once. Default 10.
+	Concurrency int
+	// BatchSize is the most jobs claimed per statement, and the number kept claimed ahead of the
+	// handlers. Default Concurrency, at most 10000.
+	BatchSize int
+	// Lease is how long a claim lasts without a heartbeat. Default 30s.
+	Lease time.Duration
+	// HeartbeatInterval is how often leases are extended. Default Lease/3.
+	HeartbeatInterval time.Duration
+	// PollInterval is the wait after finding no due job. Default 200ms.
+	PollInterval time.Duration
+	// CompleteBatch is the most completions written per statement. Default 1000.
+	CompleteBatch int
+	// StopGrace is how long running handlers may finish after Run's context ends before their
+	// contexts are cancelled and their jobs released. Default 10s.
+	StopGrace time.Duration
+	// MaxJobs stops the worker after it has claimed this many jobs (recycling). 0: no limit.
+	MaxJobs int
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *WorkerConfig) setDefaults() error {
+	if err := ValidateQueue(c.Queue); err != nil {
+		return fmt.Errorf("worker config: %w", err)
+	}
+	if c.ID == "" {
+		host, _ := os.Hostname()
+		c.ID = fmt.Sprintf("%s-%d-%04x", host, os.Getpid(), newToken()&0xffff)
+	}
+	if c.Kind == "" {
+		c.Kind = "process"
+	}
+	if c.Concurrency < 0 || c.BatchSize < 0 || c.BatchSize > 10000 || c.MaxJobs < 0 {
+		return fmt.Errorf("%w: worker config: Concurrency, BatchSize (<= 10000) and MaxJobs must not be negative", ErrInvalid)
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 10
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = c.Concurrency
+	}
+	if c.Lease <= 0 {
+		c.Lease = 30 * time.Second
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = c.Lease / 3
+	}
+	if c.HeartbeatInterval >= c.Lease {
+		return fmt.Errorf("%w: worker config: HeartbeatInterval %s must be shorter than Lease %s", ErrInvalid, c.HeartbeatInterval, c.Lease)
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = 200 * time.Millisecond
+	}
+	if c.CompleteBatch <= 0 {
+		c.CompleteBatch = 1000
+	}
+	if c.StopGrace <= 0 {
+		c.StopGrace = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// WorkerStats count what a worker did.
+type WorkerStats struct {
+	Claimed, Succeeded, Failed, Snoozed, Released, Lost int64
+}
+
+// Worker claims jobs of one queue and runs a Handler on each, keeping their leases alive.
+type Worker struct {
+	c   *Client
+	cfg WorkerConfig
+	h   Handler
+	log *slog.Logger
+
+	mu       sync.Mutex
+	inflight map[int64]*held // claimed and not yet finished, including those waiting for a handler
+
+	claimed, succeeded, failed, snoozed, released, lost atomic.Int64
+}
+
+type held struct {
+	job    *Job
+	cancel context.CancelCauseFunc // nil until a handler starts it
+	gone   bool                    // lease lost or finished elsewhere: do not report on it
+}
+
+// NewWorker returns a worker; Run starts it.
+func NewWorker(c *Client, cfg WorkerConfig, h Handler) (*Worker, error) {
+	if h == nil {
+		return nil, fmt.Errorf("%w: worker needs a handler", ErrInvalid)
+	}
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	return &Worker{c: c, cfg: cfg, h: h, log: cfg.Logger.With("worker", cfg.ID, "queue", cfg.Queue), inflight: map[int64]*held{}}, nil
+}
+
+// ID returns the worker's id.
+func (w *Worker) ID() string { return w.cfg.ID }
+
+// Stats returns the worker's counters.
+func (w *Worker) Stats() WorkerStats {
+	return WorkerStats{Claimed: w.claimed.Load(), Succeeded: w.succeeded.Load(), Failed: w.failed.Load(),
+		Snoozed: w.snoozed.Load(), Released: w.released.Load(), Lost: w.lost.Load()}
+}
+
+// Run works jobs until ctx ends (or MaxJobs have been claimed and finished). Then it stops
+// claiming, releases claimed jobs no handler has started, gives running handlers StopGrace to
+// finish, cancels and releases the rest, writes the last completions and returns. It returns nil
+// on a clean stop.
+func (w *Worker) Run(ctx context.Context) error {
+	// Handlers and the writes that finish jobs outlive ctx by the grace period.
+	workCtx, stopWork := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stopWork(nil)
+
+	ready := make(chan *Job, w.cfg.BatchSize)
+	done := make(chan Lease, w.cfg.CompleteBatch*2)
+	wake := make(chan struct{}, 1)
+
+	var handlers sync.WaitGroup
+	for range w.cfg.Concurrency {
+		handlers.Add(1)
+		go func() {
+			defer handlers.Done()
+			for j := range ready {
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
+				w.work(workCtx, ctx, j, done)
+			}
+		}()
+	}
+	completerDone := make(chan struct{})
+	go func() {
+		defer close(completerDone)
+		w.complete(workCtx, done)
+	}()
+	hbCtx, stopHB := context.WithCancel(workCtx)
+	hbDone := make(chan struct{})
+	go func() {
+		defer close(hbDone)
+		w.heartbeatLoop(hbCtx)
+	}()
+
+	w.claimLoop(ctx, ready, wake)
+	close(ready)
+
+	// Release what is buffered but unstarted: the handlers skip jobs once ctx is done.
+	finished := make(chan struct{})
+	go func() { handlers.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(w.cfg.StopGrace):
+		w.log.Warn("grace period over; cancelling running jobs", "grace", w.cfg.StopGrace)
+		w.cancelAll(ErrWorkerStopping)
+		<-finished
+	}
+	close(done)
+	<-completerDone
+	stopHB()
+	<-hbDone
+	// Anything still held (a completion that failed to write) is released for someone else.
+	w.releaseAll(workCtx)
+	gctx, cancel := context.WithTimeout(workCtx, 5*time.Second)
+	defer cancel()
+	if _, err := w.c.pool.Exec(gctx, sqlWorkerGone, w.cfg.ID); err != nil {
+		w.log.Warn("unregister worker", "err", err)
+	}
+	return nil
+}
+
+func (w *Worker) claimLoop(ctx context.Context, ready chan *Job, wake chan struct{}) {
+	var lastPromote time.Time
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		if w.cfg.MaxJobs > 0 && w.claimed.Load() >= int64(w.cfg.MaxJobs) {
+			return
+		}
+		room := cap(ready) - len(ready)
+		if room < max(1, cap(ready)/2) {
+			select {
+			case <-wake:
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		if w.cfg.MaxJobs > 0 {
+			room = min(room, w.cfg.MaxJobs-int(w.claimed.Load()))
+		}
+		jobs, err := w.c.Claim(ctx, ClaimParams{Queue: w.cfg.Queue, Worker: w.cfg.ID, Limit: room, Lease: w.cfg.Lease})
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			w.log.Warn("claim failed; retrying", "err", err, "in", backoff)
+			sleep(ctx, backoff)
+			backoff = min(backoff*2, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		w.claimed.Add(int64(len(jobs)))
+		w.mu.Lock()
+		for _, j := range jobs {
+			w.inflight[j.ID] = &held{job: j}
+		}
+		w.mu.Unlock()
+		for _, j := range jobs {
+			ready <- j
+		}
+		if len(jobs) < room && time.Since(lastPromote) > w.cfg.PollInterval/2 {
+			lastPromote = time.Now()
+			if n, err := w.c.Promote(ctx, 1000); err != nil && ctx.Err() == nil {
+				w.log.Warn("promote failed", "err", err)
+			} else if n > 0 {
+				continue
+			}
+		}
+		if len(jobs) == 0 {
+			sleep(ctx, w.cfg.PollInterval)
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// work runs one job. runCtx is Run's context: once it is done, unstarted jobs are released.
+func (w *Worker) work(workCtx, runCtx context.Context, j *Job, done chan<- Lease) {
+	jctx, cancel := context.WithCancelCause(workCtx)
+	defer cancel(nil)
+	w.mu.Lock()
+	h := w.inflight[j.ID]
+	if h == nil || h.gone {
+		delete(w.inflight, j.ID)
+		w.mu.Unlock()
+		return
+	}
+	h.cancel = cancel
+	cancelNow := j.CancelRequested
+	w.mu.Unlock()
+	if runCtx.Err() != nil {
+		w.finish(workCtx, j, func(ctx context.Context) error {
+			_, err := w.c.Release(ctx, []Lease{j.Lease()})
+			w.released.Add(1)
+			return err
+		})
+		return
+	}
+	if cancelNow {
+		cancel(ErrCancelRequested)
+	}
+	err := w.safeHandle(jctx, j)
+	if cause := context.Cause(jctx); cause != nil && err != nil {
+		switch {
+		case errors.Is(cause, ErrLeaseLost):
+			w.lost.Add(1)
+			w.forget(j.ID)
+			return
+		case errors.Is(cause, ErrWorkerStopping):
+			w.finish(workCtx, j, func(ctx context.Context) error {
+				_, err := w.c.Release(ctx, []Lease{j.Lease()})
+				w.released.Add(1)
+				return err
+			})
+			return
+		}
+	}
+	var snooze *snoozeError
+	var jerr *jobError
+	switch {
+	case err == nil:
+		done <- j.Lease()
+	case errors.Is(err, ErrCompleted):
+		w.succeeded.Add(1)
+		w.forget(j.ID)
+	case errors.As(err, &snooze):
+		w.snoozed.Add(1)
+		w.finish(workCtx, j, func(ctx context.Context) error { return w.c.Snooze(ctx, j.Lease(), snooze.d) })
+	default:
+		opts := FailOptions{}
+		if errors.As(err, &jerr) {
+			opts.RetryIn, opts.Dead = jerr.retryIn, jerr.permanent
+		}
+		w.failed.Add(1)
+		w.finish(workCtx, j, func(ctx context.Context) error {
+			st, ferr := w.c.Fail(ctx, j, err, opts)
+			if ferr == nil {
+				w.log.Debug("job failed", "job", j.ID, "kind", j.Kind, "attempt", j.Attempt, "state", st, "err", err)
+			}
+			return ferr
+		})
+	}
+}
+
+// safeHandle runs the handler, turning a panic into a failed attempt rather than a dead worker.
+func (w *Worker) safeHandle(ctx context.Context, j *Job) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("handler panic: %v", r)
+		}
+	}()
+	return w.h(ctx, j)
+}
+
+// finish runs a fenced write for j, retrying transient errors briefly, then forgets the job.
+func (w *Worker) finish(ctx context.Context, j *Job, write func(context.Context) error) {
+	defer w.forget(j.ID)
+	backoff := 50 * time.Millisecond
+	for try := 0; ; try++ {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := write(wctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if errors.Is(err, ErrLeaseLost) {
+			w.lost.Add(1)
+			return
+		}
+		if try == 5 || ctx.Err() != nil {
+			w.log.Error("could not record job outcome; its lease will expire and it will be rescued", "job", j.ID, "err", err)
+			return
+		}
+		sleep(ctx, backoff)
+		backoff *= 2
+	}
+}
+
+func (w *Worker) forget(id int64) {
+	w.mu.Lock()
+	delete(w.inflight, id)
+	w.mu.Unlock()
+}
+
+// complete writes successful completions in batches: it takes whatever has queued up while the
+// previous batch was being written, so batches grow with load and nothing waits on a timer.
+func (w *Worker) complete(ctx context.Context, done <-chan Lease) {
+	batch := make([]Lease, 0, w.cfg.CompleteBatch)
+	for l := range done {
+		batch = append(batch[:0], l)
+	fill:
+		for len(batch) < w.cfg.CompleteBatch {
+			select {
+			case l, ok := <-done:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, l)
+			default:
+				break fill
+			}
+		}
+		w.completeBatch(ctx, batch)
+	}
+}
+
+func (w *Worker) completeBatch(ctx context.Context, batch []Lease) {
+	backoff := 50 * time.Millisecond
+	for try := 0; ; try++ {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		lost, err := w.c.CompleteMany(wctx, batch)
+		cancel()
+		if err == nil {
+			w.succeeded.Add(int64(len(batch) - len(lost)))
+			w.lost.Add(int64(len(lost)))
+			if len(lost) > 0 {
+				w.log.Warn("completed jobs whose lease was lost were not recorded", "jobs", lost)
+			}
+			w.mu.Lock()
+			for _, l := range batch {
+				delete(w.inflight, l.ID)
+			}
+			w.mu.Unlock()
+			return
+		}
+		if try == 8 || ctx.Err() != nil {
+			w.log.Error("could not record completions; their leases will expire and the jobs will be rescued", "n", len(batch), "err", err)
+			return
+		}
+		sleep(ctx, backoff)
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+func (w *Worker) heartbeatLoop(ctx context.Context) {
+	t := time.NewTicker(w.cfg.HeartbeatInterval)
+	defer t.Stop()
+	w.beat(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			w.beat(ctx)
+		}
+	}
+}
+
+func (w *Worker) beat(ctx context.Context) {
+	// Half the lease: a slow heartbeat still lands before the lease runs out.
+	hctx, cancel := context.WithTimeout(ctx, w.cfg.Lease/2)
+	defer cancel()
+	if _, err := w.c.pool.Exec(hctx, sqlWorkerBeat, w.cfg.ID, w.cfg.Queue, w.cfg.Kind, w.succeeded.Load()); err != nil && ctx.Err() == nil {
+		w.log.Warn("worker heartbeat failed", "err", err)
+	}
+	w.mu.Lock()
+	leases := make([]Lease, 0, len(w.inflight))
+	for _, h := range w.inflight {
+		if !h.gone {
+			leases = append(leases, h.job.Lease())
+		}
+	}
+	w.mu.Unlock()
+	if len(leases) == 0 {
+		return
+	}
+	res, err := w.c.Heartbeat(hctx, leases, w.cfg.Lease)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Warn("lease heartbeat failed", "err", err, "jobs", len(leases))
+		}
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, id := range res.Lost {
+		if h := w.inflight[id]; h != nil {
+			h.gone = true
+			if h.cancel != nil {
+				h.cancel(ErrLeaseLost)
+			}
+		}
+	}
+	for _, id := range res.CancelRequested {
+		if h := w.inflight[id]; h != nil {
+			h.job.CancelRequested = true
+			if h.cancel != nil {
+				h.cancel(ErrCancelRequested)
+			}
+		}
+	}
+}
+
+func (w *Worker) cancelAll(cause error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, h := range w.inflight {
+		if h.cancel != nil {
+			h.cancel(cause)
+		}
+	}
+}
+
+func (w *Worker) releaseAll(ctx context.Context) {
+	w.mu.Lock()
+	var leases []Lease
+	for id, h := range w.inflight {
+		if !h.gone {
+			leases = append(leases, h.job.Lease())
+		}
+		delete(w.inflight, id)
+	}
+	w.mu.Unlock()
+	if len(leases) == 0 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := w.c.Release(rctx, leases); err != nil {
+		w.log.Warn("release on stop failed; leases will expire", "err", err)
+	}
+	w.released.Add(int64(len(leases)))
+}
