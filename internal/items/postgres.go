@@ -1,0 +1,76 @@
+package items
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// MaxListLimit bounds ListItems, so one API call cannot pull a whole run into memory.
+const MaxListLimit = 10000
+
+// PostgresSink writes items to the crawlq_item table, idempotently by (run_id, key).
+type PostgresSink struct {
+	pool *pgxpool.Pool
+}
+
+// NewPostgresSink returns a sink writing to crawlq_item through pool.
+func NewPostgresSink(pool *pgxpool.Pool) Sink { return &PostgresSink{pool: pool} }
+
+// Name implements Sink.
+func (s *PostgresSink) Name() string { return "postgres" }
+
+// Write inserts batch in one statement (one round trip, one implicit transaction, so a
+// batch is all or nothing); items already present are skipped.
+func (s *PostgresSink) Write(ctx context.Context, batch []Item) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	runIDs := make([]int64, len(batch))
+	keys := make([]string, len(batch))
+	spiders := make([]string, len(batch))
+	urls := make([]string, len(batch))
+	data := make([]string, len(batch))
+	for i := range batch {
+		it := &batch[i]
+		runIDs[i], keys[i], spiders[i], urls[i], data[i] = it.RunID, it.Key, it.Spider, it.URL, string(it.Data)
+	}
+	if _, err := s.pool.Exec(ctx, insertItemsSQL, runIDs, keys, spiders, urls, data); err != nil {
+		return fmt.Errorf("insert %d items: %w", len(batch), err)
+	}
+	return nil
+}
+
+// CountItems returns how many items run runID has.
+func CountItems(ctx context.Context, pool *pgxpool.Pool, runID int64) (int64, error) {
+	var n int64
+	if err := pool.QueryRow(ctx, countItemsSQL, runID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count items of run %d: %w", runID, err)
+	}
+	return n, nil
+}
+
+// ListItems returns up to limit (1..MaxListLimit) items of run runID in key order.
+func ListItems(ctx context.Context, pool *pgxpool.Pool, runID int64, limit int) ([]Item, error) {
+	if limit < 1 || limit > MaxListLimit {
+		return nil, fmt.Errorf("list items of run %d: limit %d: must be between 1 and %d", runID, limit, MaxListLimit)
+	}
+	rows, err := pool.Query(ctx, listItemsSQL, runID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list items of run %d: %w", runID, err)
+	}
+	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Item, error) {
+		var it Item
+		var data []byte
+		err := row.Scan(&it.RunID, &it.Spider, &it.Key, &it.URL, &data)
+		it.Data = json.RawMessage(data)
+		return it, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list items of run %d: %w", runID, err)
+	}
+	return items, nil
+}
