@@ -216,7 +216,7 @@ func (d *declarative) ParseStats(ctx context.Context, resp *Response) (Result, e
 	if err != nil {
 		return res, fmt.Errorf("parse page %s: %w: %v", truncate(resp.URL), ErrBadPage, err)
 	}
-	d.extractItems(doc, resp.URL, &res)
+	d.extractItems(doc, pageURL, &res)
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
@@ -236,7 +236,8 @@ func isHTML(resp *Response) bool {
 	return mt == "text/html" || mt == "application/xhtml+xml" || mt == "text/xml" || mt == "application/xml"
 }
 
-func (d *declarative) extractItems(doc *goquery.Document, pageURL string, res *Result) {
+func (d *declarative) extractItems(doc *goquery.Document, page *url.URL, res *Result) {
+	pageURL := page.String()
 	seen := map[string]bool{}
 	for _, r := range d.items {
 		if r.match != nil && !r.match.MatchString(pageURL) {
@@ -249,7 +250,7 @@ func (d *declarative) extractItems(doc *goquery.Document, pageURL string, res *R
 		containers.Each(func(_ int, c *goquery.Selection) {
 			fields := make(map[string]any, len(r.fields))
 			for _, f := range r.fields {
-				v, ok := fieldValue(c, f)
+				v, ok := fieldValue(c, f, page)
 				if !ok {
 					if f.required {
 						res.Stats.Dropped++
@@ -271,7 +272,9 @@ func (d *declarative) extractItems(doc *goquery.Document, pageURL string, res *R
 }
 
 // fieldValue returns the field's value and whether it is present and non-empty.
-func fieldValue(c *goquery.Selection, f fieldRule) (string, bool) {
+// href and src attributes are resolved against the page URL, as a link is only useful
+// absolute.
+func fieldValue(c *goquery.Selection, f fieldRule, page *url.URL) (string, bool) {
 	sel := c
 	if f.css != nil {
 		sel = c.FindMatcher(f.css).First()
@@ -295,6 +298,11 @@ func fieldValue(c *goquery.Selection, f fieldRule) (string, bool) {
 			return "", false
 		}
 		v = collapse(a)
+		if f.attr == "href" || f.attr == "src" {
+			if abs, err := urlx.Resolve(page, v); err == nil {
+				v = abs
+			}
+		}
 	}
 	return v, v != ""
 }

@@ -70,8 +70,10 @@ type ItemRule struct {
 
 // FieldRule extracts one field from the first element matching CSS inside the container.
 type FieldRule struct {
-	CSS      string `yaml:"css"`  // default: the container itself
-	Attr     string `yaml:"attr"` // "text" (default: trimmed, whitespace collapsed), "html" (inner HTML), or an attribute name
+	CSS string `yaml:"css"` // default: the container itself
+	// Attr is "text" (default: trimmed, whitespace collapsed), "html" (inner HTML), or an
+	// attribute name; href and src are resolved to absolute canonical URLs.
+	Attr     string `yaml:"attr"`
 	Required bool   `yaml:"required"`
 }
 

@@ -188,7 +188,7 @@ func TestParseExtracts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantItems := []Item{{Key: "SKU-1", Fields: map[string]any{"sku": "SKU-1", "title": "Blue Widget", "price": "£9.99", "link": "/item-1.html"}}}
+	wantItems := []Item{{Key: "SKU-1", Fields: map[string]any{"sku": "SKU-1", "title": "Blue Widget", "price": "£9.99", "link": "http://example.com/item-1.html"}}}
 	if !reflect.DeepEqual(res.Items, wantItems) {
 		t.Errorf("items = %#v", res.Items)
 	}
