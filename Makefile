@@ -1,0 +1,56 @@
+# crawlq — run `make help` for the targets.
+#
+# When DATABASE_URL is unset, targets that need a database start a throwaway PostgreSQL under
+# .local/pg (scripts/localpg.sh) and use it; `make clean` removes it.
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+GO ?= go
+# Exports DATABASE_URL for the rest of a recipe line, starting the local server when needed.
+WITH_DB = export DATABASE_URL="$${DATABASE_URL:-$$(scripts/localpg.sh start)}";
+# Points terraform at the provider mirror installed on this machine.
+WITH_TF = export TF_CLI_CONFIG_FILE="$${TF_CLI_CONFIG_FILE:-$$(scripts/tfrc.sh)}";
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-zA-Z/_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-14s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## build bin/crawlq
+	$(GO) build -o bin/crawlq ./cmd/crawlq
+
+.PHONY: db
+db: ## start the local PostgreSQL (when DATABASE_URL is unset) and print its URL
+	@$(WITH_DB) echo "$$DATABASE_URL"
+
+.PHONY: demo
+demo: build ## the main job: enqueue and work a few thousand jobs with several workers, then show stats
+	@scripts/deps.sh demo
+	@$(WITH_DB) bin/crawlq demo-queue
+
+.PHONY: test
+test: ## run every test (real Postgres, moto, terraform, aws CLI) with -race
+	@scripts/deps.sh test
+	$(GO) vet ./...
+	$(WITH_DB) $(WITH_TF) $(GO) test -race -count=1 -timeout 20m ./...
+
+.PHONY: bench
+bench: build ## queue throughput: crawlq bench beside the peers (River, graphile-worker, SQL ceiling)
+	$(WITH_DB) ../shared/bench/peers/run.sh all 100000; bin/crawlq bench --jobs 100000
+
+.PHONY: fmt
+fmt: ## gofmt and terraform fmt
+	gofmt -w $$(git ls-files '*.go')
+	terraform fmt -recursive terraform
+
+.PHONY: verify
+verify: ## check formatting and vet
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+
+.PHONY: clean
+clean: ## stop and remove the local PostgreSQL and emulator, and build output
+	-scripts/localpg.sh stop
+	-[ -x scripts/emulator.sh ] && scripts/emulator.sh stop
+	rm -rf .local build bin

@@ -1,0 +1,152 @@
+// Package cli implements the crawlq command line: one Command per subcommand, each with its own
+// flag set and --help text. cmd/crawlq only calls Main.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"crawlq/internal/db"
+)
+
+// Env is what a command runs with: its output streams and how to reach the database.
+type Env struct {
+	Stdout, Stderr io.Writer
+	// Getenv reads the environment (os.Getenv by default); tests substitute their own.
+	Getenv func(string) string
+}
+
+// Command is one subcommand.
+type Command struct {
+	Name     string
+	Synopsis string // one line for the command list
+	Usage    string // the argument summary after the name
+	Help     string // longer description for --help
+	// Flags declares the command's flags on fs and returns the function that runs it.
+	Flags func(fs *flag.FlagSet, env *Env) func(ctx context.Context, args []string) error
+}
+
+// errUsage marks an error in how the command was called (exit status 2).
+var errUsage = errors.New("usage")
+
+func usageErr(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, a...))
+}
+
+// commands lists every subcommand; each file of this package adds its own.
+func commands() []*Command {
+	cs := []*Command{
+		migrateCmd(), enqueueCmd(), statsCmd(), jobsCmd(), cancelCmd(), redriveCmd(), retentionCmd(), rescueCmd(),
+		workCmd(), demoQueueCmd(),
+	}
+	sort.Slice(cs, func(i, j int) bool { return cs[i].Name < cs[j].Name })
+	return cs
+}
+
+// Main runs the command line args (without the program name) and returns the exit status.
+func Main(ctx context.Context, args []string, env Env) int {
+	if env.Stdout == nil {
+		env.Stdout = os.Stdout
+	}
+	if env.Stderr == nil {
+		env.Stderr = os.Stderr
+	}
+	if env.Getenv == nil {
+		env.Getenv = os.Getenv
+	}
+	cs := commands()
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		topUsage(env.Stdout, cs)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	var cmd *Command
+	for _, c := range cs {
+		if c.Name == args[0] {
+			cmd = c
+		}
+	}
+	if cmd == nil {
+		fmt.Fprintf(env.Stderr, "crawlq: unknown command %q\n\n", args[0])
+		topUsage(env.Stderr, cs)
+		return 2
+	}
+	fs := flag.NewFlagSet("crawlq "+cmd.Name, flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	run := cmd.Flags(fs, &env)
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: crawlq %s %s\n\n%s\n", cmd.Name, cmd.Usage, strings.TrimSpace(cmd.Help))
+		if hasFlags(fs) {
+			fmt.Fprintln(w, "\nFlags:")
+			fs.PrintDefaults()
+		}
+	}
+	for _, a := range args[1:] {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "-help" || a == "--help" || a == "--h" {
+			fs.SetOutput(env.Stdout) // asked-for help is output, not an error
+		}
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if err := run(ctx, fs.Args()); err != nil {
+		fmt.Fprintf(env.Stderr, "crawlq %s: %v\n", cmd.Name, err)
+		if errors.Is(err, errUsage) {
+			fmt.Fprintf(env.Stderr, "Run 'crawlq %s --help' for usage.\n", cmd.Name)
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+func hasFlags(fs *flag.FlagSet) bool {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	return n > 0
+}
+
+func topUsage(w io.Writer, cs []*Command) {
+	fmt.Fprintln(w, "crawlq schedules and runs web-scraping spiders on a PostgreSQL job queue.")
+	fmt.Fprintln(w, "\nUsage: crawlq <command> [flags] [args]\n\nCommands:")
+	for _, c := range cs {
+		fmt.Fprintf(w, "  %-12s %s\n", c.Name, c.Synopsis)
+	}
+	fmt.Fprintln(w, "\nRun 'crawlq <command> --help' for a command's flags.")
+	fmt.Fprintln(w, "The database is DATABASE_URL (or --database-url); see 'crawlq migrate --help'.")
+}
+
+// dbFlag declares --database-url and returns a function that opens the pool.
+func dbFlag(fs *flag.FlagSet, env *Env) func(ctx context.Context) (*pgxpool.Pool, error) {
+	url := fs.String("database-url", "", "PostgreSQL URL (default $DATABASE_URL)")
+	return func(ctx context.Context) (*pgxpool.Pool, error) {
+		u := *url
+		if u == "" {
+			u = env.Getenv("DATABASE_URL")
+		}
+		if u == "" {
+			return nil, db.ErrNoDatabase
+		}
+		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return db.Open(octx, db.Config{URL: u, MaxConns: 20})
+	}
+}

@@ -1,0 +1,380 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"crawlq/internal/migrate"
+	"crawlq/internal/queue"
+)
+
+func migrateCmd() *Command {
+	return &Command{
+		Name: "migrate", Synopsis: "create or update the database schema", Usage: "[--list]",
+		Help: `Applies every embedded schema migration not yet applied, each in its own transaction.
+Safe to run twice and from several processes at once.`,
+		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
+			open := dbFlag(fs, env)
+			list := fs.Bool("list", false, "list migrations and whether each is applied; change nothing")
+			return func(ctx context.Context, args []string) error {
+				if len(args) > 0 {
+					return usageErr("unexpected arguments %q", args)
+				}
+				pool, err := open(ctx)
+				if err != nil {
+					return err
+				}
+				defer pool.Close()
+				if *list {
+					st, err := migrate.List(ctx, pool)
+					if err != nil {
+						return err
+					}
+					for _, s := range st {
+						mark := "pending"
+						if s.Applied {
+							mark = "applied"
+						}
+						fmt.Fprintf(env.Stdout, "%04d %-20s %s\n", s.Version, s.Name, mark)
+					}
+					return nil
+				}
+				done, err := migrate.Up(ctx, pool)
+				if err != nil {
+					return err
+				}
+				if len(done) == 0 {
+					fmt.Fprintln(env.Stdout, "schema is up to date")
+				} else {
+					fmt.Fprintf(env.Stdout, "applied migrations %v\n", done)
+				}
+				return nil
+			}
+		},
+	}
+}
+
+func enqueueCmd() *Command {
+	return &Command{
+		Name: "enqueue", Synopsis: "add a job", Usage: "--queue Q --kind K [flags]",
+		Help: `Adds one job and prints its id. With --unique-key, an unfinished job of the queue with the
+same key is not duplicated: --on-duplicate keep (default) leaves it, replace moves its run time and
+priority to the new ones, earliest keeps the earlier run time.`,
+		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
+			open := dbFlag(fs, env)
+			var p queue.EnqueueParams
+			fs.StringVar(&p.Queue, "queue", "default", "queue name")
+			fs.StringVar(&p.Kind, "kind", "", "job kind (required)")
+			args := fs.String("args", "{}", "job arguments as JSON (at most 256 KiB)")
+			fs.IntVar(&p.Priority, "priority", 0, "priority, -1000..1000; higher runs first")
+			fs.DurationVar(&p.Delay, "delay", 0, "run after this long (e.g. 30s, 5m)")
+			at := fs.String("at", "", "run at this time (RFC 3339, e.g. 2026-01-02T15:04:05Z)")
+			fs.IntVar(&p.MaxAttempts, "max-attempts", 0, "attempts before the job is dead (default 25)")
+			fs.StringVar(&p.UniqueKey, "unique-key", "", "unique key among the queue's unfinished jobs")
+			dup := fs.String("on-duplicate", "keep", "keep, replace or earliest")
+			asJSON := fs.Bool("json", false, "print the result as JSON")
+			return func(ctx context.Context, rest []string) error {
+				if len(rest) > 0 {
+					return usageErr("unexpected arguments %q", rest)
+				}
+				if p.Kind == "" {
+					return usageErr("--kind is required")
+				}
+				p.Args = json.RawMessage(*args)
+				if *at != "" {
+					t, err := time.Parse(time.RFC3339, *at)
+					if err != nil {
+						return usageErr("--at %q: want RFC 3339 such as 2026-01-02T15:04:05Z", *at)
+					}
+					p.RunAt = t
+				}
+				mode, err := queue.ParseDuplicateMode(*dup)
+				if err != nil {
+					return usageErr("--on-duplicate: %v", err)
+				}
+				p.OnDuplicate = mode
+				pool, err := open(ctx)
+				if err != nil {
+					return err
+				}
+				defer pool.Close()
+				r, err := queue.New(pool, queue.Config{}).Enqueue(ctx, p)
+				if err != nil {
+					return err
+				}
+				if *asJSON {
+					return json.NewEncoder(env.Stdout).Encode(map[string]any{"id": r.ID, "duplicate": r.Duplicate})
+				}
+				if r.Duplicate {
+					fmt.Fprintf(env.Stdout, "%d (duplicate of an unfinished job; %s)\n", r.ID, mode)
+				} else {
+					fmt.Fprintln(env.Stdout, r.ID)
+				}
+				return nil
+			}
+		},
+	}
+}
+
+func statsCmd() *Command {
+	return &Command{
+		Name: "stats", Synopsis: "show job counts per queue and state", Usage: "[--json]",
+		Help: `Prints, per queue: available (due), scheduled (delayed), running, succeeded, cancelled and
+dead counts, the past-due count and the age of the oldest past-due job. Counts come from
+trigger-maintained tables, so this is cheap on a table of any size.`,
+		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
+			open := dbFlag(fs, env)
+			asJSON := fs.Bool("json", false, "print JSON")
+			return func(ctx context.Context, args []string) error {
+				if len(args) > 0 {
+					return usageErr("unexpected arguments %q", args)
+				}
+				pool, err := open(ctx)
+				if err != nil {
+					return err
+				}
+				defer pool.Close()
+				st, err := queue.New(pool, queue.Config{}).Stats(ctx)
+				if err != nil {
+					return err
+				}
+				if *asJSON {
+					if st == nil {
+						st = []queue.QueueStats{}
+					}
+					return json.NewEncoder(env.Stdout).Encode(st)
+				}
+				writeStats(env, st)
+				return nil
+			}
+		},
+	}
+}
+
+func writeStats(env *Env, st []queue.QueueStats) {
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "QUEUE\tAVAILABLE\tSCHEDULED\tRUNNING\tSUCCEEDED\tCANCELLED\tDEAD\tPAST DUE\tOLDEST\t")
+	for _, s := range st {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", s.Queue, s.Available, s.Scheduled, s.Running,
+			s.Succeeded, s.Cancelled, s.Dead, s.PastDue, s.OldestPastDue.Round(time.Millisecond))
+	}
+	tw.Flush()
+}
+
+func jobsCmd() *Command {
+	return &Command{
+		Name: "jobs", Synopsis: "list jobs", Usage: "[--queue Q] [--state S,...] [--kind K] [--run ID] [--limit N] [--before ID] [--json]",
+		Help: `Lists jobs newest first. Page with --before (the smallest id of the previous page).`,
+		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
+			open := dbFlag(fs, env)
+			var p queue.ListParams
+			fs.StringVar(&p.Queue, "queue", "", "only this queue")
+			states := fs.String("state", "", "only these states, comma-separated (available, scheduled, running, succeeded, cancelled, dead)")
+			fs.StringVar(&p.Kind, "kind", "", "only this kind")
+			fs.Int64Var(&p.ParentID, "run", 0, "only jobs of this spider run")
+			fs.IntVar(&p.Limit, "limit", 50, "at most this many (1..10000)")
+			fs.Int64Var(&p.Before, "before", 0, "only ids below this")
+			asJSON := fs.Bool("json", false, "print JSON")
+			return func(ctx context.Context, args []string) error {
+				if len(args) > 0 {
+					return usageErr("unexpected arguments %q", args)
+				}
+				if *states != "" {
+					for _, s := range strings.Split(*states, ",") {
+						st, err := queue.ParseState(strings.TrimSpace(s))
+						if err != nil {
+							return usageErr("--state: %v", err)
+						}
+						p.States = append(p.States, st)
+					}
+				}
+				pool, err := open(ctx)
+				if err != nil {
+					return err
+				}
+				defer pool.Close()
+				jobs, err := queue.New(pool, queue.Config{}).List(ctx, p)
+				if err != nil {
+					return err
+				}
+				if *asJSON {
+					if jobs == nil {
+						jobs = []*queue.Job{}
+					}
+					return json.NewEncoder(env.Stdout).Encode(jobs)
+				}
+				tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tQUEUE\tKIND\tSTATE\tPRIO\tATTEMPT\tRUN AT\tUNIQUE KEY\tLAST ERROR")
+				for _, j := range jobs {
+					last := ""
+					if n := len(j.Errors); n > 0 {
+						last = j.Errors[n-1].Error
+						if len(last) > 60 {
+							last = last[:60] + "…"
+						}
+					}
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d/%d\t%s\t%s\t%s\n", j.ID, j.Queue, j.Kind, j.State, j.Priority,
+						j.Attempt, j.MaxAttempts, j.RunAt.Format(time.RFC3339), j.UniqueKey, last)
+				}
+				return tw.Flush()
+			}
+		},
+	}
+}
+
+func parseIDs(args []string) ([]int64, error) {
+	var ids []int64
+	for _, a := range args {
+		id, err := strconv.ParseInt(a, 10, 64)
+		if err != nil || id <= 0 {
+			return nil, usageErr("job id %q: want a positive integer", a)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+func cancelCmd() *Command {
+	return &Command{
+		Name: "cancel", Synopsis: "cancel jobs", Usage: "ID [ID...]",
+		Help: `Cancels each job: a waiting job at once; a running job is marked and its worker stops it at
+its next heartbeat. Exits 1 if any id is unknown or already finished (the others are still cancelled).`,
+		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
+			open := dbFlag(fs, env)
+			return func(ctx context.Context, args []string) error {
+				if len(args) == 0 {
+					return usageErr("give at least one job id")
+				}
+				ids, err := parseIDs(args)
+				if err != nil {
+					return err
+				}
+				pool, err := open(ctx)
+				if err != nil {
+					return err
+				}
+				defer pool.Close()
+				c := queue.New(pool, queue.Config{})
+				var errs []error
+				for _, id := range ids {
+					st, err := c.Cancel(ctx, id)
+					switch {
+					case err != nil:
+						errs = append(errs, err)
+					case st == queue.StateRunning:
+						fmt.Fprintf(env.Stdout, "%d: running; cancel requested\n", id)
+					default:
+						fmt.Fprintf(env.Stdout, "%d: cancelled\n", id)
+					}
+				}
+				return errors.Join(errs...)
+			}
+		},
+	}
+}
+
+func redriveCmd() *Command {
+	return &Command{
+		Name: "redrive", Synopsis: "retry dead jobs", Usage: "--queue Q [--limit N] [ID...]",
+		Help: `Makes dead jobs of the queue available again with a fresh attempt budget: the given ids, or
+up to --limit of them.`,
+		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
+			open := dbFlag(fs, env)
+			q := fs.String("queue", "default", "queue")
+			limit := fs.Int("limit", 1000, "at most this many jobs")
+			return func(ctx context.Context, args []string) error {
+				ids, err := parseIDs(args)
+				if err != nil {
+					return err
+				}
+				pool, err := open(ctx)
+				if err != nil {
+					return err
+				}
+				defer pool.Close()
+				done, err := queue.New(pool, queue.Config{}).Redrive(ctx, *q, ids, *limit)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(env.Stdout, "redrove %d jobs\n", len(done))
+				return nil
+			}
+		},
+	}
+}
+
+func retentionCmd() *Command {
+	return &Command{
+		Name: "retention", Synopsis: "delete old finished jobs", Usage: "[--max-age D] [--keep N] [--states S,...]",
+		Help: `Deletes finished jobs (succeeded, cancelled, dead) older than --max-age and/or beyond the newest
+--keep of each queue, in bounded batches.`,
+		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
+			open := dbFlag(fs, env)
+			var p queue.RetentionParams
+			fs.DurationVar(&p.MaxAge, "max-age", 0, "delete jobs finished longer ago than this (e.g. 168h)")
+			fs.IntVar(&p.KeepPerQueue, "keep", 0, "keep only the newest N finished jobs per queue")
+			states := fs.String("states", "", "only these finished states, comma-separated (default all)")
+			return func(ctx context.Context, args []string) error {
+				if len(args) > 0 {
+					return usageErr("unexpected arguments %q", args)
+				}
+				if *states != "" {
+					for _, s := range strings.Split(*states, ",") {
+						st, err := queue.ParseState(strings.TrimSpace(s))
+						if err != nil {
+							return usageErr("--states: %v", err)
+						}
+						p.States = append(p.States, st)
+					}
+				}
+				pool, err := open(ctx)
+				if err != nil {
+					return err
+				}
+				defer pool.Close()
+				n, err := queue.New(pool, queue.Config{}).Retention(ctx, p)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(env.Stdout, "deleted %d finished jobs\n", n)
+				return nil
+			}
+		},
+	}
+}
+
+func rescueCmd() *Command {
+	return &Command{
+		Name: "rescue", Synopsis: "return jobs with expired leases and promote due delayed jobs", Usage: "",
+		Help: `Runs one maintenance pass (what the dispatcher does every tick): jobs whose lease expired go
+back to available (dead when out of attempts), and delayed jobs now due become available.`,
+		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
+			open := dbFlag(fs, env)
+			return func(ctx context.Context, args []string) error {
+				pool, err := open(ctx)
+				if err != nil {
+					return err
+				}
+				defer pool.Close()
+				c := queue.New(pool, queue.Config{})
+				r, err := c.Rescue(ctx, 10000)
+				if err != nil {
+					return err
+				}
+				p, err := c.Promote(ctx, 10000)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(env.Stdout, "rescued %d, promoted %d\n", r, p)
+				return nil
+			}
+		},
+	}
+}
