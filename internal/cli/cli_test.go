@@ -1,0 +1,99 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"crawlq/internal/cli"
+	"crawlq/internal/dbtest"
+)
+
+// run runs the CLI in-process against url and returns exit status, stdout and stderr.
+func run(t *testing.T, url string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := cli.Main(context.Background(), args, cli.Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string {
+		if k == "DATABASE_URL" {
+			return url
+		}
+		return ""
+	}})
+	return code, out.String(), errb.String()
+}
+
+func TestQueueCommands(t *testing.T) {
+	t.Parallel()
+	_, url := dbtest.Schema(t)
+	code, out, errs := run(t, url, "migrate")
+	if code != 0 || !strings.Contains(out, "up to date") {
+		t.Fatalf("migrate on a migrated schema: %d %q %q", code, out, errs)
+	}
+	code, out, _ = run(t, url, "enqueue", "--queue", "q", "--kind", "k", "--args", `{"a":1}`, "--unique-key", "u", "--json")
+	var r struct {
+		ID        int64
+		Duplicate bool
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil || r.ID == 0 || r.Duplicate {
+		t.Fatalf("enqueue: %d %q", code, out)
+	}
+	code, out, _ = run(t, url, "enqueue", "--queue", "q", "--kind", "k", "--unique-key", "u", "--on-duplicate", "replace", "--delay", "1h")
+	if code != 0 || !strings.Contains(out, "duplicate") {
+		t.Fatalf("duplicate enqueue: %d %q", code, out)
+	}
+	code, out, _ = run(t, url, "stats", "--json")
+	var st []map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || len(st) != 1 || st[0]["scheduled"].(float64) != 1 {
+		t.Fatalf("stats: %d %q", code, out)
+	}
+	code, out, _ = run(t, url, "jobs", "--queue", "q", "--state", "scheduled")
+	if code != 0 || !strings.Contains(out, "scheduled") || !strings.Contains(out, "\tu\t") && !strings.Contains(out, " u ") {
+		t.Fatalf("jobs: %d %q", code, out)
+	}
+	code, out, _ = run(t, url, "cancel", "1", "999999")
+	if code != 1 || !strings.Contains(out, "1: cancelled") {
+		t.Fatalf("cancel: %d %q", code, out)
+	}
+	code, out, _ = run(t, url, "stats")
+	if code != 0 || !strings.Contains(out, "CANCELLED") {
+		t.Fatalf("stats table: %d %q", code, out)
+	}
+}
+
+func TestBadInvocations(t *testing.T) {
+	t.Parallel()
+	_, url := dbtest.Schema(t)
+	for _, args := range [][]string{
+		{"nosuchcommand"},
+		{"enqueue", "--queue", "q"},                      // no kind
+		{"enqueue", "--kind", "k", "--at", "tomorrow"},   // bad time
+		{"enqueue", "--kind", "k", "--on-duplicate", "x"},
+		{"jobs", "--state", "finished"},
+		{"cancel"},
+		{"cancel", "abc"},
+		{"stats", "--bogus"},
+	} {
+		if code, _, errs := run(t, url, args...); code != 2 || errs == "" {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and a message", args, code, errs)
+		}
+	}
+	for _, args := range [][]string{
+		{"enqueue", "--kind", "k", "--priority", "5000"},
+		{"enqueue", "--kind", "k", "--args", "{bad"},
+		{"enqueue", "--queue", "No Spaces", "--kind", "k"},
+		{"enqueue", "--kind", "k", "--delay", "-5s"},
+	} {
+		if code, _, errs := run(t, url, args...); code != 1 || !strings.Contains(errs, "invalid input") {
+			t.Errorf("%q: exit %d, stderr %q; want 1 and 'invalid input'", args, code, errs)
+		}
+	}
+	_, out, _ := run(t, url, "stats", "--json")
+	if strings.TrimSpace(out) != "[]" {
+		t.Fatalf("bad input wrote jobs: %s", out)
+	}
+	if code, out, _ := run(t, url, "enqueue", "--help"); code != 0 || !strings.Contains(out, "--on-duplicate") && !strings.Contains(out, "-on-duplicate") {
+		t.Fatalf("--help: %d %q", code, out)
+	}
+}
