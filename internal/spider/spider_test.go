@@ -3,6 +3,7 @@ package spider
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -401,11 +402,20 @@ func TestBenchsiteSpec(t *testing.T) {
 func TestHostilePages(t *testing.T) {
 	t.Parallel()
 	sp := mustSpider(t, goodSpec)
-	deep := strings.Repeat("<div>", 200000) + `<div class="product"><span class="sku">S</span><p class="price">1</p></div>`
-	wide := strings.Repeat(`<a href="item-1.html?`, 1) + strings.Repeat(`<p><a href="/item-9.html">x</a></p>`, 50000)
+	deep := strings.Repeat("<div>", 5000) + `<div class="product"><span class="sku">S</span><p class="price">1</p></div>`
+	var wide strings.Builder
+	for i := 0; i < MaxLinksPerPage+500; i++ {
+		fmt.Fprintf(&wide, `<p><a href="/item-%d.html">x</a></p>`, i)
+	}
 	bad := "<div class=\"product\"><span class=\"sku\">\xff\xfeS\x80</span><p class=\"price\">\xc3</p></div>"
-	for name, body := range map[string]string{"deep": deep, "wide": wide, "invalid utf8": bad, "empty": ""} {
-		items, _, err := sp.Parse(context.Background(), &Response{URL: "http://example.com/item-1.html", Body: []byte(body)})
+	for name, body := range map[string]string{"deep": deep, "wide": wide.String(), "invalid utf8": bad, "empty": ""} {
+		items, follow, err := sp.Parse(context.Background(), &Response{URL: "http://example.com/item-1.html", Body: []byte(body)})
+		if len(follow) > MaxLinksPerPage {
+			t.Errorf("%s: %d links, more than MaxLinksPerPage", name, len(follow))
+		}
+		if name == "wide" && len(follow) != MaxLinksPerPage {
+			t.Errorf("wide: %d links, want the cap %d", len(follow), MaxLinksPerPage)
+		}
 		if name == "deep" {
 			// x/net/html refuses more than 512 open elements: a permanent page error.
 			if !errors.Is(err, ErrBadPage) {
