@@ -192,7 +192,8 @@ func checkScheme(u *url.URL) error {
 }
 
 // Fetch GETs rawURL, following redirects. For a final status >= 400 it returns
-// both the Result (body included) and a *StatusError. Any other error comes with a
+// both the Result (with the body when it could be read within the caps) and a
+// *StatusError. Any other error comes with a
 // nil Result; classify it with Retryable, RetryAfter and Kind.
 func (f *Fetcher) Fetch(ctx context.Context, rawURL string) (*Result, error) {
 	start := time.Now()
@@ -229,25 +230,34 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string) (*Result, error) {
 		Header:    resp.Header,
 		Redirects: countRedirects(resp),
 	}
+	if resp.StatusCode >= 400 {
+		// The status is the answer; an error page that is too large or cut off
+		// must not hide it from the retry policy.
+		se := newStatusError(resp, time.Now())
+		if resp.ContentLength <= f.cfg.MaxBodyBytes {
+			if raw, wire, err := readBody(resp, f.cfg.MaxBodyBytes); err == nil {
+				res.Bytes = wire
+				res.ContentType, res.Body = decodeText(raw, resp.Header.Get("Content-Type"))
+			}
+		}
+		res.Elapsed = time.Since(start)
+		return res, se
+	}
 	if resp.ContentLength > f.cfg.MaxBodyBytes {
 		// Checked before reading: a compressed body this large decodes to at least
 		// about as much.
 		return nil, fmt.Errorf("read body of %s: %w: Content-Length %d > %d", res.URL, ErrBodyTooLarge, resp.ContentLength, f.cfg.MaxBodyBytes)
 	}
 	raw, wire, err := readBody(resp, f.cfg.MaxBodyBytes)
-	res.Bytes = wire
 	if err != nil {
 		if errors.Is(err, ErrBodyTooLarge) || errors.Is(err, ErrContentEncoding) {
 			return nil, fmt.Errorf("read body of %s: %w", res.URL, err)
 		}
 		return nil, f.classifyTransportErr(ctx, reqCtx, fmt.Errorf("read body of %s: %w", res.URL, err))
 	}
+	res.Bytes = wire
 	res.ContentType, res.Body = decodeText(raw, resp.Header.Get("Content-Type"))
 	res.Elapsed = time.Since(start)
-
-	if resp.StatusCode >= 400 {
-		return res, newStatusError(resp, time.Now())
-	}
 	return res, nil
 }
 

@@ -178,8 +178,12 @@ func TestStatusErrors(t *testing.T) {
 		w.Header().Set("Retry-After", "garbage")
 		http.Error(w, "down", http.StatusServiceUnavailable)
 	})
+	mux.HandleFunc("/500big", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+		w.Write(bytes.Repeat([]byte("x"), 64<<10))
+	})
 	srv := serve(t, mux)
-	f := newFetcher(t, Config{})
+	f := newFetcher(t, Config{MaxBodyBytes: 32 << 10})
 	ctx := context.Background()
 
 	for _, tc := range []struct {
@@ -194,6 +198,7 @@ func TestStatusErrors(t *testing.T) {
 		{"/429d", 429, true, "status_429", 90 * time.Second},
 		{"/429big", 429, true, "status_429", time.Hour},
 		{"/503", 503, true, "status_5xx", 0},
+		{"/500big", 500, true, "status_5xx", 0}, // an oversized error page still reports its status
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			res, err := f.Fetch(ctx, srv.URL+tc.path)
