@@ -30,7 +30,10 @@ type Sink interface {
 	Name() string
 	// Write stores batch durably before returning nil. It must be idempotent by
 	// (RunID, Key): the pipeline retries failed writes, and page jobs are retried, so the
-	// same item arrives more than once. It must honour ctx.
+	// same item arrives more than once. It must honour ctx. An error wrapping
+	// ErrInvalidItem says the batch holds an item the sink will never accept: the
+	// pipeline then splits the batch to fail only the writer of that item, instead of
+	// retrying everyone's items until their contexts end.
 	Write(ctx context.Context, batch []Item) error
 }
 
@@ -130,8 +133,11 @@ type Stats struct {
 	// Backpressure counts Write calls that returned ErrBackpressure.
 	Backpressure int64
 	// Dropped counts items discarded unwritten because their writer gave up (its context
-	// ended, it got ErrBackpressure, or Close gave up).
+	// ended, it got ErrBackpressure, or Close gave up) or the sink rejected the call.
 	Dropped int64
+	// Rejected counts Write calls failed because the sink rejected one of their items
+	// (ErrInvalidItem).
+	Rejected int64
 }
 
 // Pipeline batches items from concurrent writers into sink writes, within a bounded
@@ -217,8 +223,9 @@ func New(sink Sink, cfg Config, log *slog.Logger) (*Pipeline, error) {
 }
 
 // Write sends items to the sink and returns once all of them are durably written,
-// group-committed with other writers' items. It returns ErrInvalidItem (and sends
-// nothing) if any item is invalid; ErrBackpressure if the buffer had no space within
+// group-committed with other writers' items. It returns ErrInvalidItem if any item is
+// invalid (then nothing is sent), or if the sink rejected one of the call's items;
+// ErrBackpressure if the buffer had no space within
 // Config.SubmitTimeout; ErrClosed after Close; or ctx's error (wrapped with the last
 // sink error, if any) when ctx ends first. In every failure case items of the call may
 // or may not have been written, which the sink's idempotency makes harmless. Items must
@@ -447,6 +454,8 @@ func (p *Pipeline) nextBatch() ([]entry, bool) {
 }
 
 // writeBatch writes batch, retrying with backoff while any of its writers still waits.
+// When the sink rejects the batch's content (ErrInvalidItem), the batch is halved until
+// the rejected items are alone with their own writer, whose Write then fails.
 func (p *Pipeline) writeBatch(batch []entry) {
 	backoff := p.cfg.RetryBackoff
 	for attempt := 1; ; attempt++ {
@@ -483,6 +492,11 @@ func (p *Pipeline) writeBatch(batch []entry) {
 			p.mu.Unlock()
 			return
 		}
+		if errors.Is(err, ErrInvalidItem) {
+			p.mu.Unlock()
+			p.isolateRejected(batch, err)
+			return
+		}
 		p.stats.Retries++
 		if p.stopped {
 			p.failLocked(batch, fmt.Errorf("write items: %w before the sink wrote them: %w", ErrClosed, err))
@@ -507,6 +521,34 @@ func (p *Pipeline) writeBatch(batch []entry) {
 			t.Stop()
 		}
 	}
+}
+
+// isolateRejected handles a batch the sink rejected as invalid. A batch holding one
+// writer's items fails that writer; a larger one is halved and each half written (and
+// retried) on its own, so one bad item costs a few extra writes, not everyone's pages.
+func (p *Pipeline) isolateRejected(batch []entry, err error) {
+	single := true
+	for _, e := range batch[1:] {
+		single = single && e.c == batch[0].c
+	}
+	if !single {
+		p.log.Warn("item sink rejected a batch; splitting it to find the bad items", "items", len(batch), "err", err)
+		half := slices.Clone(batch[len(batch)/2:])
+		p.writeBatch(batch[:len(batch)/2])
+		p.writeBatch(half)
+		return
+	}
+	c := batch[0].c
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stats.Rejected++
+	// Release this batch, then take back whatever else of the call is still queued.
+	for _, e := range batch {
+		p.releaseLocked(e.size)
+		p.stats.Dropped++
+	}
+	p.abandonLocked(c, fmt.Errorf("write items: sink %s rejected an item: %w", p.sink.Name(), err))
+	p.admitLocked()
 }
 
 // failLocked gives up on batch: its writers get err.

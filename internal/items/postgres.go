@@ -3,9 +3,12 @@ package items
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -39,9 +42,23 @@ func (s *PostgresSink) Write(ctx context.Context, batch []Item) error {
 		runIDs[i], keys[i], spiders[i], urls[i], data[i] = it.RunID, it.Key, it.Spider, it.URL, string(it.Data)
 	}
 	if _, err := s.pool.Exec(ctx, insertItemsSQL, runIDs, keys, spiders, urls, data); err != nil {
+		if rejectsData(err) {
+			return fmt.Errorf("insert %d items: %w: %w", len(batch), ErrInvalidItem, err)
+		}
 		return fmt.Errorf("insert %d items: %w", len(batch), err)
 	}
 	return nil
+}
+
+// rejectsData reports whether Postgres refused the batch for what it holds (a data
+// exception such as a number too large for jsonb, or a CHECK or NOT NULL violation),
+// which no retry can fix. Item.Validate catches most such input before it gets here.
+func rejectsData(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	return strings.HasPrefix(pgErr.Code, "22") || pgErr.Code == "23502" || pgErr.Code == "23514"
 }
 
 // CountItems returns how many items run runID has.

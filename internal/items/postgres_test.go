@@ -3,6 +3,7 @@ package items
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -52,6 +53,11 @@ func TestPostgresSink(t *testing.T) {
 		if _, err := ListItems(ctx, pool, 7, limit); err == nil || !strings.Contains(err.Error(), "limit") {
 			t.Errorf("ListItems limit %d: err = %v, want a limit error", limit, err)
 		}
+	}
+	poison := page(7, 1, 0, 1)
+	poison[0].Data = json.RawMessage(`{"n":1e1000000}`)
+	if err := sink.Write(ctx, poison); !errors.Is(err, ErrInvalidItem) {
+		t.Errorf("Write of a number jsonb cannot hold = %v, want ErrInvalidItem", err)
 	}
 	if err := sink.Write(ctx, nil); err != nil {
 		t.Fatalf("empty batch: %v", err)
