@@ -223,13 +223,15 @@ func New(sink Sink, cfg Config, log *slog.Logger) (*Pipeline, error) {
 }
 
 // Write sends items to the sink and returns once all of them are durably written,
-// group-committed with other writers' items. It returns ErrInvalidItem if any item is
-// invalid (then nothing is sent), or if the sink rejected one of the call's items;
-// ErrBackpressure if the buffer had no space within
-// Config.SubmitTimeout; ErrClosed after Close; or ctx's error (wrapped with the last
-// sink error, if any) when ctx ends first. In every failure case items of the call may
-// or may not have been written, which the sink's idempotency makes harmless. Items must
-// not be modified until Write returns, nor Data afterwards.
+// group-committed with other writers' items. It returns
+//   - ErrInvalidItem if an item is invalid (then nothing is sent) or the sink rejected
+//     one of the call's items;
+//   - ErrBackpressure if the buffer had no space within Config.SubmitTimeout;
+//   - ErrClosed after Close;
+//   - ctx's error, wrapping the last sink error if any, when ctx ends first.
+//
+// After a failure, items of the call may or may not have been written, which the sink's
+// idempotency makes harmless. Data must not be modified after it is passed to Write.
 func (p *Pipeline) Write(ctx context.Context, items []Item) error {
 	for i := range items {
 		if err := items[i].Validate(); err != nil {
