@@ -8,7 +8,7 @@
 // returns only after the sink has durably written every item of the call, which is what
 // lets a page job complete only after its items are safe (at-least-once). Every item
 // carries a Key, unique within its run, and sinks are idempotent by (RunID, Key), so a
-// retried page does not duplicate its items (the S3 sink is at-least-once; see NewS3Sink).
+// retried page does not duplicate its items (the S3 sink is at-least-once; see S3Sink).
 package items
 
 import (
