@@ -1,0 +1,101 @@
+package deploy_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/hashicorp/terraform-exec/tfexec"
+
+	"crawlq/internal/deploy"
+)
+
+func TestVarArgs(t *testing.T) {
+	c := deploy.Config{
+		Dir:  t.TempDir(),
+		Vars: map[string]string{"name": "crawlq", "image_tag": "v1", "region": "eu-west-1"},
+		Env:  map[string]string{"TF_VAR_region": "us-west-2", "TF_VAR_log_level": "debug"},
+	}
+	base := []string{"TF_VAR_alarm_email=ops@example.com", "HOME=/root", "AWS_ENDPOINT_URL=http://127.0.0.1:4566"}
+	got := c.VarArgs(base)
+	want := []string{
+		"alarm_email=ops@example.com",
+		"aws_endpoint=http://127.0.0.1:4566",
+		"image_tag=v1",
+		"log_level=debug",
+		"name=crawlq",
+		"region=eu-west-1", // Vars beat TF_VAR_ in Env
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("VarArgs = %v, want %v", got, want)
+	}
+}
+
+func TestEndpointVarNotOverridden(t *testing.T) {
+	c := deploy.Config{Dir: t.TempDir(), Vars: map[string]string{"aws_endpoint": ""}}
+	vars := c.Variables([]string{"AWS_ENDPOINT_URL=http://x"})
+	if vars["aws_endpoint"] != "" {
+		t.Fatalf("an explicit aws_endpoint must win over AWS_ENDPOINT_URL, got %q", vars["aws_endpoint"])
+	}
+	if v := (deploy.Config{Dir: "x"}).Variables([]string{"HOME=/"}); len(v) != 0 {
+		t.Fatalf("no endpoint, no vars: got %v", v)
+	}
+}
+
+func TestEnviron(t *testing.T) {
+	work := t.TempDir()
+	c := deploy.Config{Dir: t.TempDir(), WorkDir: work, Env: map[string]string{"AWS_REGION": "eu-west-1", "TF_LOG": "debug"}}
+	env := c.Environ([]string{"PATH=/bin", "AWS_REGION=us-east-1", "TF_VAR_x=1", "TF_CLI_ARGS=-no-color", "TF_IN_AUTOMATION=1"})
+	if env["PATH"] != "/bin" || env["AWS_REGION"] != "eu-west-1" {
+		t.Fatalf("env lost or not overridden: %v", env)
+	}
+	for _, k := range []string{"TF_VAR_x", "TF_CLI_ARGS", "TF_IN_AUTOMATION", "TF_LOG"} {
+		if _, ok := env[k]; ok {
+			t.Fatalf("%s must not be passed (terraform-exec manages it): %v", k, env)
+		}
+	}
+	if env["TF_DATA_DIR"] != filepath.Join(work, ".terraform") {
+		t.Fatalf("TF_DATA_DIR = %q", env["TF_DATA_DIR"])
+	}
+	if c.StatePath() != filepath.Join(work, "terraform.tfstate") {
+		t.Fatalf("StatePath = %q", c.StatePath())
+	}
+	if got := (deploy.Config{Dir: "/src"}).StatePath(); got != "/src/terraform.tfstate" {
+		t.Fatalf("default StatePath = %q", got)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	ctx := context.Background()
+	for name, c := range map[string]deploy.Config{
+		"no dir":      {},
+		"missing dir": {Dir: filepath.Join(t.TempDir(), "nope")},
+		"bad var":     {Dir: t.TempDir(), Vars: map[string]string{"a=b": "c"}},
+		"bad env":     {Dir: t.TempDir(), Env: map[string]string{"": "c"}},
+	} {
+		if _, err := c.Plan(ctx); !errors.Is(err, deploy.ErrInvalidConfig) {
+			t.Errorf("%s: err = %v, want ErrInvalidConfig", name, err)
+		}
+	}
+}
+
+func TestFlattenOutputs(t *testing.T) {
+	raw := func(s string) tfexec.OutputMeta { return tfexec.OutputMeta{Value: json.RawMessage(s)} }
+	got, err := deploy.FlattenOutputs(map[string]tfexec.OutputMeta{
+		"bucket":    raw(`"crawlq-items"`),
+		"functions": raw(`{"api": "crawlq-api"}`),
+		"count":     raw(`3`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["bucket"] != "crawlq-items" || got["functions"] != `{"api":"crawlq-api"}` || got["count"] != "3" {
+		t.Fatalf("FlattenOutputs = %v", got)
+	}
+	if _, err := deploy.FlattenOutputs(map[string]tfexec.OutputMeta{"x": raw(`{`)}); err == nil {
+		t.Fatal("bad JSON must be an error")
+	}
+}
