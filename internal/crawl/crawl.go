@@ -1,0 +1,416 @@
+// Package crawl runs spiders as fan-out page jobs on the queue. It owns runs (crawlq_run), the
+// per-run seen set of URLs, run stats, robots.txt storage and the politeness slots every worker
+// shares (see sql.go), and the job handlers for the "run" and "page" kinds.
+//
+// The path of a run: Schedule inserts the run and its run job in one transaction. The run job asks
+// the spider for its start requests and enqueues them as page jobs (children of the run). A page
+// job fetches its URL (after robots.txt and a politeness slot), parses it, writes its items
+// through the item pipeline (durably, before going on), and then, in one transaction, marks the
+// links it found as seen, enqueues the new ones, records its stats and completes itself, fenced by
+// its lease. Since a page adds its children in the same transaction that completes it, a run's set
+// of unfinished jobs is never empty while anyone may still add to it; so "no unfinished job" means
+// done, and the run finishes exactly once, by a conditional update, from whichever worker
+// (or sweep, after a crash) sees that first.
+package crawl
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"crawlq/internal/fetch"
+	"crawlq/internal/items"
+	"crawlq/internal/queue"
+	"crawlq/internal/robots"
+	"crawlq/internal/spider"
+)
+
+// Job kinds the crawl handles.
+const (
+	KindRun  = "run"
+	KindPage = "page"
+)
+
+// Errors callers branch on.
+var (
+	ErrRunNotFound = errors.New("crawl: run not found")
+	ErrRunFinished = errors.New("crawl: run already finished")
+	ErrInvalid     = errors.New("crawl: invalid input")
+)
+
+// Config wires a Crawler.
+type Config struct {
+	Pool     *pgxpool.Pool
+	Queue    *queue.Client
+	Spiders  *spider.Registry
+	Pipeline *items.Pipeline
+	// Fetch is the base fetcher configuration; each spider's user agent and AllowPrivate are
+	// applied on top. Zero values take fetch's defaults.
+	Fetch fetch.Config
+	// PageAttempts is the max attempts of a page job. Default 5.
+	PageAttempts int
+	// OnFinish, when set, is called once for each run this process finishes (tests, progress).
+	OnFinish func(runID int64, state string)
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Crawler schedules runs and works their jobs.
+type Crawler struct {
+	cfg    Config
+	log    *slog.Logger
+	robots *robots.Cache
+
+	mu       sync.Mutex
+	fetchers map[fetcherKey]*fetch.Fetcher
+	runs     map[int64]*runInfo // immutable facts of runs this process has seen
+	slots    map[string]bool    // hosts whose politeness slots exist
+	command  CommandRunner
+}
+
+type fetcherKey struct {
+	ua      string
+	private bool
+}
+
+// New returns a Crawler.
+func New(cfg Config) (*Crawler, error) {
+	if cfg.Pool == nil || cfg.Queue == nil || cfg.Spiders == nil || cfg.Pipeline == nil {
+		return nil, fmt.Errorf("%w: crawl config needs Pool, Queue, Spiders and Pipeline", ErrInvalid)
+	}
+	if cfg.PageAttempts <= 0 {
+		cfg.PageAttempts = 5
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Crawler{cfg: cfg, log: cfg.Logger, robots: robots.NewCache(4096),
+		fetchers: map[fetcherKey]*fetch.Fetcher{}, runs: map[int64]*runInfo{}, slots: map[string]bool{}}, nil
+}
+
+// Register adds the crawl's job handlers to mux.
+func (c *Crawler) Register(mux *queue.Mux) {
+	mux.Handle(KindRun, c.workRun)
+	mux.Handle(KindPage, c.workPage)
+}
+
+// ScheduleParams describe a run to schedule.
+type ScheduleParams struct {
+	Spider string
+	Args   map[string]string
+	// Settings override the spider's (see Overrides).
+	Settings Overrides
+	// Priority of the run's jobs, -1000..1000.
+	Priority int
+	// RunAt or Delay postpone the start (not both).
+	RunAt time.Time
+	Delay time.Duration
+	// IdempotencyKey makes scheduling idempotent: while a run of the spider with this key is
+	// unfinished, scheduling again returns it (moving its start when Replace is set and it has
+	// not started) instead of creating another.
+	IdempotencyKey string
+	Replace        bool
+}
+
+// Overrides change a spider's settings for one run. Nil fields keep the spider's value.
+type Overrides struct {
+	Delay       *Duration `json:"delay,omitempty"`
+	Concurrency *int      `json:"concurrency,omitempty"`
+	MaxPages    *int      `json:"max_pages,omitempty"`
+	MaxDepth    *int      `json:"max_depth,omitempty"`
+	UserAgent   *string   `json:"user_agent,omitempty"`
+	ObeyRobots  *bool     `json:"obey_robots,omitempty"`
+}
+
+// Duration is a time.Duration that reads and writes JSON as a Go duration string ("250ms").
+type Duration time.Duration
+
+// MarshalJSON writes d as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads a duration string or a number of seconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("duration %q: %w", s, err)
+		}
+		*d = Duration(v)
+		return nil
+	}
+	var secs float64
+	if err := json.Unmarshal(b, &secs); err != nil {
+		return fmt.Errorf("duration: want a string like \"500ms\" or a number of seconds")
+	}
+	*d = Duration(secs * float64(time.Second))
+	return nil
+}
+
+func (o Overrides) apply(s spider.Settings) (spider.Settings, error) {
+	if o.Delay != nil {
+		s.Delay = time.Duration(*o.Delay)
+	}
+	if o.Concurrency != nil {
+		s.Concurrency = *o.Concurrency
+	}
+	if o.MaxPages != nil {
+		s.MaxPages = *o.MaxPages
+	}
+	if o.MaxDepth != nil {
+		s.MaxDepth = *o.MaxDepth
+	}
+	if o.UserAgent != nil {
+		s.UserAgent = *o.UserAgent
+	}
+	if o.ObeyRobots != nil {
+		s.ObeyRobots = *o.ObeyRobots
+	}
+	if err := s.Validate(); err != nil {
+		return s, fmt.Errorf("%w: settings: %v", ErrInvalid, err)
+	}
+	return s, nil
+}
+
+// Scheduled is the outcome of Schedule.
+type Scheduled struct {
+	RunID     int64
+	Duplicate bool // an unfinished run with the same idempotency key already existed
+	State     string
+	RunAt     time.Time
+}
+
+// Schedule creates a run and its run job in one transaction.
+func (c *Crawler) Schedule(ctx context.Context, p ScheduleParams) (Scheduled, error) {
+	var out Scheduled
+	sp, settings, err := c.spiderSettings(p.Spider)
+	if err != nil {
+		return out, err
+	}
+	if _, err := p.Settings.apply(settings); err != nil {
+		return out, err
+	}
+	if p.Priority < queue.MinPriority || p.Priority > queue.MaxPriority {
+		return out, fmt.Errorf("%w: priority %d: want %d..%d", ErrInvalid, p.Priority, queue.MinPriority, queue.MaxPriority)
+	}
+	if p.Delay < 0 {
+		return out, fmt.Errorf("%w: delay %s: must not be negative", ErrInvalid, p.Delay)
+	}
+	if p.Delay > 0 && !p.RunAt.IsZero() {
+		return out, fmt.Errorf("%w: set a time or a delay, not both", ErrInvalid)
+	}
+	if len(p.IdempotencyKey) > 256 {
+		return out, fmt.Errorf("%w: idempotency key longer than 256 bytes", ErrInvalid)
+	}
+	if sp != nil {
+		// Catch bad args (e.g. a malformed base_url) now rather than in the run job.
+		if _, err := spider.WithArgs(sp, p.Args); err != nil {
+			return out, fmt.Errorf("%w: args: %v", ErrInvalid, err)
+		}
+	}
+	if p.Args == nil {
+		p.Args = map[string]string{}
+	}
+	args, _ := json.Marshal(p.Args)
+	over, _ := json.Marshal(p.Settings)
+	if len(args)+len(over) > queue.MaxArgsBytes {
+		return out, fmt.Errorf("%w: args and settings exceed %d bytes", ErrInvalid, queue.MaxArgsBytes)
+	}
+	q := runQueue(settings)
+	budget := int64(0)
+	if mp := settingsMaxPages(settings, p.Settings); mp > 0 {
+		budget = int64(mp)
+	}
+	tx, err := c.cfg.Pool.Begin(ctx)
+	if err != nil {
+		return out, fmt.Errorf("schedule: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	err = tx.QueryRow(ctx, sqlInsertRun, p.Spider, string(args), string(over), p.Priority, q, p.IdempotencyKey, budget, p.RunAt, p.Delay.Microseconds()).
+		Scan(&out.RunID, &out.Duplicate, &out.State, &out.RunAt)
+	if err != nil {
+		return out, fmt.Errorf("schedule: %w", err)
+	}
+	if !out.Duplicate || p.Replace {
+		mode := queue.Keep
+		if p.Replace {
+			mode = queue.Replace
+		}
+		_, err = c.cfg.Queue.EnqueueTx(ctx, tx, queue.EnqueueParams{
+			Queue: q, Kind: KindRun, Args: json.RawMessage(fmt.Sprintf(`{"run":%d}`, out.RunID)),
+			Priority: p.Priority, RunAt: p.RunAt, Delay: p.Delay, ParentID: out.RunID, MaxAttempts: 5,
+			UniqueKey: fmt.Sprintf("run:%d", out.RunID), OnDuplicate: mode,
+		})
+		if err != nil {
+			return out, fmt.Errorf("schedule: %w", err)
+		}
+		if out.Duplicate {
+			runAt := p.RunAt
+			if runAt.IsZero() {
+				runAt = time.Now().Add(p.Delay)
+			}
+			if _, err := tx.Exec(ctx, sqlMoveRun, out.RunID, runAt, p.Priority); err != nil {
+				return out, fmt.Errorf("schedule: %w", err)
+			}
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return out, fmt.Errorf("schedule: %w", err)
+	}
+	return out, nil
+}
+
+func settingsMaxPages(s spider.Settings, o Overrides) int {
+	if o.MaxPages != nil {
+		return *o.MaxPages
+	}
+	return s.MaxPages
+}
+
+// runQueue is the queue of a spider's jobs: its own, else "long" for ECS spiders, else "crawl".
+func runQueue(s spider.Settings) string {
+	if s.Queue != "" && s.Queue != spider.DefaultQueue {
+		return s.Queue
+	}
+	if s.Runtime == spider.RuntimeECS {
+		return "long"
+	}
+	return spider.DefaultQueue
+}
+
+// spiderSettings finds a spider (nil for command spiders) and its settings.
+func (c *Crawler) spiderSettings(name string) (spider.Spider, spider.Settings, error) {
+	sp, err := c.cfg.Spiders.Lookup(name)
+	if errors.Is(err, spider.ErrCommandSpider) {
+		_, s, _ := c.cfg.Spiders.Command(name)
+		if s.Runtime == "" {
+			s.Runtime = spider.RuntimeECS
+		}
+		return nil, s.WithDefaults(), nil
+	}
+	if err != nil {
+		return nil, spider.Settings{}, fmt.Errorf("%w: spider %q: %v", ErrInvalid, name, err)
+	}
+	return sp, sp.Settings().WithDefaults(), nil
+}
+
+// Cancel cancels a run: its waiting jobs at once, its running ones at their next heartbeat. The run
+// finishes as cancelled once no job of it is left.
+func (c *Crawler) Cancel(ctx context.Context, runID int64) error {
+	tx, err := c.cfg.Pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("cancel run %d: %w", runID, err)
+	}
+	defer tx.Rollback(ctx)
+	var id int64
+	err = tx.QueryRow(ctx, sqlRequestCancel, runID).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		if _, gerr := c.Get(ctx, runID); gerr != nil {
+			return gerr
+		}
+		return fmt.Errorf("cancel run %d: %w", runID, ErrRunFinished)
+	}
+	if err != nil {
+		return fmt.Errorf("cancel run %d: %w", runID, err)
+	}
+	if _, err := c.cfg.Queue.CancelParentTx(ctx, tx, runID); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("cancel run %d: %w", runID, err)
+	}
+	c.mu.Lock()
+	delete(c.runs, runID)
+	c.mu.Unlock()
+	_, err = c.TryFinish(ctx, runID)
+	return err
+}
+
+// TryFinish finishes the run if it has no unfinished job left and returns whether this call did.
+func (c *Crawler) TryFinish(ctx context.Context, runID int64) (bool, error) {
+	busy, err := c.cfg.Queue.HasUnfinishedTx(ctx, c.cfg.Pool, runID)
+	if err != nil || busy {
+		return false, err
+	}
+	var state string
+	err = c.cfg.Pool.QueryRow(ctx, sqlFinishRun, runID).Scan(&state)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil // finished already, by someone else
+	}
+	if err != nil {
+		return false, fmt.Errorf("finish run %d: %w", runID, err)
+	}
+	c.log.Info("run finished", "run", runID, "state", state)
+	c.mu.Lock()
+	delete(c.runs, runID)
+	c.mu.Unlock()
+	if c.cfg.OnFinish != nil {
+		c.cfg.OnFinish(runID, state)
+	}
+	return true, nil
+}
+
+// Sweep finishes every live run that has no unfinished job: runs whose last job died or was
+// rescued, or whose last finisher crashed before its check. It returns how many it finished.
+func (c *Crawler) Sweep(ctx context.Context) (int, error) {
+	n := 0
+	after := int64(0)
+	for {
+		rows, err := c.cfg.Pool.Query(ctx, sqlLiveRuns, after, 500)
+		if err != nil {
+			return n, fmt.Errorf("sweep: %w", err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return n, fmt.Errorf("sweep: %w", err)
+		}
+		for _, id := range ids {
+			done, err := c.TryFinish(ctx, id)
+			if err != nil {
+				return n, err
+			}
+			if done {
+				n++
+			}
+			after = id
+		}
+		if len(ids) < 500 {
+			return n, nil
+		}
+	}
+}
+
+// Maintain runs the queue's and the crawl's upkeep every interval until ctx ends: rescue expired
+// leases, promote due delayed jobs, finish runs with nothing left. Every worker process may run
+// it; each step is safe to run concurrently.
+func (c *Crawler) Maintain(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := c.cfg.Queue.Rescue(ctx, 1000); err != nil && ctx.Err() == nil {
+			c.log.Warn("rescue", "err", err)
+		}
+		if _, err := c.cfg.Queue.Promote(ctx, 1000); err != nil && ctx.Err() == nil {
+			c.log.Warn("promote", "err", err)
+		}
+		if _, err := c.Sweep(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("sweep", "err", err)
+		}
+	}
+}
+
+// urlHash is the seen-set key of a canonical URL.
+func urlHash(u string) [16]byte { return md5.Sum([]byte(u)) }

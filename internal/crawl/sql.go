@@ -1,0 +1,164 @@
+package crawl
+
+// Every query on crawlq_run, crawlq_run_stat, crawlq_seen, crawlq_robots and crawlq_domain_slot.
+// The tables and indexes are in internal/migrate/migrations/0002_crawl.sql. Jobs are reached only
+// through internal/queue.
+
+const runColumns = `id, spider, args, settings, priority, queue, state::text, COALESCE(idempotency_key, ''),
+	cancel_requested, COALESCE(error, ''), created_at, run_at, started_at, finished_at,
+	pages, items, bytes, errors, retries, errors_by_kind`
+
+// sqlInsertRun creates a run; with an idempotency key already held by an unfinished run of the same
+// spider it returns that run instead ((xmax <> 0) marks the conflict path).
+const sqlInsertRun = `
+INSERT INTO crawlq_run (spider, args, settings, priority, queue, idempotency_key, page_budget, run_at)
+VALUES ($1, $2::jsonb, $3::jsonb, $4, $5, NULLIF($6, ''), NULLIF($7::bigint, 0),
+        COALESCE(NULLIF($8::timestamptz, '0001-01-01 00:00:00+00'), now() + $9::bigint * interval '1 microsecond'))
+ON CONFLICT (spider, idempotency_key) WHERE idempotency_key IS NOT NULL AND state IN ('pending', 'running')
+DO UPDATE SET spider = EXCLUDED.spider
+RETURNING id, (xmax <> 0), state::text, run_at`
+
+// sqlMoveRun moves a pending run's start time (a duplicate schedule in replace mode).
+const sqlMoveRun = `UPDATE crawlq_run SET run_at = $2, priority = $3 WHERE id = $1 AND state = 'pending'`
+
+const sqlGetRun = `SELECT ` + runColumns + ` FROM crawlq_run WHERE id = $1`
+
+// sqlListRuns lists runs newest first, optionally by spider and state group.
+const sqlListRuns = `
+SELECT ` + runColumns + ` FROM crawlq_run
+WHERE ($1::text = '' OR spider = $1)
+  AND (cardinality($2::crawlq_run_state[]) = 0 OR state = ANY($2))
+  AND ($4::bigint = 0 OR id < $4)
+ORDER BY id DESC LIMIT $3`
+
+// sqlStartRun marks a run running when its run job starts it.
+const sqlStartRun = `
+UPDATE crawlq_run SET state = 'running', started_at = COALESCE(started_at, now())
+WHERE id = $1 AND state IN ('pending', 'running')`
+
+// sqlRunError records why a run cannot proceed (it finishes as failed).
+const sqlRunError = `UPDATE crawlq_run SET error = $2 WHERE id = $1`
+
+// sqlRequestCancel marks an unfinished run for cancellation.
+const sqlRequestCancel = `
+UPDATE crawlq_run SET cancel_requested = true
+WHERE id = $1 AND state IN ('pending', 'running')
+RETURNING id`
+
+// sqlRunState reads a run's state and cancel flag (page jobs check them).
+const sqlRunState = `SELECT state::text, cancel_requested FROM crawlq_run WHERE id = $1`
+
+// sqlTakeBudget takes up to $2 pages from a run's budget and returns how many were granted.
+// No row back means the run has no budget (unlimited).
+const sqlTakeBudget = `
+WITH old AS (SELECT id, page_budget FROM crawlq_run WHERE id = $1 AND page_budget IS NOT NULL FOR UPDATE)
+UPDATE crawlq_run r SET page_budget = GREATEST(old.page_budget - $2::bigint, 0)
+FROM old WHERE r.id = old.id
+RETURNING LEAST($2::bigint, old.page_budget)`
+
+// sqlFinishRun finishes a run exactly once: the state predicate makes a second caller match nothing.
+// Stats are folded from crawlq_run_stat. The caller has checked, through the queue, that the run has
+// no unfinished job; none can appear afterwards, because only a running job of the run adds more.
+const sqlFinishRun = `
+WITH s AS (
+    SELECT COALESCE(sum(pages), 0) AS pages, COALESCE(sum(items), 0) AS items, COALESCE(sum(bytes), 0) AS bytes,
+           COALESCE(sum(errors), 0) AS errors, COALESCE(sum(retries), 0) AS retries
+    FROM crawlq_run_stat WHERE run_id = $1
+), k AS (
+    SELECT COALESCE(jsonb_object_agg(kind, n), '{}'::jsonb) AS by_kind
+    FROM (SELECT kind, count(*) AS n FROM crawlq_run_stat WHERE run_id = $1 AND kind IS NOT NULL GROUP BY kind) x
+)
+UPDATE crawlq_run r
+SET state = (CASE
+        WHEN r.cancel_requested THEN 'cancelled'
+        WHEN r.error IS NOT NULL OR r.started_at IS NULL THEN 'failed'
+        WHEN s.pages = 0 AND s.errors > 0 THEN 'failed'
+        ELSE 'succeeded' END)::crawlq_run_state,
+    error = CASE WHEN r.error IS NULL AND r.started_at IS NULL AND NOT r.cancel_requested
+                 THEN 'the run job failed before starting the crawl' ELSE r.error END,
+    finished_at = now(), pages = s.pages, items = s.items, bytes = s.bytes, errors = s.errors,
+    retries = s.retries, errors_by_kind = k.by_kind
+FROM s, k
+WHERE r.id = $1 AND r.state IN ('pending', 'running')
+RETURNING r.state::text`
+
+// sqlLiveRuns lists unfinished runs for the sweep. Index: crawlq_run_live.
+const sqlLiveRuns = `SELECT id FROM crawlq_run WHERE state IN ('pending', 'running') AND id > $1 ORDER BY id LIMIT $2`
+
+// sqlLiveStats sums a live run's stats so far.
+const sqlLiveStats = `
+SELECT COALESCE(sum(pages), 0), COALESCE(sum(items), 0), COALESCE(sum(bytes), 0), COALESCE(sum(errors), 0),
+       COALESCE(sum(retries), 0),
+       COALESCE((SELECT jsonb_object_agg(kind, n) FROM (SELECT kind, count(*) AS n FROM crawlq_run_stat
+                 WHERE run_id = $1 AND kind IS NOT NULL GROUP BY kind) x), '{}'::jsonb)
+FROM crawlq_run_stat WHERE run_id = $1`
+
+// sqlSpiderStats sums pages, items and errors per spider over runs finished or live since $1, and
+// counts runs finished and failed (the metrics function).
+const sqlSpiderStats = `
+SELECT spider,
+       COALESCE(sum(pages), 0), COALESCE(sum(items), 0), COALESCE(sum(errors), 0),
+       count(*) FILTER (WHERE state = 'succeeded'), count(*) FILTER (WHERE state = 'failed')
+FROM crawlq_run WHERE finished_at >= $1
+GROUP BY spider`
+
+// sqlAddStat records one page's contribution to its run's stats.
+const sqlAddStat = `
+INSERT INTO crawlq_run_stat (run_id, pages, items, bytes, errors, retries, kind)
+VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, ''))`
+
+// sqlSeen marks URLs (by hash) as seen for a run and returns the hashes that were new.
+const sqlSeen = `
+INSERT INTO crawlq_seen (run_id, h)
+SELECT $1, h FROM unnest($2::uuid[]) AS h
+ON CONFLICT DO NOTHING
+RETURNING h`
+
+// sqlRobotsGet reads a run's stored robots.txt for an origin.
+const sqlRobotsGet = `SELECT status, body, claimed_at > now() - interval '60 seconds' FROM crawlq_robots WHERE run_id = $1 AND origin = $2`
+
+// sqlRobotsClaim claims the fetch of a robots.txt: a new row, or a stale unfinished claim.
+const sqlRobotsClaim = `
+INSERT INTO crawlq_robots (run_id, origin) VALUES ($1, $2)
+ON CONFLICT (run_id, origin) DO UPDATE SET claimed_at = now()
+WHERE crawlq_robots.status IS NULL AND crawlq_robots.claimed_at < now() - interval '60 seconds'
+RETURNING 1`
+
+// sqlRobotsStore stores a fetched robots.txt.
+const sqlRobotsStore = `UPDATE crawlq_robots SET status = $3, body = $4, fetched_at = now() WHERE run_id = $1 AND origin = $2`
+
+// sqlRobotsUnclaim gives up a claim (the fetch failed transiently), so another worker may try.
+const sqlRobotsUnclaim = `DELETE FROM crawlq_robots WHERE run_id = $1 AND origin = $2 AND status IS NULL`
+
+// sqlSlotsEnsure creates a host's politeness slots.
+const sqlSlotsEnsure = `
+INSERT INTO crawlq_domain_slot (host, slot)
+SELECT $1, s FROM generate_series(0, $2::int - 1) AS s
+ON CONFLICT DO NOTHING`
+
+// sqlSlotReserve takes a free slot of a host (not busy, its delay passed) for up to $3 microseconds
+// (the fetch timeout). SKIP LOCKED: workers racing for one host do not queue on each other.
+const sqlSlotReserve = `
+WITH s AS (
+    SELECT host, slot FROM crawlq_domain_slot
+    WHERE host = $1 AND slot < $2 AND next_at <= now() AND busy_until <= now()
+    ORDER BY slot LIMIT 1
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE crawlq_domain_slot d SET busy_until = now() + $3::bigint * interval '1 microsecond', token = $4
+FROM s WHERE d.host = s.host AND d.slot = s.slot
+RETURNING d.slot`
+
+// sqlSlotWait estimates how long until a slot of the host frees: the earliest delay end, or, when
+// all are busy, one delay ($3 microseconds) from now.
+const sqlSlotWait = `
+SELECT GREATEST(EXTRACT(EPOCH FROM (min(CASE WHEN busy_until > now() THEN now() + $3::bigint * interval '1 microsecond'
+                                             ELSE next_at END) - now())), 0)
+FROM crawlq_domain_slot WHERE host = $1 AND slot < $2`
+
+// sqlSlotRelease frees a slot after its request: the next request on it may start $3 microseconds
+// from now, that is after this response arrived, so the gap measured at the server is at least the
+// delay. The token fences it.
+const sqlSlotRelease = `
+UPDATE crawlq_domain_slot SET next_at = now() + $3::bigint * interval '1 microsecond', busy_until = '-infinity', token = NULL
+WHERE host = $1 AND slot = $2 AND token = $4`

@@ -1,0 +1,459 @@
+package crawl
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"net/url"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"crawlq/internal/fetch"
+	"crawlq/internal/items"
+	"crawlq/internal/queue"
+	"crawlq/internal/robots"
+	"crawlq/internal/spider"
+	"crawlq/internal/urlx"
+)
+
+// CommandRunner runs a command spider's run (the ECS runner provides one). It returns when the
+// command has exited; its error decides the run job's fate like any handler's.
+type CommandRunner func(ctx context.Context, run *Run, spec spider.CommandSpec, settings spider.Settings) error
+
+// SetCommandRunner lets this process run command spiders.
+func (c *Crawler) SetCommandRunner(r CommandRunner) { c.mu.Lock(); c.command = r; c.mu.Unlock() }
+
+type pageArgs struct {
+	URL   string `json:"url"`
+	Depth int    `json:"depth"`
+}
+
+// workRun starts a run: the spider's start requests become page jobs.
+func (c *Crawler) workRun(ctx context.Context, job *queue.Job) error {
+	ri, err := c.runInfo(ctx, job.ParentID)
+	if errors.Is(err, ErrRunNotFound) || errors.Is(err, ErrInvalid) {
+		c.recordRunError(ctx, job.ParentID, err)
+		return queue.Permanent(err)
+	}
+	if err != nil {
+		return err
+	}
+	if ri.spider == nil {
+		return c.runCommand(ctx, job, ri)
+	}
+	reqs, err := ri.spider.StartRequests(ctx, ri.run.Args)
+	if err != nil {
+		c.recordRunError(ctx, ri.id, fmt.Errorf("start requests: %w", err))
+		return queue.Permanent(err)
+	}
+	added := 0
+	err = c.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, sqlStartRun, ri.id); err != nil {
+			return err
+		}
+		n, err := c.addPages(ctx, tx, ri, reqs, nil)
+		if err != nil {
+			return err
+		}
+		added = n
+		return c.cfg.Queue.CompleteTx(ctx, tx, job.Lease())
+	})
+	if err != nil {
+		return err
+	}
+	c.log.Info("run started", "run", ri.id, "spider", ri.name, "start_pages", added)
+	if added == 0 {
+		c.finishCheck(ctx, ri.id)
+	}
+	return queue.ErrCompleted
+}
+
+func (c *Crawler) runCommand(ctx context.Context, job *queue.Job, ri *runInfo) error {
+	c.mu.Lock()
+	run := c.command
+	c.mu.Unlock()
+	spec, settings, ok := c.cfg.Spiders.Command(ri.name)
+	if run == nil || !ok {
+		// Not this process's job: a runner that can run commands will take it.
+		return queue.Snooze(10 * time.Second)
+	}
+	if _, err := c.cfg.Pool.Exec(ctx, sqlStartRun, ri.id); err != nil {
+		return err
+	}
+	if err := run(ctx, ri.run, spec, settings); err != nil {
+		c.recordRunError(ctx, ri.id, err)
+		return err
+	}
+	if err := c.cfg.Queue.Complete(ctx, job.Lease()); err != nil {
+		return err
+	}
+	c.finishCheck(ctx, ri.id)
+	return queue.ErrCompleted
+}
+
+// RecordItems adds n items and bytes to a run's stats (command spiders report through this).
+func (c *Crawler) RecordItems(ctx context.Context, runID int64, n int, bytes int64) error {
+	_, err := c.cfg.Pool.Exec(ctx, sqlAddStat, runID, 0, n, bytes, 0, 0, "")
+	return err
+}
+
+func (c *Crawler) recordRunError(ctx context.Context, runID int64, err error) {
+	if _, e := c.cfg.Pool.Exec(context.WithoutCancel(ctx), sqlRunError, runID, err.Error()); e != nil {
+		c.log.Warn("record run error", "run", runID, "err", e)
+	}
+}
+
+func (c *Crawler) inTx(ctx context.Context, f func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, c.cfg.Pool, f)
+}
+
+// finishCheck finishes the run if nothing of it is left; errors are left to the sweep.
+func (c *Crawler) finishCheck(ctx context.Context, runID int64) {
+	if _, err := c.TryFinish(context.WithoutCancel(ctx), runID); err != nil {
+		c.log.Warn("finish check failed; the sweep will retry", "run", runID, "err", err)
+	}
+}
+
+// addPages marks reqs seen for the run and enqueues the new ones as page jobs, within the run's
+// page budget. markOnly URLs are marked seen without a job (a redirect's target, just fetched).
+// It returns how many jobs it enqueued.
+func (c *Crawler) addPages(ctx context.Context, tx pgx.Tx, ri *runInfo, reqs []spider.Request, markOnly []string) (int, error) {
+	if len(reqs) == 0 && len(markOnly) == 0 {
+		return 0, nil
+	}
+	byHash := make(map[[16]byte]spider.Request, len(reqs))
+	hashes := make([]pgtype.UUID, 0, len(reqs)+len(markOnly))
+	for _, r := range reqs {
+		h := urlHash(r.URL)
+		if _, dup := byHash[h]; !dup {
+			byHash[h] = r
+			hashes = append(hashes, pgtype.UUID{Bytes: h, Valid: true})
+		}
+	}
+	for _, u := range markOnly {
+		h := urlHash(u)
+		if _, dup := byHash[h]; !dup {
+			hashes = append(hashes, pgtype.UUID{Bytes: h, Valid: true})
+		}
+	}
+	rows, err := tx.Query(ctx, sqlSeen, ri.id, hashes)
+	if err != nil {
+		return 0, fmt.Errorf("mark seen: %w", err)
+	}
+	fresh, err := pgx.CollectRows(rows, pgx.RowTo[pgtype.UUID])
+	if err != nil {
+		return 0, fmt.Errorf("mark seen: %w", err)
+	}
+	var todo []spider.Request
+	for _, h := range fresh {
+		if r, ok := byHash[h.Bytes]; ok {
+			todo = append(todo, r)
+		}
+	}
+	if len(todo) == 0 {
+		return 0, nil
+	}
+	if ri.settings.MaxPages > 0 {
+		var granted int64
+		err := tx.QueryRow(ctx, sqlTakeBudget, ri.id, len(todo)).Scan(&granted)
+		if err == nil {
+			todo = todo[:granted]
+		} else if !errors.Is(err, pgx.ErrNoRows) {
+			return 0, fmt.Errorf("page budget: %w", err)
+		}
+	}
+	ps := make([]queue.EnqueueParams, len(todo))
+	for i, r := range todo {
+		a, _ := json.Marshal(pageArgs{URL: r.URL, Depth: r.Depth})
+		ps[i] = queue.EnqueueParams{Queue: ri.queue, Kind: KindPage, Args: a, Priority: ri.priority,
+			ParentID: ri.id, MaxAttempts: c.cfg.PageAttempts}
+	}
+	if _, err := c.cfg.Queue.EnqueueManyTx(ctx, tx, ps); err != nil {
+		return 0, err
+	}
+	return len(todo), nil
+}
+
+// outcome is what one page adds to its run's stats.
+type outcome struct {
+	pages, items, errors, retries int
+	bytes                         int64
+	kind                          string
+}
+
+// workPage fetches, parses and stores one page.
+func (c *Crawler) workPage(ctx context.Context, job *queue.Job) error {
+	var a pageArgs
+	if err := json.Unmarshal(job.Args, &a); err != nil || a.URL == "" {
+		return queue.Permanent(fmt.Errorf("page job %d: bad args %s", job.ID, job.Args))
+	}
+	ri, err := c.runInfo(ctx, job.ParentID)
+	if errors.Is(err, ErrRunNotFound) {
+		return queue.Permanent(err)
+	}
+	if err != nil {
+		return err
+	}
+	if ri.spider == nil {
+		return queue.Permanent(fmt.Errorf("page job %d: spider %q is not an in-process spider", job.ID, ri.name))
+	}
+	s := ri.settings
+	fetcher, err := c.fetcher(s)
+	if err != nil {
+		return queue.Permanent(err)
+	}
+	if s.ObeyRobots {
+		pol, wait, err := c.policy(ctx, ri, fetcher, a.URL)
+		if err != nil {
+			return err
+		}
+		if wait > 0 {
+			return queue.Snooze(wait)
+		}
+		if u, perr := url.Parse(a.URL); perr == nil && !pol.Allowed(s.UserAgent, u.RequestURI()) {
+			return c.finishPage(ctx, job, ri, outcome{kind: "robots_disallowed"}, nil, nil)
+		}
+	}
+	host := urlx.Host(a.URL)
+	var release func()
+	if s.Delay > 0 {
+		r, wait, err := c.reserve(ctx, host, s)
+		if err != nil {
+			return err
+		}
+		if wait > 0 {
+			return queue.Snooze(wait)
+		}
+		release = r
+	}
+	res, ferr := fetcher.Fetch(ctx, a.URL)
+	if release != nil {
+		release()
+	}
+	if ferr != nil {
+		kind := fetch.Kind(ferr)
+		if ctx.Err() != nil {
+			return ferr // cancelled, lease lost or stopping: the worker decides
+		}
+		if fetch.Retryable(ferr) {
+			last := job.Attempt >= job.MaxAttempts
+			o := outcome{retries: 1, kind: kind}
+			if last {
+				o = outcome{errors: 1, kind: kind}
+			}
+			if _, err := c.cfg.Pool.Exec(ctx, sqlAddStat, ri.id, 0, 0, 0, o.errors, o.retries, o.kind); err != nil {
+				c.log.Warn("record retry", "err", err)
+			}
+			if d, ok := fetch.RetryAfter(ferr); ok && d > 0 {
+				return queue.RetryIn(ferr, d)
+			}
+			return ferr
+		}
+		// Recorded, not retried: 4xx other than 408/429, too large, forbidden, bad URL.
+		o := outcome{errors: 1, kind: kind}
+		if res != nil {
+			o.bytes = res.Bytes
+		}
+		return c.finishPage(ctx, job, ri, o, nil, nil)
+	}
+	result, perr := spider.ParseWithStats(ctx, ri.spider, &spider.Response{
+		URL: res.URL, Status: res.Status, Header: res.Header, Body: res.Body, Depth: a.Depth,
+	})
+	if perr != nil {
+		if errors.Is(perr, spider.ErrBadPage) {
+			return c.finishPage(ctx, job, ri, outcome{pages: 1, errors: 1, bytes: res.Bytes, kind: "bad_page"}, nil, nil)
+		}
+		return perr
+	}
+	if len(result.Items) > 0 {
+		its := make([]items.Item, len(result.Items))
+		for i, it := range result.Items {
+			data, err := json.Marshal(it.Fields)
+			if err != nil {
+				return queue.Permanent(fmt.Errorf("item %q: %w", it.Key, err))
+			}
+			its[i] = items.Item{RunID: ri.id, Spider: ri.name, Key: it.Key, URL: res.URL, Data: data}
+		}
+		if err := c.cfg.Pipeline.Write(ctx, its); err != nil {
+			if errors.Is(err, items.ErrBackpressure) {
+				// The sink is behind: put the page back rather than hold a worker.
+				return queue.Snooze(time.Second + time.Duration(mrand.Int64N(int64(time.Second))))
+			}
+			return err
+		}
+	}
+	var markOnly []string
+	if res.URL != a.URL {
+		if final, err := urlx.Canonical(res.URL); err == nil && final != a.URL {
+			markOnly = []string{final}
+		}
+	}
+	return c.finishPage(ctx, job, ri, outcome{pages: 1, items: len(result.Items), bytes: res.Bytes}, result.Follow, markOnly)
+}
+
+// finishPage commits a page's links, stats and completion in one transaction, then checks whether
+// the run is done (only a page that added nothing can have been the last).
+func (c *Crawler) finishPage(ctx context.Context, job *queue.Job, ri *runInfo, o outcome, follow []spider.Request, markOnly []string) error {
+	added := 0
+	err := c.inTx(ctx, func(tx pgx.Tx) error {
+		n, err := c.addPages(ctx, tx, ri, follow, markOnly)
+		if err != nil {
+			return err
+		}
+		added = n
+		if _, err := tx.Exec(ctx, sqlAddStat, ri.id, o.pages, o.items, o.bytes, o.errors, o.retries, o.kind); err != nil {
+			return fmt.Errorf("record stats: %w", err)
+		}
+		return c.cfg.Queue.CompleteTx(ctx, tx, job.Lease())
+	})
+	if err != nil {
+		return err
+	}
+	if added == 0 {
+		c.finishCheck(ctx, ri.id)
+	}
+	return queue.ErrCompleted
+}
+
+// fetcher returns the shared fetcher for a spider's user agent and address policy.
+func (c *Crawler) fetcher(s spider.Settings) (*fetch.Fetcher, error) {
+	k := fetcherKey{ua: s.UserAgent, private: s.AllowPrivate}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f := c.fetchers[k]; f != nil {
+		return f, nil
+	}
+	cfg := c.cfg.Fetch
+	cfg.UserAgent, cfg.AllowPrivate = s.UserAgent, s.AllowPrivate
+	f, err := fetch.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.fetchers[k] = f
+	return f, nil
+}
+
+// policy returns the robots.txt policy for pageURL's site in this run: from this process's cache,
+// else from Postgres, else by fetching it — once per site per run, by whichever worker claims it
+// (the others wait: a positive duration).
+func (c *Crawler) policy(ctx context.Context, ri *runInfo, f *fetch.Fetcher, pageURL string) (*robots.Policy, time.Duration, error) {
+	origin, err := robots.RobotsURL(pageURL)
+	if err != nil {
+		return nil, 0, nil // the fetch will report the bad URL
+	}
+	if p, ok := c.robots.Get(ri.id, origin); ok {
+		return p, 0, nil
+	}
+	var status *int32
+	var body []byte
+	var fresh bool
+	err = c.cfg.Pool.QueryRow(ctx, sqlRobotsGet, ri.id, origin).Scan(&status, &body, &fresh)
+	switch {
+	case err == nil && status != nil:
+		p := robots.FromStored(int(*status), body)
+		c.robots.Put(ri.id, origin, p)
+		return p, 0, nil
+	case err == nil && fresh:
+		return nil, jitter(300 * time.Millisecond), nil // another worker is fetching it
+	case err != nil && !errors.Is(err, pgx.ErrNoRows):
+		return nil, 0, fmt.Errorf("read robots.txt: %w", err)
+	}
+	var one int
+	if err := c.cfg.Pool.QueryRow(ctx, sqlRobotsClaim, ri.id, origin).Scan(&one); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, jitter(300 * time.Millisecond), nil
+		}
+		return nil, 0, fmt.Errorf("claim robots.txt: %w", err)
+	}
+	unclaim := func() { c.cfg.Pool.Exec(context.WithoutCancel(ctx), sqlRobotsUnclaim, ri.id, origin) }
+	if ri.settings.Delay > 0 {
+		release, wait, err := c.reserve(ctx, urlx.Host(pageURL), ri.settings)
+		if err != nil || wait > 0 {
+			unclaim()
+			return nil, wait, err
+		}
+		defer release()
+	}
+	res, ferr := f.Fetch(ctx, origin)
+	st := 0
+	var got []byte
+	switch {
+	case res != nil:
+		st, got = res.Status, res.Body
+	case fetch.Retryable(ferr) || ctx.Err() != nil:
+		unclaim()
+		return nil, 0, fmt.Errorf("fetch %s: %w", origin, ferr)
+	}
+	// Status 0 (unreachable for good) disallows everything, as RFC 9309 asks.
+	if len(got) > robots.MaxBodyBytes {
+		got = got[:robots.MaxBodyBytes]
+	}
+	if _, err := c.cfg.Pool.Exec(ctx, sqlRobotsStore, ri.id, origin, st, got); err != nil {
+		unclaim()
+		return nil, 0, fmt.Errorf("store robots.txt: %w", err)
+	}
+	p := robots.FromStored(st, got)
+	c.robots.Put(ri.id, origin, p)
+	return p, 0, nil
+}
+
+// reserve takes a politeness slot of host. It returns the function that frees it after the request,
+// or how long to wait when every slot is busy or within its delay.
+func (c *Crawler) reserve(ctx context.Context, host string, s spider.Settings) (func(), time.Duration, error) {
+	conc := max(s.Concurrency, 1)
+	c.mu.Lock()
+	ensured := c.slots[host]
+	c.mu.Unlock()
+	if !ensured {
+		if _, err := c.cfg.Pool.Exec(ctx, sqlSlotsEnsure, host, spider.MaxConcurrency); err != nil {
+			return nil, 0, fmt.Errorf("politeness slots: %w", err)
+		}
+		c.mu.Lock()
+		c.slots[host] = true
+		c.mu.Unlock()
+	}
+	busyFor := c.fetchTimeout() + 5*time.Second
+	token := randToken()
+	var slot int32
+	err := c.cfg.Pool.QueryRow(ctx, sqlSlotReserve, host, conc, busyFor.Microseconds(), token).Scan(&slot)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var secs float64
+		if err := c.cfg.Pool.QueryRow(ctx, sqlSlotWait, host, conc, s.Delay.Microseconds()).Scan(&secs); err != nil {
+			return nil, 0, fmt.Errorf("politeness wait: %w", err)
+		}
+		wait := time.Duration(secs*float64(time.Second)) + time.Duration(mrand.Int64N(int64(s.Delay/4)+1))
+		return nil, max(wait, 10*time.Millisecond), nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("politeness slot: %w", err)
+	}
+	release := func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, err := c.cfg.Pool.Exec(rctx, sqlSlotRelease, host, slot, s.Delay.Microseconds(), token); err != nil {
+			c.log.Warn("release politeness slot; it frees when its busy window ends", "host", host, "err", err)
+		}
+	}
+	return release, 0, nil
+}
+
+func (c *Crawler) fetchTimeout() time.Duration {
+	if c.cfg.Fetch.ReadTimeout > 0 {
+		return c.cfg.Fetch.ReadTimeout
+	}
+	return 30 * time.Second
+}
+
+func jitter(d time.Duration) time.Duration { return d + time.Duration(mrand.Int64N(int64(d))) }
+
+func randToken() int64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return int64(binary.LittleEndian.Uint64(b[:]) >> 1)
+}

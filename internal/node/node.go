@@ -1,0 +1,243 @@
+// Package node assembles one crawlq worker process: the queue client, the spider registry, the
+// item pipeline and its sink, the crawler, a set of queue workers and the upkeep loop. The CLI's
+// worker and demo, the Lambda worker and the ECS runner all start workers through it, so they
+// behave the same.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"crawlq/internal/crawl"
+	"crawlq/internal/fetch"
+	"crawlq/internal/items"
+	"crawlq/internal/queue"
+	"crawlq/internal/spider"
+	"crawlq/spiders"
+)
+
+// Config describes a node. Pool is required; everything else has a default.
+type Config struct {
+	Pool *pgxpool.Pool
+	// Spiders, when nil, is the embedded specs plus those in SpiderDir.
+	Spiders *spider.Registry
+	// SpiderDir holds extra spider specs (*.yaml, *.yml, *.json). Default none.
+	SpiderDir string
+	// Queues to work. Default ["crawl"].
+	Queues []string
+	// Workers per queue. Default 1.
+	Workers int
+	// Worker is the template of every worker's config (Queue is filled in per queue).
+	Worker queue.WorkerConfig
+	// Upkeep is how often this node rescues expired leases, promotes due jobs and sweeps finished
+	// runs. Default 1s; negative turns it off (when a dispatcher does it).
+	Upkeep time.Duration
+	// Sink receives items. Default the Postgres sink (crawlq_item).
+	Sink items.Sink
+	// Pipeline tunes the item pipeline. FlushInterval defaults to 2ms here: page jobs wait for
+	// their items, so a long flush timer would cap the crawl rate.
+	Pipeline items.Config
+	// Fetch tunes the fetcher.
+	Fetch fetch.Config
+	// Queue tunes the queue client (retry backoff).
+	Queue queue.Config
+	// OnFinish is called when this node finishes a run.
+	OnFinish func(runID int64, state string)
+	Logger   *slog.Logger
+}
+
+// Node is an assembled worker process.
+type Node struct {
+	cfg      Config
+	Queue    *queue.Client
+	Spiders  *spider.Registry
+	Pipeline *items.Pipeline
+	Crawler  *crawl.Crawler
+	Mux      *queue.Mux
+
+	mu      sync.Mutex
+	workers []*queue.Worker
+}
+
+// LoadSpiders returns a registry of the embedded specs plus those in dir (if dir is not empty).
+func LoadSpiders(dir string) (*spider.Registry, error) {
+	reg := spider.NewRegistry()
+	entries, err := fs.ReadDir(spiders.FS, ".")
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	for _, e := range entries {
+		data, err := spiders.FS.ReadFile(e.Name())
+		if err != nil {
+			return nil, err
+		}
+		if err := registerSpec(reg, data, "spiders/"+e.Name()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if dir != "" {
+		if _, err := os.Stat(dir); err != nil {
+			return nil, fmt.Errorf("spider directory: %w", err)
+		}
+		extra := spider.NewRegistry()
+		if err := extra.LoadDir(dir); err != nil {
+			return nil, err
+		}
+		for _, name := range extra.Names() {
+			if spec, settings, ok := extra.Command(name); ok {
+				err = reg.RegisterCommand(name, settings, spec)
+			} else {
+				var sp spider.Spider
+				if sp, err = extra.Lookup(name); err == nil {
+					err = reg.Register(sp)
+				}
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", path.Join(dir, name), err)
+			}
+		}
+	}
+	return reg, nil
+}
+
+func registerSpec(reg *spider.Registry, data []byte, source string) error {
+	spec, err := spider.ParseSpec(data, source)
+	if err != nil {
+		return err
+	}
+	if spec.IsCommand() {
+		cs, err := spec.CommandSpec()
+		if err != nil {
+			return err
+		}
+		st, err := spec.Settings()
+		if err != nil {
+			return err
+		}
+		return reg.RegisterCommand(spec.Name, st, cs)
+	}
+	sp, err := spider.Compile(spec)
+	if err != nil {
+		return err
+	}
+	return reg.Register(sp)
+}
+
+// New assembles a node; Run starts it.
+func New(cfg Config) (*Node, error) {
+	if cfg.Pool == nil {
+		return nil, errors.New("node: Pool is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if len(cfg.Queues) == 0 {
+		cfg.Queues = []string{spider.DefaultQueue}
+	}
+	for _, q := range cfg.Queues {
+		if err := queue.ValidateQueue(q); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 1
+	}
+	if cfg.Upkeep == 0 {
+		cfg.Upkeep = time.Second
+	}
+	if cfg.Pipeline.FlushInterval == 0 {
+		cfg.Pipeline.FlushInterval = 2 * time.Millisecond
+	}
+	reg := cfg.Spiders
+	if reg == nil {
+		var err error
+		if reg, err = LoadSpiders(cfg.SpiderDir); err != nil {
+			return nil, err
+		}
+	}
+	sink := cfg.Sink
+	if sink == nil {
+		sink = items.NewPostgresSink(cfg.Pool)
+	}
+	pl, err := items.New(sink, cfg.Pipeline, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	qc := queue.New(cfg.Pool, cfg.Queue)
+	cr, err := crawl.New(crawl.Config{Pool: cfg.Pool, Queue: qc, Spiders: reg, Pipeline: pl, Fetch: cfg.Fetch,
+		OnFinish: cfg.OnFinish, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	mux := queue.NewMux()
+	mux.Handle("noop", queue.Noop)
+	cr.Register(mux)
+	return &Node{cfg: cfg, Queue: qc, Spiders: reg, Pipeline: pl, Crawler: cr, Mux: mux}, nil
+}
+
+// Run works the node's queues until ctx ends, then stops the workers (see queue.Worker.Run),
+// drains the item pipeline and returns.
+func (n *Node) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, q := range n.cfg.Queues {
+		for range n.cfg.Workers {
+			wc := n.cfg.Worker
+			wc.Queue = q
+			wc.ID = ""
+			if wc.Logger == nil {
+				wc.Logger = n.cfg.Logger
+			}
+			w, err := queue.NewWorker(n.Queue, wc, n.Mux.Work)
+			if err != nil {
+				return err
+			}
+			n.mu.Lock()
+			n.workers = append(n.workers, w)
+			n.mu.Unlock()
+			wg.Add(1)
+			go func() { defer wg.Done(); w.Run(ctx) }()
+		}
+	}
+	upkeepDone := make(chan struct{})
+	go func() {
+		defer close(upkeepDone)
+		if n.cfg.Upkeep > 0 {
+			n.Crawler.Maintain(ctx, n.cfg.Upkeep)
+		}
+	}()
+	wg.Wait()
+	<-upkeepDone
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	return n.Pipeline.Close(cctx)
+}
+
+// Stats sums the counters of the node's workers.
+func (n *Node) Stats() queue.WorkerStats {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var s queue.WorkerStats
+	for _, w := range n.workers {
+		ws := w.Stats()
+		s.Claimed += ws.Claimed
+		s.Succeeded += ws.Succeeded
+		s.Failed += ws.Failed
+		s.Snoozed += ws.Snoozed
+		s.Released += ws.Released
+		s.Lost += ws.Lost
+	}
+	return s
+}
