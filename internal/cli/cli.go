@@ -46,7 +46,7 @@ func usageErr(format string, a ...any) error {
 func commands() []*Command {
 	cs := []*Command{
 		migrateCmd(), enqueueCmd(), statsCmd(), jobsCmd(), cancelCmd(), redriveCmd(), retentionCmd(), rescueCmd(),
-		workCmd(), demoQueueCmd(),
+		workCmd(), demoQueueCmd(), localCmd(), runnerCmd(),
 	}
 	sort.Slice(cs, func(i, j int) bool { return cs[i].Name < cs[j].Name })
 	return cs

@@ -828,3 +828,36 @@ func scanJobs(rows pgx.Rows) ([]*Job, error) {
 	}
 	return out, rows.Err()
 }
+
+// LiveWorkers counts workers that heartbeated within horizon, by queue and kind ("lambda", "ecs",
+// "process"), optionally for one queue. Dispatchers use it instead of eventually consistent ECS
+// or Lambda listings.
+func (c *Client) LiveWorkers(ctx context.Context, queue string, horizon time.Duration) (map[string]map[string]int, error) {
+	rows, err := c.pool.Query(ctx, sqlLiveWorkers, queue, horizon.Microseconds())
+	if err != nil {
+		return nil, fmt.Errorf("live workers: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]map[string]int{}
+	for rows.Next() {
+		var q, kind string
+		var n int
+		if err := rows.Scan(&q, &kind, &n); err != nil {
+			return nil, fmt.Errorf("live workers: %w", err)
+		}
+		if out[q] == nil {
+			out[q] = map[string]int{}
+		}
+		out[q][kind] = n
+	}
+	return out, rows.Err()
+}
+
+// PruneWorkers forgets workers not seen within horizon (they died without unregistering).
+func (c *Client) PruneWorkers(ctx context.Context, horizon time.Duration) (int, error) {
+	tag, err := c.pool.Exec(ctx, sqlPruneWorkers, horizon.Microseconds())
+	if err != nil {
+		return 0, fmt.Errorf("prune workers: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
