@@ -25,9 +25,9 @@ db: ## start the local PostgreSQL (when DATABASE_URL is unset) and print its URL
 	@$(WITH_DB) echo "$$DATABASE_URL"
 
 .PHONY: demo
-demo: build ## the main job: enqueue and work a few thousand jobs with several workers, then show stats
+demo: build ## the main job: crawl the demo site with several workers and show the result
 	@scripts/deps.sh demo
-	@$(WITH_DB) bin/crawlq demo-queue
+	@$(WITH_DB) bin/crawlq demo
 
 .PHONY: test
 test: ## run every test (real Postgres, moto, terraform, aws CLI) with -race

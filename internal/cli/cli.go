@@ -46,7 +46,8 @@ func usageErr(format string, a ...any) error {
 func commands() []*Command {
 	cs := []*Command{
 		migrateCmd(), enqueueCmd(), statsCmd(), jobsCmd(), cancelCmd(), redriveCmd(), retentionCmd(), rescueCmd(),
-		workCmd(), demoQueueCmd(), localCmd(), runnerCmd(),
+		demoQueueCmd(), localCmd(), runnerCmd(),
+		workerCmd(), scheduleCmd(), runsCmd(), runCmd(), cancelRunCmd(), itemsCmd(), demoSiteCmd(), demoCmd(),
 	}
 	sort.Slice(cs, func(i, j int) bool { return cs[i].Name < cs[j].Name })
 	return cs

@@ -67,8 +67,8 @@ func TestBadInvocations(t *testing.T) {
 	_, url := dbtest.Schema(t)
 	for _, args := range [][]string{
 		{"nosuchcommand"},
-		{"enqueue", "--queue", "q"},                      // no kind
-		{"enqueue", "--kind", "k", "--at", "tomorrow"},   // bad time
+		{"enqueue", "--queue", "q"},                    // no kind
+		{"enqueue", "--kind", "k", "--at", "tomorrow"}, // bad time
 		{"enqueue", "--kind", "k", "--on-duplicate", "x"},
 		{"jobs", "--state", "finished"},
 		{"cancel"},

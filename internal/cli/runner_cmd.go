@@ -12,7 +12,9 @@ func runnerCmd() *Command {
 		Name: "runner", Synopsis: "run the ECS runner: long crawls and command spiders", Usage: "[flags]",
 		Help: `Not available in this build yet.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
-			return func(context.Context, []string) error { return errors.New("crawlq runner is not available in this build yet") }
+			return func(context.Context, []string) error {
+				return errors.New("crawlq runner is not available in this build yet")
+			}
 		},
 	}
 }

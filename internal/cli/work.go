@@ -6,47 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"time"
 
 	"crawlq/internal/migrate"
 	"crawlq/internal/queue"
 )
-
-func workCmd() *Command {
-	return &Command{
-		Name: "work", Synopsis: "run workers for a queue until interrupted", Usage: "[--queue Q] [--workers N] [--concurrency N]",
-		Help: `Claims and works jobs of a queue until SIGINT or SIGTERM, then stops claiming, releases the
-jobs it has not started and lets running ones finish. Job kinds it knows: noop, and the spider
-kinds (page, run) when spiders are configured.`,
-		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
-			open := dbFlag(fs, env)
-			q := fs.String("queue", "default", "queue to work")
-			workers := fs.Int("workers", 1, "workers in this process")
-			conc := fs.Int("concurrency", 10, "handlers per worker")
-			batch := fs.Int("batch", 0, "jobs claimed per statement (default: concurrency)")
-			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usageErr("unexpected arguments %q", args)
-				}
-				pool, err := open(ctx)
-				if err != nil {
-					return err
-				}
-				defer pool.Close()
-				ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-				defer stop()
-				c := queue.New(pool, queue.Config{})
-				mux := queue.NewMux()
-				mux.Handle("noop", queue.Noop)
-				return runWorkers(ctx, c, queue.WorkerConfig{Queue: *q, Concurrency: *conc, BatchSize: *batch}, *workers, mux.Work)
-			}
-		},
-	}
-}
 
 // runWorkers runs n workers with cfg until ctx ends.
 func runWorkers(ctx context.Context, c *queue.Client, cfg queue.WorkerConfig, n int, h queue.Handler) error {

@@ -59,6 +59,9 @@ type Config struct {
 	PageAttempts int
 	// OnFinish, when set, is called once for each run this process finishes (tests, progress).
 	OnFinish func(runID int64, state string)
+	// OnEnqueue, when set, is called after this process committed new jobs to a queue, so local
+	// idle workers can claim them at once.
+	OnEnqueue func(queue string)
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }

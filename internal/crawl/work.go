@@ -68,9 +68,7 @@ func (c *Crawler) workRun(ctx context.Context, job *queue.Job) error {
 		return err
 	}
 	c.log.Info("run started", "run", ri.id, "spider", ri.name, "start_pages", added)
-	if added == 0 {
-		c.finishCheck(ctx, ri.id)
-	}
+	c.enqueued(ri, added)
 	return queue.ErrCompleted
 }
 
@@ -315,10 +313,20 @@ func (c *Crawler) finishPage(ctx context.Context, job *queue.Job, ri *runInfo, o
 	if err != nil {
 		return err
 	}
-	if added == 0 {
-		c.finishCheck(ctx, ri.id)
-	}
+	c.enqueued(ri, added)
 	return queue.ErrCompleted
+}
+
+// enqueued follows a committed transaction that added n jobs to the run: wake local workers, or,
+// when it added nothing, check whether that was the run's last job.
+func (c *Crawler) enqueued(ri *runInfo, n int) {
+	if n == 0 {
+		c.finishCheck(context.Background(), ri.id)
+		return
+	}
+	if c.cfg.OnEnqueue != nil {
+		c.cfg.OnEnqueue(ri.queue)
+	}
 }
 
 // fetcher returns the shared fetcher for a spider's user agent and address policy.

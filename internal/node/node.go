@@ -177,15 +177,16 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	qc := queue.New(cfg.Pool, cfg.Queue)
+	n := &Node{cfg: cfg, Queue: qc, Spiders: reg, Pipeline: pl, Mux: queue.NewMux()}
 	cr, err := crawl.New(crawl.Config{Pool: cfg.Pool, Queue: qc, Spiders: reg, Pipeline: pl, Fetch: cfg.Fetch,
-		OnFinish: cfg.OnFinish, Logger: cfg.Logger})
+		OnFinish: cfg.OnFinish, OnEnqueue: n.poke, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
-	mux := queue.NewMux()
-	mux.Handle("noop", queue.Noop)
-	cr.Register(mux)
-	return &Node{cfg: cfg, Queue: qc, Spiders: reg, Pipeline: pl, Crawler: cr, Mux: mux}, nil
+	n.Crawler = cr
+	n.Mux.Handle("noop", queue.Noop)
+	cr.Register(n.Mux)
+	return n, nil
 }
 
 // Run works the node's queues until ctx ends, then stops the workers (see queue.Worker.Run),
@@ -223,6 +224,17 @@ func (n *Node) Run(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	return n.Pipeline.Close(cctx)
+}
+
+// poke wakes this node's idle workers of queue q.
+func (n *Node) poke(q string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, w := range n.workers {
+		if w.Queue() == q {
+			w.Poke()
+		}
+	}
 }
 
 // Stats sums the counters of the node's workers.

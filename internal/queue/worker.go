@@ -141,6 +141,8 @@ type Worker struct {
 	h   Handler
 	log *slog.Logger
 
+	poke chan struct{} // Poke: new work may be due, claim now rather than after PollInterval
+
 	mu       sync.Mutex
 	inflight map[int64]*held // claimed and not yet finished, including those waiting for a handler
 
@@ -161,8 +163,21 @@ func NewWorker(c *Client, cfg WorkerConfig, h Handler) (*Worker, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	return &Worker{c: c, cfg: cfg, h: h, log: cfg.Logger.With("worker", cfg.ID, "queue", cfg.Queue), inflight: map[int64]*held{}}, nil
+	return &Worker{c: c, cfg: cfg, h: h, log: cfg.Logger.With("worker", cfg.ID, "queue", cfg.Queue),
+		poke: make(chan struct{}, 1), inflight: map[int64]*held{}}, nil
 }
+
+// Poke tells an idle worker that new jobs may be due, so it claims at once instead of waiting
+// out its poll interval (a process that just enqueued work for its own queue calls it).
+func (w *Worker) Poke() {
+	select {
+	case w.poke <- struct{}{}:
+	default:
+	}
+}
+
+// Queue returns the queue the worker works.
+func (w *Worker) Queue() string { return w.cfg.Queue }
 
 // ID returns the worker's id.
 func (w *Worker) ID() string { return w.cfg.ID }
@@ -287,7 +302,13 @@ func (w *Worker) claimLoop(ctx context.Context, ready chan *Job, wake chan struc
 			}
 		}
 		if len(jobs) == 0 {
-			sleep(ctx, w.cfg.PollInterval)
+			t := time.NewTimer(w.cfg.PollInterval)
+			select {
+			case <-t.C:
+			case <-w.poke:
+			case <-ctx.Done():
+			}
+			t.Stop()
 		}
 	}
 }

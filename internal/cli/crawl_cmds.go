@@ -1,0 +1,315 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"crawlq/internal/crawl"
+	"crawlq/internal/demosite"
+	"crawlq/internal/items"
+	"crawlq/internal/node"
+	"crawlq/internal/queue"
+)
+
+// kvFlag collects repeated key=value flags.
+type kvFlag map[string]string
+
+func (k kvFlag) String() string { return "" }
+func (k kvFlag) Set(s string) error {
+	key, val, ok := strings.Cut(s, "=")
+	if !ok || key == "" {
+		return fmt.Errorf("want key=value, got %q", s)
+	}
+	k[key] = val
+	return nil
+}
+
+func workerCmd() *Command {
+	return &Command{
+		Name: "worker", Synopsis: "run crawl workers until interrupted", Usage: "[--queues crawl,long] [--workers N] [--concurrency N] [--spiders DIR]",
+		Help: `Claims and works jobs (spider runs, pages, no-ops) of the given queues until SIGINT or SIGTERM,
+then stops claiming, releases the jobs it has not started and lets running ones finish.
+Also runs the upkeep every second (expired leases, due delayed jobs, finished runs) unless
+--upkeep 0. Spiders: the built-in specs plus those in --spiders.`,
+		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
+			open := dbFlag(fs, env)
+			queues := fs.String("queues", "crawl", "queues to work, comma-separated")
+			workers := fs.Int("workers", 1, "workers per queue")
+			conc := fs.Int("concurrency", 16, "jobs in flight per worker")
+			dir := fs.String("spiders", "", "directory of extra spider specs")
+			lease := fs.Duration("lease", 30*time.Second, "job lease length")
+			upkeep := fs.Duration("upkeep", time.Second, "upkeep interval (0 turns it off)")
+			return func(ctx context.Context, args []string) error {
+				if len(args) > 0 {
+					return usageErr("unexpected arguments %q", args)
+				}
+				pool, err := open(ctx)
+				if err != nil {
+					return err
+				}
+				defer pool.Close()
+				ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+				defer stop()
+				up := *upkeep
+				if up == 0 {
+					up = -1
+				}
+				n, err := node.New(node.Config{Pool: pool, SpiderDir: *dir, Queues: strings.Split(*queues, ","), Workers: *workers,
+					Worker: queue.WorkerConfig{Concurrency: *conc, Lease: *lease}, Upkeep: up})
+				if err != nil {
+					return err
+				}
+				return n.Run(ctx)
+			}
+		},
+	}
+}
+
+// withNode opens the pool and a node (not running) for commands that use the crawler.
+func withNode(ctx context.Context, open func(context.Context) (*pgxpool.Pool, error), dir string, f func(*node.Node) error) error {
+	pool, err := open(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	n, err := node.New(node.Config{Pool: pool, SpiderDir: dir})
+	if err != nil {
+		return err
+	}
+	defer n.Pipeline.Close(ctx)
+	return f(n)
+}
+
+func scheduleCmd() *Command {
+	return &Command{
+		Name: "schedule", Synopsis: "schedule a spider run", Usage: "--spider NAME [--arg k=v]... [--delay D | --at T] [--key K]",
+		Help: `Schedules a run of a spider and prints its id. With --key, scheduling is idempotent: while a
+run of the spider with that key is unfinished, the same run is returned (with --replace, its
+start time moves if it has not started).`,
+		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
+			open := dbFlag(fs, env)
+			var p crawl.ScheduleParams
+			args := kvFlag{}
+			fs.StringVar(&p.Spider, "spider", "", "spider name (required)")
+			fs.Var(args, "arg", "spider argument key=value (repeatable), e.g. base_url=http://127.0.0.1:8088")
+			fs.IntVar(&p.Priority, "priority", 0, "priority, -1000..1000")
+			fs.DurationVar(&p.Delay, "delay", 0, "start after this long")
+			at := fs.String("at", "", "start at this time (RFC 3339)")
+			fs.StringVar(&p.IdempotencyKey, "key", "", "idempotency key")
+			fs.BoolVar(&p.Replace, "replace", false, "with --key: move the pending run's start time")
+			dir := fs.String("spiders", "", "directory of extra spider specs")
+			return func(ctx context.Context, rest []string) error {
+				if len(rest) > 0 {
+					return usageErr("unexpected arguments %q", rest)
+				}
+				if p.Spider == "" {
+					return usageErr("--spider is required")
+				}
+				if *at != "" {
+					t, err := time.Parse(time.RFC3339, *at)
+					if err != nil {
+						return usageErr("--at %q: want RFC 3339", *at)
+					}
+					p.RunAt = t
+				}
+				p.Args = args
+				return withNode(ctx, open, *dir, func(n *node.Node) error {
+					s, err := n.Crawler.Schedule(ctx, p)
+					if err != nil {
+						return err
+					}
+					if s.Duplicate {
+						fmt.Fprintf(env.Stdout, "%d (existing %s run with key %q)\n", s.RunID, s.State, p.IdempotencyKey)
+					} else {
+						fmt.Fprintln(env.Stdout, s.RunID)
+					}
+					return nil
+				})
+			}
+		},
+	}
+}
+
+func runsCmd() *Command {
+	return &Command{
+		Name: "runs", Synopsis: "list spider runs", Usage: "[--spider NAME] [--state S,...] [--limit N] [--json]",
+		Help: `Lists runs newest first with their stats.`,
+		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
+			open := dbFlag(fs, env)
+			var p crawl.ListParams
+			fs.StringVar(&p.Spider, "spider", "", "only this spider")
+			states := fs.String("state", "", "only these states: pending, running, succeeded, failed, cancelled")
+			fs.IntVar(&p.Limit, "limit", 20, "at most this many (1..1000)")
+			asJSON := fs.Bool("json", false, "print JSON")
+			return func(ctx context.Context, args []string) error {
+				if len(args) > 0 {
+					return usageErr("unexpected arguments %q", args)
+				}
+				if *states != "" {
+					p.States = strings.Split(*states, ",")
+				}
+				return withNode(ctx, open, "", func(n *node.Node) error {
+					runs, err := n.Crawler.List(ctx, p)
+					if err != nil {
+						return err
+					}
+					if *asJSON {
+						if runs == nil {
+							runs = []*crawl.Run{}
+						}
+						return json.NewEncoder(env.Stdout).Encode(runs)
+					}
+					tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "ID\tSPIDER\tSTATE\tPAGES\tITEMS\tERRORS\tSECONDS\tCREATED")
+					for _, r := range runs {
+						fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%.1f\t%s\n", r.ID, r.Spider, r.State, r.Stats.Pages, r.Stats.Items,
+							r.Stats.Errors, r.Stats.Duration, r.CreatedAt.Format(time.RFC3339))
+					}
+					return tw.Flush()
+				})
+			}
+		},
+	}
+}
+
+func parseRunID(args []string) (int64, error) {
+	if len(args) != 1 {
+		return 0, usageErr("give one run id")
+	}
+	id, err := strconv.ParseInt(args[0], 10, 64)
+	if err != nil || id <= 0 {
+		return 0, usageErr("run id %q: want a positive integer", args[0])
+	}
+	return id, nil
+}
+
+func runCmd() *Command {
+	return &Command{
+		Name: "run", Synopsis: "show one spider run", Usage: "ID",
+		Help: `Prints a run with its stats (so far, while it runs) as JSON.`,
+		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
+			open := dbFlag(fs, env)
+			return func(ctx context.Context, args []string) error {
+				id, err := parseRunID(args)
+				if err != nil {
+					return err
+				}
+				return withNode(ctx, open, "", func(n *node.Node) error {
+					r, err := n.Crawler.Get(ctx, id)
+					if err != nil {
+						return err
+					}
+					e := json.NewEncoder(env.Stdout)
+					e.SetIndent("", "  ")
+					return e.Encode(r)
+				})
+			}
+		},
+	}
+}
+
+func cancelRunCmd() *Command {
+	return &Command{
+		Name: "cancel-run", Synopsis: "cancel a spider run", Usage: "ID",
+		Help: `Cancels a run: its waiting page jobs at once, its running ones at their next heartbeat. The run
+ends as cancelled once nothing of it is left.`,
+		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
+			open := dbFlag(fs, env)
+			return func(ctx context.Context, args []string) error {
+				id, err := parseRunID(args)
+				if err != nil {
+					return err
+				}
+				return withNode(ctx, open, "", func(n *node.Node) error {
+					if err := n.Crawler.Cancel(ctx, id); err != nil {
+						return err
+					}
+					fmt.Fprintf(env.Stdout, "run %d: cancel requested\n", id)
+					return nil
+				})
+			}
+		},
+	}
+}
+
+func itemsCmd() *Command {
+	return &Command{
+		Name: "items", Synopsis: "print a run's items as JSON Lines", Usage: "RUN_ID [--limit N]",
+		Help: `Prints the items a run wrote to the Postgres sink, one JSON object per line, in key order.`,
+		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
+			open := dbFlag(fs, env)
+			limit := fs.Int("limit", 100, "at most this many (1..10000)")
+			return func(ctx context.Context, args []string) error {
+				id, err := parseRunID(args)
+				if err != nil {
+					return err
+				}
+				pool, err := open(ctx)
+				if err != nil {
+					return err
+				}
+				defer pool.Close()
+				its, err := items.ListItems(ctx, pool, id, *limit)
+				if err != nil {
+					return err
+				}
+				e := json.NewEncoder(env.Stdout)
+				for _, it := range its {
+					if err := e.Encode(map[string]any{"key": it.Key, "url": it.URL, "data": it.Data}); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+		},
+	}
+}
+
+func demoSiteCmd() *Command {
+	return &Command{
+		Name: "demo-site", Synopsis: "serve the demo catalogue on 127.0.0.1", Usage: "[--addr 127.0.0.1:8088] [--items N]",
+		Help: `Serves the deterministic synthetic catalogue the demo spider crawls: listing pages with
+pagination, item pages, duplicate links, a redirect, a 404, a robots.txt-disallowed section and
+a slow page. Prints what a correct crawl yields, then serves until interrupted.`,
+		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
+			addr := fs.String("addr", "127.0.0.1:8088", "listen address (loopback)")
+			var cfg demosite.Config
+			fs.IntVar(&cfg.Items, "items", 1200, "item pages")
+			fs.IntVar(&cfg.PerPage, "per-page", 24, "items per listing page")
+			return func(ctx context.Context, args []string) error {
+				if len(args) > 0 {
+					return usageErr("unexpected arguments %q", args)
+				}
+				if err := cfg.Validate(); err != nil {
+					return usageErr("%v", err)
+				}
+				ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+				defer stop()
+				site := demosite.New(cfg)
+				a, err := site.Serve(ctx, *addr)
+				if err != nil {
+					return err
+				}
+				exp := site.Expected()
+				fmt.Fprintf(env.Stdout, "demo site at http://%s/ — a correct crawl yields %d items from %d pages (%d disallowed by robots.txt, 1 redirect, 1 not found)\n",
+					a, exp.Items, exp.Pages, exp.Disallowed)
+				<-ctx.Done()
+				return nil
+			}
+		},
+	}
+}
+
+var errDemoMismatch = errors.New("the demo crawl did not yield what the site expects")

@@ -1,0 +1,191 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"crawlq/internal/crawl"
+	"crawlq/internal/demosite"
+	"crawlq/internal/items"
+	"crawlq/internal/migrate"
+	"crawlq/internal/node"
+	"crawlq/internal/queue"
+)
+
+func demoCmd() *Command {
+	return &Command{
+		Name: "demo", Synopsis: "crawl the demo site with several workers and show the result", Usage: "[--items N] [--workers N]",
+		Help: `The main job, end to end on this machine: serves the demo catalogue on a loopback port,
+migrates the database, starts workers, schedules the demo spider against the site, shows live
+progress, then prints the run summary and a few items. Exits 1 if the crawl did not yield
+exactly what the site says a correct crawl yields.`,
+		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
+			open := dbFlag(fs, env)
+			nItems := fs.Int("items", 1200, "item pages on the demo site")
+			workers := fs.Int("workers", 4, "workers")
+			conc := fs.Int("concurrency", 8, "jobs in flight per worker")
+			return func(ctx context.Context, args []string) error {
+				if len(args) > 0 {
+					return usageErr("unexpected arguments %q", args)
+				}
+				cfg := demosite.Config{Items: *nItems}
+				if err := cfg.Validate(); err != nil {
+					return usageErr("%v", err)
+				}
+				pool, err := open(ctx)
+				if err != nil {
+					return err
+				}
+				defer pool.Close()
+				if _, err := migrate.Up(ctx, pool); err != nil {
+					return err
+				}
+				siteCtx, stopSite := context.WithCancel(ctx)
+				defer stopSite()
+				site := demosite.New(cfg)
+				addr, err := site.Serve(siteCtx, "127.0.0.1:0")
+				if err != nil {
+					return err
+				}
+				exp := site.Expected()
+				base := "http://" + addr.String()
+				fmt.Fprintf(env.Stdout, "demo site at %s: %d item pages on %d listings (a correct crawl yields %d items)\n", base, cfg.Items, exp.Listings, exp.Items)
+
+				var once sync.Once
+				finished := make(chan string, 1)
+				var runID int64
+				var mu sync.Mutex
+				n, err := node.New(node.Config{Pool: pool, Workers: *workers, Worker: queue.WorkerConfig{Concurrency: *conc},
+					OnFinish: func(id int64, state string) {
+						mu.Lock()
+						mine := id == runID
+						mu.Unlock()
+						if mine {
+							once.Do(func() { finished <- state })
+						}
+					}})
+				if err != nil {
+					return err
+				}
+				workCtx, stopWork := context.WithCancel(ctx)
+				nodeDone := make(chan error, 1)
+				go func() { nodeDone <- n.Run(workCtx) }()
+				defer func() { stopWork(); <-nodeDone }()
+
+				start := time.Now()
+				mu.Lock()
+				s, err := n.Crawler.Schedule(ctx, crawl.ScheduleParams{Spider: "demo", Args: map[string]string{"base_url": base}})
+				runID = s.RunID
+				mu.Unlock()
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(env.Stdout, "scheduled run %d of spider \"demo\" with %d workers × %d\n", s.RunID, *workers, *conc)
+				state, err := demoProgress(ctx, env.Stdout, n, s.RunID, start, finished)
+				if err != nil {
+					return err
+				}
+				r, err := n.Crawler.Get(ctx, s.RunID)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(env.Stdout, "\nrun %d %s in %.1fs: %d pages, %d items, %d bytes, %d errors %v, %d retries\n",
+					r.ID, state, r.Stats.Duration, r.Stats.Pages, r.Stats.Items, r.Stats.Bytes, r.Stats.Errors, r.Stats.ErrorsByKind, r.Stats.Retries)
+				sample, err := items.ListItems(ctx, pool, s.RunID, 3)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(env.Stdout, "a few items:")
+				for _, it := range sample {
+					fmt.Fprintf(env.Stdout, "  %s %s\n", it.Key, it.Data)
+				}
+				fmt.Fprintf(env.Stdout, "see them all: crawlq items %d --limit 10000\n", s.RunID)
+				if r.State != "succeeded" || r.Stats.Items != int64(exp.Items) {
+					return fmt.Errorf("%w: run %s with %d items, want succeeded with %d", errDemoMismatch, r.State, r.Stats.Items, exp.Items)
+				}
+				fmt.Fprintf(env.Stdout, "OK: exactly the %d items a correct crawl yields; the server saw %d requests for %d distinct pages\n",
+					exp.Items, totalHits(site), len(site.Hits()))
+				return nil
+			}
+		},
+	}
+}
+
+func totalHits(s *demosite.Site) int64 {
+	var n int64
+	for _, h := range s.Hits() {
+		n += h
+	}
+	return n
+}
+
+// demoProgress shows pages, items, queue depth and rate until the run finishes.
+func demoProgress(ctx context.Context, w io.Writer, n *node.Node, runID int64, start time.Time, finished <-chan string) (string, error) {
+	tty := isTerminal(w)
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	last := time.Time{}
+	deadline := time.After(5 * time.Minute)
+	for {
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-deadline:
+			return "", fmt.Errorf("run %d did not finish within 5 minutes", runID)
+		case st := <-finished:
+			return st, nil
+		case <-t.C:
+		}
+		if !tty && time.Since(last) < time.Second {
+			continue
+		}
+		last = time.Now()
+		r, err := n.Crawler.Get(ctx, runID)
+		if err != nil {
+			return "", err
+		}
+		depth := int64(0)
+		if st, err := n.Queue.Stats(ctx); err == nil {
+			for _, s := range st {
+				if s.Queue == r.Queue {
+					depth = s.Available + s.Scheduled + s.Running
+				}
+			}
+		}
+		el := time.Since(start).Seconds()
+		line := fmt.Sprintf("%5.1fs  pages %5d  items %5d  queue %5d  %6.0f pages/s", el, r.Stats.Pages, r.Stats.Items, depth, float64(r.Stats.Pages)/el)
+		if tty {
+			fmt.Fprintf(w, "\r%s %s", bar(r.Stats.Pages, r.Stats.Pages+depth), line)
+		} else {
+			fmt.Fprintln(w, line)
+		}
+		if r.Finished() {
+			return r.State, nil
+		}
+	}
+}
+
+func bar(done, total int64) string {
+	const width = 24
+	if total <= 0 {
+		total = 1
+	}
+	k := int(float64(width) * float64(done) / float64(total))
+	k = min(max(k, 0), width)
+	return "[" + strings.Repeat("#", k) + strings.Repeat(".", width-k) + "]"
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
