@@ -1,0 +1,179 @@
+# crawlq on AWS: a VPC, PostgreSQL behind RDS Proxy, four Lambda functions, EventBridge
+# Scheduler, an ECS Fargate runner, an items bucket and CloudWatch dashboard + alarms.
+#
+# Names and environment variables here are the contract the Go code reads (see
+# internal/awsx, internal/db, internal/dispatch); change them together.
+
+data "aws_caller_identity" "current" {}
+data "aws_partition" "current" {}
+data "aws_region" "current" {}
+
+locals {
+  account   = data.aws_caller_identity.current.account_id
+  partition = data.aws_partition.current.partition
+  region    = data.aws_region.current.name
+
+  functions = ["api", "worker", "dispatch", "metrics"]
+  # ARNs are built from names, not read from the functions, so the scheduler role and the
+  # environment can refer to them without a dependency cycle.
+  function_names = { for f in local.functions : f => "${var.name}-${f}" }
+  function_arns  = { for f, n in local.function_names : f => "arn:${local.partition}:lambda:${local.region}:${local.account}:function:${n}" }
+
+  runner_family    = "${var.name}-runner"
+  runner_container = "runner"
+
+  environment = {
+    CRAWLQ_DB_HOST             = module.database.proxy_endpoint
+    CRAWLQ_DB_PORT             = "5432"
+    CRAWLQ_DB_NAME             = var.db_name
+    CRAWLQ_DB_USER             = var.db_username
+    CRAWLQ_DB_IAM_AUTH         = "true"
+    CRAWLQ_DB_SECRET_ARN       = module.database.secret_arn
+    CRAWLQ_DB_EXEC_MODE        = "exec"
+    CRAWLQ_ITEMS_BUCKET        = module.storage.bucket
+    CRAWLQ_WORKER_FUNCTION     = local.function_names["worker"]
+    CRAWLQ_API_FUNCTION_ARN    = local.function_arns["api"]
+    CRAWLQ_SCHEDULE_GROUP      = var.name
+    CRAWLQ_SCHEDULER_ROLE_ARN  = module.scheduler.role_arn
+    CRAWLQ_ECS_CLUSTER         = module.ecs.cluster_name
+    CRAWLQ_ECS_TASK_DEFINITION = local.runner_family
+    CRAWLQ_ECS_SUBNETS         = join(",", module.network.private_subnet_ids)
+    CRAWLQ_ECS_SECURITY_GROUPS = module.network.app_security_group_id
+    CRAWLQ_ECS_MAX_TASKS       = tostring(var.ecs_max_tasks)
+    CRAWLQ_ECS_CONTAINER       = local.runner_container
+    CRAWLQ_WORKER_MAX          = tostring(var.worker_max > 0 ? var.worker_max : var.worker_reserved_concurrency)
+    CRAWLQ_METRICS_NAMESPACE   = var.metrics_namespace
+    CRAWLQ_LOG_LEVEL           = var.log_level
+  }
+}
+
+module "network" {
+  source = "./modules/network"
+
+  name               = var.name
+  cidr               = var.vpc_cidr
+  az_count           = var.az_count
+  single_nat_gateway = var.single_nat_gateway
+}
+
+module "storage" {
+  source = "./modules/storage"
+
+  name    = var.name
+  account = local.account
+}
+
+module "database" {
+  source = "./modules/database"
+
+  name                  = var.name
+  vpc_id                = module.network.vpc_id
+  subnet_ids            = module.network.private_subnet_ids
+  client_security_group = module.network.app_security_group_id
+  instance_class        = var.db_instance_class
+  allocated_storage     = var.db_allocated_storage
+  engine_version        = var.db_engine_version
+  db_name               = var.db_name
+  username              = var.db_username
+  backup_retention_days = var.db_backup_retention_days
+  multi_az              = var.db_multi_az
+  deletion_protection   = var.db_deletion_protection
+  emulator_workarounds  = var.emulator_workarounds
+}
+
+module "ecs" {
+  source = "./modules/ecs"
+
+  name               = var.name
+  family             = local.runner_family
+  container_name     = local.runner_container
+  image_tag          = var.image_tag
+  cpu                = var.runner_cpu
+  memory             = var.runner_memory
+  environment        = local.environment
+  log_retention_days = var.log_retention_days
+  container_insights = var.container_insights
+  access_policy_json = data.aws_iam_policy_document.data_access.json
+}
+
+module "functions" {
+  source = "./modules/functions"
+
+  name               = var.name
+  build_dir          = abspath(var.build_dir)
+  subnet_ids         = module.network.private_subnet_ids
+  security_group_ids = [module.network.app_security_group_id]
+  environment        = local.environment
+  log_retention_days = var.log_retention_days
+  access_policy_json = data.aws_iam_policy_document.data_access.json
+  function_arns      = local.function_arns
+
+  reserved_concurrency = {
+    api      = var.api_reserved_concurrency
+    worker   = var.worker_reserved_concurrency
+    dispatch = 1 # one tick at a time; dispatch's own lease makes overlap safe, this makes it cheap
+    metrics  = 1
+  }
+  timeouts = { api = 30, worker = var.worker_timeout, dispatch = 60, metrics = 60 }
+  memory   = { api = 256, worker = var.worker_memory, dispatch = 256, metrics = 256 }
+
+  schedule_arn_pattern = "arn:${local.partition}:scheduler:${local.region}:${local.account}:schedule/${var.name}/*"
+  scheduler_role_arn   = module.scheduler.role_arn
+  ecs_cluster_arn      = module.ecs.cluster_arn
+  ecs_task_def_arn     = module.ecs.task_definition_family_arn
+  ecs_pass_role_arns   = module.ecs.role_arns
+}
+
+module "scheduler" {
+  source = "./modules/scheduler"
+
+  name          = var.name
+  group_name    = var.name
+  account       = local.account
+  function_arns = local.function_arns
+  # The schedules target the functions themselves, so they wait for them to exist.
+  dispatch_arn = module.functions.arns["dispatch"]
+  metrics_arn  = module.functions.arns["metrics"]
+}
+
+module "observability" {
+  source = "./modules/observability"
+
+  name                      = var.name
+  region                    = local.region
+  namespace                 = var.metrics_namespace
+  function_names            = module.functions.names
+  cluster_name              = module.ecs.cluster_name
+  db_instance_id            = module.database.instance_id
+  db_proxy_name             = module.database.proxy_name
+  alarm_email               = var.alarm_email
+  oldest_past_due_threshold = var.alarm_oldest_past_due_seconds
+  rds_cpu_threshold         = var.alarm_rds_cpu_percent
+  lambda_errors_threshold   = var.alarm_lambda_errors
+}
+
+# What the worker, the runner and the other functions need from the data plane: connect to the
+# database as var.db_username through the proxy with an IAM token, read the database secret
+# (fallback password auth), and read/write items in the bucket.
+data "aws_iam_policy_document" "data_access" {
+  statement {
+    sid       = "ConnectThroughProxy"
+    actions   = ["rds-db:connect"]
+    resources = ["arn:${local.partition}:rds-db:${local.region}:${local.account}:dbuser:${module.database.proxy_resource_id}/${var.db_username}"]
+  }
+  statement {
+    sid       = "ReadDatabaseSecret"
+    actions   = ["secretsmanager:GetSecretValue"]
+    resources = [module.database.secret_arn]
+  }
+  statement {
+    sid       = "Items"
+    actions   = ["s3:GetObject", "s3:PutObject"]
+    resources = ["${module.storage.bucket_arn}/*"]
+  }
+  statement {
+    sid       = "ListItems"
+    actions   = ["s3:ListBucket"]
+    resources = [module.storage.bucket_arn]
+  }
+}

@@ -1,0 +1,273 @@
+# Database: PostgreSQL on RDS (encrypted, private, backed up) behind an RDS Proxy that only
+# accepts IAM authentication. RDS keeps the master password in Secrets Manager itself
+# (manage_master_user_password), so no password ever passes through Terraform state; the
+# proxy reads that secret to open its pooled connections.
+
+variable "name" {
+  description = "Name prefix."
+  type        = string
+}
+
+variable "vpc_id" {
+  description = "VPC of the database."
+  type        = string
+}
+
+variable "subnet_ids" {
+  description = "Private subnets (at least two zones)."
+  type        = list(string)
+}
+
+variable "client_security_group" {
+  description = "Security group of the functions and runner tasks allowed to reach the proxy."
+  type        = string
+}
+
+variable "instance_class" {
+  description = "Instance class."
+  type        = string
+}
+
+variable "allocated_storage" {
+  description = "Storage in GiB."
+  type        = number
+}
+
+variable "engine_version" {
+  description = "PostgreSQL major version."
+  type        = string
+}
+
+variable "db_name" {
+  description = "Database name."
+  type        = string
+}
+
+variable "username" {
+  description = "Master user name."
+  type        = string
+}
+
+variable "backup_retention_days" {
+  description = "Automated backup retention."
+  type        = number
+}
+
+variable "multi_az" {
+  description = "Multi-AZ deployment."
+  type        = bool
+}
+
+variable "deletion_protection" {
+  description = "Deletion protection (also keeps a final snapshot on delete)."
+  type        = bool
+}
+
+variable "emulator_workarounds" {
+  description = "Leave out what moto cannot read back (see the root module's variable)."
+  type        = bool
+  default     = false
+}
+
+locals {
+  parameters = {
+    "rds.force_ssl" = "1"
+    # Log slow statements: the queue's claim query must stay fast.
+    "log_min_duration_statement" = "1000"
+    # A stuck transaction holds locks the claim query waits behind.
+    "idle_in_transaction_session_timeout" = "60000"
+  }
+  rule_description = { for k, v in {
+    proxy_from_clients = "PostgreSQL from crawlq"
+    proxy_to_db        = "PostgreSQL to the instance"
+    db_from_proxy      = "PostgreSQL from the proxy"
+    db_from_clients    = "PostgreSQL from crawlq for migrations and session features the proxy would pin"
+  } : k => var.emulator_workarounds ? null : v }
+}
+
+resource "aws_db_subnet_group" "this" {
+  name       = var.name
+  subnet_ids = var.subnet_ids
+}
+
+resource "aws_security_group" "proxy" {
+  name        = "${var.name}-db-proxy"
+  description = "RDS Proxy: reachable from crawlq functions and runners"
+  vpc_id      = var.vpc_id
+}
+
+resource "aws_security_group" "db" {
+  name        = "${var.name}-db"
+  description = "RDS instance: reachable from the proxy only"
+  vpc_id      = var.vpc_id
+}
+
+resource "aws_vpc_security_group_ingress_rule" "proxy_from_clients" {
+  security_group_id            = aws_security_group.proxy.id
+  description                  = local.rule_description["proxy_from_clients"]
+  ip_protocol                  = "tcp"
+  from_port                    = 5432
+  to_port                      = 5432
+  referenced_security_group_id = var.client_security_group
+}
+
+resource "aws_vpc_security_group_egress_rule" "proxy_to_db" {
+  security_group_id            = aws_security_group.proxy.id
+  description                  = local.rule_description["proxy_to_db"]
+  ip_protocol                  = "tcp"
+  from_port                    = 5432
+  to_port                      = 5432
+  referenced_security_group_id = aws_security_group.db.id
+}
+
+resource "aws_vpc_security_group_ingress_rule" "db_from_proxy" {
+  security_group_id            = aws_security_group.db.id
+  description                  = local.rule_description["db_from_proxy"]
+  ip_protocol                  = "tcp"
+  from_port                    = 5432
+  to_port                      = 5432
+  referenced_security_group_id = aws_security_group.proxy.id
+}
+
+resource "aws_vpc_security_group_ingress_rule" "db_from_clients" {
+  security_group_id            = aws_security_group.db.id
+  description                  = local.rule_description["db_from_clients"]
+  ip_protocol                  = "tcp"
+  from_port                    = 5432
+  to_port                      = 5432
+  referenced_security_group_id = var.client_security_group
+}
+
+resource "aws_db_parameter_group" "this" {
+  name   = "${var.name}-pg${var.engine_version}"
+  family = "postgres${var.engine_version}"
+
+  dynamic "parameter" {
+    for_each = var.emulator_workarounds ? {} : local.parameters
+    content {
+      name  = parameter.key
+      value = parameter.value
+    }
+  }
+
+  lifecycle {
+    create_before_destroy = true
+  }
+}
+
+resource "aws_db_instance" "this" {
+  identifier     = var.name
+  engine         = "postgres"
+  engine_version = var.engine_version
+  instance_class = var.instance_class
+  db_name        = var.db_name
+  username       = var.username
+
+  manage_master_user_password         = true
+  iam_database_authentication_enabled = true
+
+  allocated_storage     = var.allocated_storage
+  max_allocated_storage = var.allocated_storage * 4
+  storage_type          = "gp3"
+  storage_encrypted     = true
+
+  db_subnet_group_name   = aws_db_subnet_group.this.name
+  vpc_security_group_ids = [aws_security_group.db.id]
+  publicly_accessible    = false
+  multi_az               = var.multi_az
+  parameter_group_name   = aws_db_parameter_group.this.name
+
+  backup_retention_period    = var.backup_retention_days
+  backup_window              = "03:00-04:00"
+  maintenance_window         = "sun:04:30-sun:05:30"
+  copy_tags_to_snapshot      = true
+  auto_minor_version_upgrade = true
+  deletion_protection        = var.deletion_protection
+  skip_final_snapshot        = !var.deletion_protection
+  final_snapshot_identifier  = var.deletion_protection ? "${var.name}-final" : null
+}
+
+data "aws_iam_policy_document" "proxy_assume" {
+  statement {
+    actions = ["sts:AssumeRole"]
+    principals {
+      type        = "Service"
+      identifiers = ["rds.amazonaws.com"]
+    }
+  }
+}
+
+resource "aws_iam_role" "proxy" {
+  name               = "${var.name}-db-proxy"
+  assume_role_policy = data.aws_iam_policy_document.proxy_assume.json
+}
+
+data "aws_iam_policy_document" "proxy" {
+  statement {
+    actions   = ["secretsmanager:GetSecretValue"]
+    resources = [aws_db_instance.this.master_user_secret[0].secret_arn]
+  }
+}
+
+resource "aws_iam_role_policy" "proxy" {
+  name   = "read-db-secret"
+  role   = aws_iam_role.proxy.id
+  policy = data.aws_iam_policy_document.proxy.json
+}
+
+resource "aws_db_proxy" "this" {
+  name                   = var.name
+  engine_family          = "POSTGRESQL"
+  role_arn               = aws_iam_role.proxy.arn
+  vpc_subnet_ids         = var.subnet_ids
+  vpc_security_group_ids = [aws_security_group.proxy.id]
+  require_tls            = true
+  idle_client_timeout    = 1800
+
+  auth {
+    auth_scheme = "SECRETS"
+    iam_auth    = "REQUIRED"
+    secret_arn  = aws_db_instance.this.master_user_secret[0].secret_arn
+  }
+}
+
+resource "aws_db_proxy_default_target_group" "this" {
+  db_proxy_name = aws_db_proxy.this.name
+
+  connection_pool_config {
+    max_connections_percent      = 90
+    max_idle_connections_percent = 50
+    connection_borrow_timeout    = 120
+  }
+}
+
+resource "aws_db_proxy_target" "this" {
+  db_proxy_name          = aws_db_proxy.this.name
+  target_group_name      = aws_db_proxy_default_target_group.this.name
+  db_instance_identifier = aws_db_instance.this.identifier
+}
+
+output "proxy_endpoint" {
+  value = aws_db_proxy.this.endpoint
+}
+
+output "proxy_name" {
+  value = aws_db_proxy.this.name
+}
+
+output "proxy_resource_id" {
+  description = "The prx-... id that rds-db:connect ARNs name."
+  value       = element(split(":", aws_db_proxy.this.arn), 6)
+}
+
+output "secret_arn" {
+  value = aws_db_instance.this.master_user_secret[0].secret_arn
+}
+
+output "instance_id" {
+  value = aws_db_instance.this.identifier
+}
+
+output "instance_address" {
+  value = aws_db_instance.this.address
+}

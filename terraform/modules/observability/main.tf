@@ -1,0 +1,257 @@
+# Observability: the CloudWatch dashboard, the alarms and their SNS topic.
+#
+# The crawlq metric names below are the ones internal/metrics writes (QueueMetricNames,
+# SpiderMetricNames); terraform/terraform_test.go fails if the two drift apart.
+
+variable "name" {
+  description = "Name prefix."
+  type        = string
+}
+
+variable "region" {
+  description = "Region (for the dashboard widgets and URL)."
+  type        = string
+}
+
+variable "namespace" {
+  description = "Namespace of crawlq's own metrics."
+  type        = string
+}
+
+variable "function_names" {
+  description = "Lambda function names by role."
+  type        = map(string)
+}
+
+variable "cluster_name" {
+  description = "ECS cluster."
+  type        = string
+}
+
+variable "db_instance_id" {
+  description = "RDS instance identifier."
+  type        = string
+}
+
+variable "db_proxy_name" {
+  description = "RDS Proxy name."
+  type        = string
+}
+
+variable "alarm_email" {
+  description = "Email subscribed to the alarm topic; empty for none."
+  type        = string
+}
+
+variable "oldest_past_due_threshold" {
+  description = "Seconds."
+  type        = number
+}
+
+variable "rds_cpu_threshold" {
+  description = "Percent."
+  type        = number
+}
+
+variable "lambda_errors_threshold" {
+  description = "Errors per 5 minutes per function."
+  type        = number
+}
+
+resource "aws_sns_topic" "alarms" {
+  name              = "${var.name}-alarms"
+  kms_master_key_id = "alias/aws/sns"
+}
+
+resource "aws_sns_topic_subscription" "email" {
+  count     = var.alarm_email == "" ? 0 : 1
+  topic_arn = aws_sns_topic.alarms.arn
+  protocol  = "email"
+  endpoint  = var.alarm_email
+}
+
+locals {
+  # One line per queue / spider, whatever queues and spiders exist: SEARCH finds them.
+  queue_search  = "{${var.namespace},Queue} MetricName="
+  spider_search = "{${var.namespace},Spider} MetricName="
+
+  crawlq_widgets = [
+    { title = "Queue depth (available)", dim = "queue", metric = "QueueAvailable", stat = "Maximum" },
+    { title = "Past-due jobs", dim = "queue", metric = "QueuePastDue", stat = "Maximum" },
+    { title = "Oldest past-due age (s)", dim = "queue", metric = "QueueOldestPastDueAge", stat = "Maximum" },
+    { title = "Running jobs", dim = "queue", metric = "QueueRunning", stat = "Maximum" },
+    { title = "Throughput (jobs succeeded / min)", dim = "queue", metric = "JobsSucceeded", stat = "Sum" },
+    { title = "Failed attempts / min", dim = "queue", metric = "JobsFailed", stat = "Sum" },
+    { title = "Dead jobs", dim = "queue", metric = "QueueDead", stat = "Maximum" },
+    { title = "Pages / min", dim = "spider", metric = "SpiderPages", stat = "Sum" },
+    { title = "Items / min", dim = "spider", metric = "SpiderItems", stat = "Sum" },
+    { title = "Spider errors / min", dim = "spider", metric = "SpiderErrors", stat = "Sum" },
+    { title = "Runs finished", dim = "spider", metric = "RunsFinished", stat = "Sum" },
+    { title = "Runs failed", dim = "spider", metric = "RunsFailed", stat = "Sum" },
+  ]
+
+  fns = sort(values(var.function_names))
+
+  aws_widgets = [
+    {
+      title   = "Lambda errors"
+      stat    = "Sum"
+      metrics = [for f in local.fns : ["AWS/Lambda", "Errors", "FunctionName", f]]
+    },
+    {
+      title   = "Lambda duration (p95 ms)"
+      stat    = "p95"
+      metrics = [for f in local.fns : ["AWS/Lambda", "Duration", "FunctionName", f]]
+    },
+    {
+      title   = "Lambda concurrency"
+      stat    = "Maximum"
+      metrics = [for f in local.fns : ["AWS/Lambda", "ConcurrentExecutions", "FunctionName", f]]
+    },
+    {
+      title   = "Lambda throttles"
+      stat    = "Sum"
+      metrics = [for f in local.fns : ["AWS/Lambda", "Throttles", "FunctionName", f]]
+    },
+    {
+      title   = "Running ECS runner tasks"
+      stat    = "Maximum"
+      metrics = [["ECS/ContainerInsights", "RunningTaskCount", "ClusterName", var.cluster_name]]
+    },
+    {
+      title   = "RDS CPU (%)"
+      stat    = "Average"
+      metrics = [["AWS/RDS", "CPUUtilization", "DBInstanceIdentifier", var.db_instance_id]]
+    },
+    {
+      title = "Database connections"
+      stat  = "Maximum"
+      metrics = [
+        ["AWS/RDS", "DatabaseConnections", "DBInstanceIdentifier", var.db_instance_id],
+        ["AWS/RDS", "ClientConnections", "ProxyName", var.db_proxy_name],
+      ]
+    },
+  ]
+
+  widgets = concat(
+    [for i, w in local.crawlq_widgets : {
+      type   = "metric"
+      x      = (i % 3) * 8
+      y      = floor(i / 3) * 6
+      width  = 8
+      height = 6
+      properties = {
+        title  = w.title
+        region = var.region
+        view   = "timeSeries"
+        period = 60
+        metrics = [[{
+          id         = "e1"
+          expression = "SEARCH('${w.dim == "queue" ? local.queue_search : local.spider_search}\"${w.metric}\"', '${w.stat}', 60)"
+          label      = ""
+        }]]
+      }
+    }],
+    [for i, w in local.aws_widgets : {
+      type   = "metric"
+      x      = (i % 3) * 8
+      y      = (ceil(length(local.crawlq_widgets) / 3) + floor(i / 3)) * 6
+      width  = 8
+      height = 6
+      properties = {
+        title   = w.title
+        region  = var.region
+        view    = "timeSeries"
+        period  = 60
+        stat    = w.stat
+        metrics = w.metrics
+      }
+    }],
+  )
+}
+
+resource "aws_cloudwatch_dashboard" "this" {
+  dashboard_name = var.name
+  dashboard_body = jsonencode({ widgets = local.widgets })
+}
+
+# Queue alarms use Metrics Insights so that they cover every queue, including ones created
+# after this apply (alarms cannot use SEARCH).
+resource "aws_cloudwatch_metric_alarm" "dead_jobs" {
+  alarm_name          = "${var.name}-dead-jobs"
+  alarm_description   = "Some queue has dead jobs (attempts exhausted): inspect with `crawlq jobs --state dead`, fix, `crawlq redrive`."
+  comparison_operator = "GreaterThanThreshold"
+  threshold           = 0
+  evaluation_periods  = 1
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = [aws_sns_topic.alarms.arn]
+  ok_actions          = [aws_sns_topic.alarms.arn]
+
+  metric_query {
+    id          = "dead"
+    expression  = "SELECT MAX(QueueDead) FROM SCHEMA(\"${var.namespace}\", Queue)"
+    period      = 60
+    return_data = true
+  }
+}
+
+resource "aws_cloudwatch_metric_alarm" "oldest_past_due" {
+  alarm_name          = "${var.name}-oldest-past-due-age"
+  alarm_description   = "Jobs wait longer than ${var.oldest_past_due_threshold}s past due: workers are short, stuck or failing."
+  comparison_operator = "GreaterThanThreshold"
+  threshold           = var.oldest_past_due_threshold
+  evaluation_periods  = 5
+  datapoints_to_alarm = 3
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = [aws_sns_topic.alarms.arn]
+  ok_actions          = [aws_sns_topic.alarms.arn]
+
+  metric_query {
+    id          = "age"
+    expression  = "SELECT MAX(QueueOldestPastDueAge) FROM SCHEMA(\"${var.namespace}\", Queue)"
+    period      = 60
+    return_data = true
+  }
+}
+
+resource "aws_cloudwatch_metric_alarm" "lambda_errors" {
+  for_each = var.function_names
+
+  alarm_name          = "${each.value}-errors"
+  alarm_description   = "${each.value} returned errors."
+  namespace           = "AWS/Lambda"
+  metric_name         = "Errors"
+  dimensions          = { FunctionName = each.value }
+  statistic           = "Sum"
+  period              = 300
+  evaluation_periods  = 1
+  comparison_operator = "GreaterThanThreshold"
+  threshold           = var.lambda_errors_threshold
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = [aws_sns_topic.alarms.arn]
+  ok_actions          = [aws_sns_topic.alarms.arn]
+}
+
+resource "aws_cloudwatch_metric_alarm" "rds_cpu" {
+  alarm_name          = "${var.name}-rds-cpu"
+  alarm_description   = "Database CPU above ${var.rds_cpu_threshold}% for 15 minutes."
+  namespace           = "AWS/RDS"
+  metric_name         = "CPUUtilization"
+  dimensions          = { DBInstanceIdentifier = var.db_instance_id }
+  statistic           = "Average"
+  period              = 300
+  evaluation_periods  = 3
+  comparison_operator = "GreaterThanThreshold"
+  threshold           = var.rds_cpu_threshold
+  treat_missing_data  = "missing"
+  alarm_actions       = [aws_sns_topic.alarms.arn]
+  ok_actions          = [aws_sns_topic.alarms.arn]
+}
+
+output "dashboard_url" {
+  value = "https://${var.region}.console.aws.amazon.com/cloudwatch/home?region=${var.region}#dashboards:name=${aws_cloudwatch_dashboard.this.dashboard_name}"
+}
+
+output "topic_arn" {
+  value = aws_sns_topic.alarms.arn
+}

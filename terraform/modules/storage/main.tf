@@ -1,0 +1,83 @@
+# Storage: the S3 bucket for scraped items. Private, encrypted, TLS only.
+
+variable "name" {
+  description = "Name prefix."
+  type        = string
+}
+
+variable "account" {
+  description = "AWS account ID; bucket names are global, so it goes into the name."
+  type        = string
+}
+
+resource "aws_s3_bucket" "items" {
+  bucket = "${var.name}-items-${var.account}"
+}
+
+resource "aws_s3_bucket_public_access_block" "items" {
+  bucket                  = aws_s3_bucket.items.id
+  block_public_acls       = true
+  block_public_policy     = true
+  ignore_public_acls      = true
+  restrict_public_buckets = true
+}
+
+resource "aws_s3_bucket_ownership_controls" "items" {
+  bucket = aws_s3_bucket.items.id
+  rule {
+    object_ownership = "BucketOwnerEnforced"
+  }
+}
+
+resource "aws_s3_bucket_server_side_encryption_configuration" "items" {
+  bucket = aws_s3_bucket.items.id
+  rule {
+    apply_server_side_encryption_by_default {
+      sse_algorithm = "AES256"
+    }
+  }
+}
+
+resource "aws_s3_bucket_versioning" "items" {
+  bucket = aws_s3_bucket.items.id
+  versioning_configuration {
+    status = "Enabled"
+  }
+}
+
+data "aws_iam_policy_document" "tls_only" {
+  # A Deny, so s3:* here grants nothing: it refuses every request that is not over TLS.
+  statement {
+    sid     = "DenyInsecureTransport"
+    effect  = "Deny"
+    actions = ["s3:*"]
+    resources = [
+      aws_s3_bucket.items.arn,
+      "${aws_s3_bucket.items.arn}/*",
+    ]
+    principals {
+      type        = "*"
+      identifiers = ["*"]
+    }
+    condition {
+      test     = "Bool"
+      variable = "aws:SecureTransport"
+      values   = ["false"]
+    }
+  }
+}
+
+resource "aws_s3_bucket_policy" "items" {
+  bucket = aws_s3_bucket.items.id
+  policy = data.aws_iam_policy_document.tls_only.json
+
+  depends_on = [aws_s3_bucket_public_access_block.items]
+}
+
+output "bucket" {
+  value = aws_s3_bucket.items.id
+}
+
+output "bucket_arn" {
+  value = aws_s3_bucket.items.arn
+}

@@ -1,0 +1,225 @@
+variable "region" {
+  description = "AWS region to deploy into."
+  type        = string
+  default     = "us-east-1"
+}
+
+variable "name" {
+  description = "Prefix of every resource name (functions are <name>-api, <name>-worker, ...)."
+  type        = string
+  default     = "crawlq"
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{1,30}$", var.name))
+    error_message = "name must be 2-31 lowercase letters, digits or dashes, starting with a letter."
+  }
+}
+
+variable "aws_endpoint" {
+  description = "Endpoint of a local AWS emulator (LocalStack, moto), e.g. http://127.0.0.1:4566. Empty means real AWS."
+  type        = string
+  default     = ""
+}
+
+variable "emulator_workarounds" {
+  description = <<-EOT
+    Only for a local emulator (moto), never for real AWS. moto reads back two things differently
+    from AWS, so a second plan would never be empty; true leaves exactly these out:
+    - the RDS parameter group's parameters (moto's DescribeDBParameters omits each parameter's
+      Source, and the provider only keeps parameters whose Source is "user");
+    - descriptions of security group rules that reference another security group (moto drops them).
+    Everything else is the same module that deploys to AWS.
+  EOT
+  type        = bool
+  default     = false
+}
+
+variable "tags" {
+  description = "Extra tags for every resource."
+  type        = map(string)
+  default     = {}
+}
+
+variable "build_dir" {
+  description = "Folder holding the Lambda zips api.zip, worker.zip, dispatch.zip and metrics.zip (relative to the root module or absolute)."
+  type        = string
+  default     = "../build"
+}
+
+variable "image_tag" {
+  description = "Tag of the runner image in the ECR repository."
+  type        = string
+  default     = "latest"
+}
+
+variable "log_level" {
+  description = "CRAWLQ_LOG_LEVEL for every function and the runner."
+  type        = string
+  default     = "info"
+}
+
+variable "log_retention_days" {
+  description = "Retention of the Lambda and ECS log groups."
+  type        = number
+  default     = 30
+}
+
+# --- network ---
+
+variable "vpc_cidr" {
+  description = "CIDR block of the VPC."
+  type        = string
+  default     = "10.42.0.0/16"
+}
+
+variable "az_count" {
+  description = "Number of availability zones (public + private subnet in each)."
+  type        = number
+  default     = 2
+}
+
+variable "single_nat_gateway" {
+  description = "One NAT gateway for all private subnets (cheaper); false puts one in every zone (zone-failure tolerant)."
+  type        = bool
+  default     = true
+}
+
+# --- database ---
+
+variable "db_instance_class" {
+  description = "RDS instance class."
+  type        = string
+  default     = "db.t4g.medium"
+}
+
+variable "db_allocated_storage" {
+  description = "RDS storage in GiB."
+  type        = number
+  default     = 50
+}
+
+variable "db_engine_version" {
+  description = "PostgreSQL major version (must match the parameter group family)."
+  type        = string
+  default     = "16"
+}
+
+variable "db_name" {
+  description = "Database name."
+  type        = string
+  default     = "crawlq"
+}
+
+variable "db_username" {
+  description = "Master user; RDS keeps its password in Secrets Manager and the proxy uses it."
+  type        = string
+  default     = "crawlq"
+}
+
+variable "db_backup_retention_days" {
+  description = "Days of automated RDS backups."
+  type        = number
+  default     = 7
+}
+
+variable "db_multi_az" {
+  description = "Run RDS Multi-AZ."
+  type        = bool
+  default     = false
+}
+
+variable "db_deletion_protection" {
+  description = "Refuse to delete the database (set false before destroy)."
+  type        = bool
+  default     = true
+}
+
+# --- functions ---
+
+variable "api_reserved_concurrency" {
+  description = "Reserved concurrency of the api function."
+  type        = number
+  default     = 10
+}
+
+variable "worker_reserved_concurrency" {
+  description = "Reserved concurrency of the worker function; also CRAWLQ_WORKER_MAX unless worker_max is set."
+  type        = number
+  default     = 50
+}
+
+variable "worker_max" {
+  description = "CRAWLQ_WORKER_MAX: most concurrent worker invocations dispatch starts; 0 means worker_reserved_concurrency."
+  type        = number
+  default     = 0
+}
+
+variable "worker_timeout" {
+  description = "Timeout of the worker function in seconds."
+  type        = number
+  default     = 300
+}
+
+variable "worker_memory" {
+  description = "Memory of the worker function in MB."
+  type        = number
+  default     = 512
+}
+
+# --- ECS ---
+
+variable "runner_cpu" {
+  description = "Fargate CPU units of a runner task."
+  type        = number
+  default     = 1024
+}
+
+variable "runner_memory" {
+  description = "Fargate memory (MiB) of a runner task."
+  type        = number
+  default     = 2048
+}
+
+variable "ecs_max_tasks" {
+  description = "CRAWLQ_ECS_MAX_TASKS: most runner tasks dispatch keeps running."
+  type        = number
+  default     = 10
+}
+
+variable "container_insights" {
+  description = "Enable ECS Container Insights (the dashboard's running-task count comes from it)."
+  type        = bool
+  default     = true
+}
+
+# --- observability ---
+
+variable "metrics_namespace" {
+  description = "CloudWatch namespace the metrics function writes to."
+  type        = string
+  default     = "crawlq"
+}
+
+variable "alarm_email" {
+  description = "Email subscribed to the alarm topic; empty for none."
+  type        = string
+  default     = ""
+}
+
+variable "alarm_oldest_past_due_seconds" {
+  description = "Alarm when the oldest past-due job of any queue has waited longer than this."
+  type        = number
+  default     = 600
+}
+
+variable "alarm_rds_cpu_percent" {
+  description = "Alarm when RDS CPU stays above this percentage."
+  type        = number
+  default     = 80
+}
+
+variable "alarm_lambda_errors" {
+  description = "Alarm when a function has more errors than this in 5 minutes."
+  type        = number
+  default     = 0
+}
