@@ -72,7 +72,14 @@ start() {
 stop() {
   [[ -f $dir/kind ]] || return 0
   case $(cat "$dir/kind") in
-    moto) if [[ -f $dir/pid ]]; then kill "$(cat "$dir/pid")" 2>/dev/null || true; rm -f "$dir/pid"; fi ;;
+    moto)
+      if [[ -f $dir/pid ]]; then
+        pid=$(cat "$dir/pid")
+        kill "$pid" 2>/dev/null || true
+        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+        rm -f "$dir/pid"
+      fi
+      ;;
     localstack) docker rm -f "$container" >/dev/null 2>&1 || true ;;
   esac
   rm -f "$dir/kind" "$dir/port"
