@@ -417,3 +417,6 @@ func (c *Crawler) Maintain(ctx context.Context, interval time.Duration) {
 
 // urlHash is the seen-set key of a canonical URL.
 func urlHash(u string) [16]byte { return md5.Sum([]byte(u)) }
+
+// Pool returns the crawler's database pool.
+func (c *Crawler) Pool() *pgxpool.Pool { return c.cfg.Pool }

@@ -32,6 +32,19 @@ func (c *Crawler) SetCommandRunner(r CommandRunner) { c.mu.Lock(); c.command = r
 type pageArgs struct {
 	URL   string `json:"url"`
 	Depth int    `json:"depth"`
+	// Hops counts redirects followed to reach URL; a chain longer than maxHops is an error.
+	Hops int `json:"hops,omitempty"`
+}
+
+// maxHops bounds a redirect chain (each hop is its own page job).
+const maxHops = 10
+
+func toPages(reqs []spider.Request) []pageArgs {
+	ps := make([]pageArgs, len(reqs))
+	for i, r := range reqs {
+		ps[i] = pageArgs{URL: r.URL, Depth: r.Depth}
+	}
+	return ps
 }
 
 // workRun starts a run: the spider's start requests become page jobs.
@@ -57,7 +70,7 @@ func (c *Crawler) workRun(ctx context.Context, job *queue.Job) error {
 		if _, err := tx.Exec(ctx, sqlStartRun, ri.id); err != nil {
 			return err
 		}
-		n, err := c.addPages(ctx, tx, ri, reqs, nil)
+		n, err := c.addPages(ctx, tx, ri, toPages(reqs), nil)
 		if err != nil {
 			return err
 		}
@@ -119,13 +132,12 @@ func (c *Crawler) finishCheck(ctx context.Context, runID int64) {
 }
 
 // addPages marks reqs seen for the run and enqueues the new ones as page jobs, within the run's
-// page budget. markOnly URLs are marked seen without a job (a redirect's target, just fetched).
-// It returns how many jobs it enqueued.
-func (c *Crawler) addPages(ctx context.Context, tx pgx.Tx, ri *runInfo, reqs []spider.Request, markOnly []string) (int, error) {
+// page budget. markOnly URLs are marked seen without a job. It returns how many jobs it enqueued.
+func (c *Crawler) addPages(ctx context.Context, tx pgx.Tx, ri *runInfo, reqs []pageArgs, markOnly []string) (int, error) {
 	if len(reqs) == 0 && len(markOnly) == 0 {
 		return 0, nil
 	}
-	byHash := make(map[[16]byte]spider.Request, len(reqs))
+	byHash := make(map[[16]byte]pageArgs, len(reqs))
 	hashes := make([]pgtype.UUID, 0, len(reqs)+len(markOnly))
 	for _, r := range reqs {
 		h := urlHash(r.URL)
@@ -148,7 +160,7 @@ func (c *Crawler) addPages(ctx context.Context, tx pgx.Tx, ri *runInfo, reqs []s
 	if err != nil {
 		return 0, fmt.Errorf("mark seen: %w", err)
 	}
-	var todo []spider.Request
+	var todo []pageArgs
 	for _, h := range fresh {
 		if r, ok := byHash[h.Bytes]; ok {
 			todo = append(todo, r)
@@ -168,7 +180,7 @@ func (c *Crawler) addPages(ctx context.Context, tx pgx.Tx, ri *runInfo, reqs []s
 	}
 	ps := make([]queue.EnqueueParams, len(todo))
 	for i, r := range todo {
-		a, _ := json.Marshal(pageArgs{URL: r.URL, Depth: r.Depth})
+		a, _ := json.Marshal(r)
 		ps[i] = queue.EnqueueParams{Queue: ri.queue, Kind: KindPage, Args: a, Priority: ri.priority,
 			ParentID: ri.id, MaxAttempts: c.cfg.PageAttempts}
 	}
@@ -260,6 +272,9 @@ func (c *Crawler) workPage(ctx context.Context, job *queue.Job) error {
 		}
 		return c.finishPage(ctx, job, ri, o, nil, nil)
 	}
+	if res.Location != "" {
+		return c.redirect(ctx, job, ri, a, res)
+	}
 	result, perr := spider.ParseWithStats(ctx, ri.spider, &spider.Response{
 		URL: res.URL, Status: res.Status, Header: res.Header, Body: res.Body, Depth: a.Depth,
 	})
@@ -286,18 +301,31 @@ func (c *Crawler) workPage(ctx context.Context, job *queue.Job) error {
 			return err
 		}
 	}
-	var markOnly []string
-	if res.URL != a.URL {
-		if final, err := urlx.Canonical(res.URL); err == nil && final != a.URL {
-			markOnly = []string{final}
-		}
+	return c.finishPage(ctx, job, ri, outcome{pages: 1, items: len(result.Items), bytes: res.Bytes}, toPages(result.Follow), nil)
+}
+
+// redirect turns a redirect into a page job for its target (same depth, one more hop), so the
+// target is deduplicated by the seen set and paced by politeness like any other page.
+func (c *Crawler) redirect(ctx context.Context, job *queue.Job, ri *runInfo, a pageArgs, res *fetch.Result) error {
+	o := outcome{bytes: res.Bytes, kind: "redirect"}
+	target, err := urlx.Canonical(res.Location)
+	switch {
+	case err != nil:
+		o.errors, o.kind = 1, "redirect_invalid"
+		return c.finishPage(ctx, job, ri, o, nil, nil)
+	case a.Hops+1 > maxHops:
+		o.errors, o.kind = 1, "redirects"
+		return c.finishPage(ctx, job, ri, o, nil, nil)
+	case len(ri.settings.AllowedDomains) > 0 && !urlx.InDomains(urlx.Hostname(target), ri.settings.AllowedDomains):
+		o.kind = "redirect_offsite"
+		return c.finishPage(ctx, job, ri, o, nil, nil)
 	}
-	return c.finishPage(ctx, job, ri, outcome{pages: 1, items: len(result.Items), bytes: res.Bytes}, result.Follow, markOnly)
+	return c.finishPage(ctx, job, ri, o, []pageArgs{{URL: target, Depth: a.Depth, Hops: a.Hops + 1}}, nil)
 }
 
 // finishPage commits a page's links, stats and completion in one transaction, then checks whether
 // the run is done (only a page that added nothing can have been the last).
-func (c *Crawler) finishPage(ctx context.Context, job *queue.Job, ri *runInfo, o outcome, follow []spider.Request, markOnly []string) error {
+func (c *Crawler) finishPage(ctx context.Context, job *queue.Job, ri *runInfo, o outcome, follow []pageArgs, markOnly []string) error {
 	added := 0
 	err := c.inTx(ctx, func(tx pgx.Tx) error {
 		n, err := c.addPages(ctx, tx, ri, follow, markOnly)
@@ -339,6 +367,7 @@ func (c *Crawler) fetcher(s spider.Settings) (*fetch.Fetcher, error) {
 	}
 	cfg := c.cfg.Fetch
 	cfg.UserAgent, cfg.AllowPrivate = s.UserAgent, s.AllowPrivate
+	cfg.NoFollow = true // each hop is a page job of its own (see redirect)
 	f, err := fetch.New(cfg)
 	if err != nil {
 		return nil, err
@@ -413,13 +442,17 @@ func (c *Crawler) policy(ctx context.Context, ri *runInfo, f *fetch.Fetcher, pag
 
 // reserve takes a politeness slot of host. It returns the function that frees it after the request,
 // or how long to wait when every slot is busy or within its delay.
+//
+// With a delay, a domain's requests are serial: one slot, so each starts at least the delay after
+// the previous response (Scrapy's download delay). Concurrency bounds in-flight requests only
+// when there is no delay, and then per worker, not through here.
 func (c *Crawler) reserve(ctx context.Context, host string, s spider.Settings) (func(), time.Duration, error) {
-	conc := max(s.Concurrency, 1)
+	const conc = 1
 	c.mu.Lock()
 	ensured := c.slots[host]
 	c.mu.Unlock()
 	if !ensured {
-		if _, err := c.cfg.Pool.Exec(ctx, sqlSlotsEnsure, host, spider.MaxConcurrency); err != nil {
+		if _, err := c.cfg.Pool.Exec(ctx, sqlSlotsEnsure, host, conc); err != nil {
 			return nil, 0, fmt.Errorf("politeness slots: %w", err)
 		}
 		c.mu.Lock()

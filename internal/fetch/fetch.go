@@ -31,6 +31,10 @@ type Config struct {
 	// MaxRedirects is the most redirects followed for one Fetch; more fails with
 	// ErrTooManyRedirects. Zero means the default, 10.
 	MaxRedirects int
+	// NoFollow returns a redirect (3xx with a Location) as the Result instead of following
+	// it, with Result.Location resolved. A crawler that follows redirects as new requests
+	// uses it, so each hop is deduplicated and paced like any other request. Default false.
+	NoFollow bool
 	// UserAgent is sent with every request. Default "crawlq/1.0".
 	UserAgent string
 	// AllowPrivate lets the fetcher connect to link-local and cloud metadata
@@ -119,6 +123,8 @@ type Result struct {
 	Bytes int64
 	// Redirects is the number of redirects followed.
 	Redirects int
+	// Location is the absolute target of a redirect returned unfollowed (Config.NoFollow).
+	Location string
 	// Elapsed is the wall time of the whole Fetch.
 	Elapsed time.Duration
 }
@@ -168,6 +174,9 @@ func (f *Fetcher) Close() {
 }
 
 func (f *Fetcher) checkRedirect(req *http.Request, via []*http.Request) error {
+	if f.cfg.NoFollow {
+		return http.ErrUseLastResponse
+	}
 	if err := checkScheme(req.URL); err != nil {
 		return err
 	}
@@ -229,6 +238,14 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string) (*Result, error) {
 		Status:    resp.StatusCode,
 		Header:    resp.Header,
 		Redirects: countRedirects(resp),
+	}
+	if f.cfg.NoFollow && resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		if loc, err := resp.Location(); err == nil {
+			if err := checkScheme(loc); err != nil {
+				return nil, err
+			}
+			res.Location = loc.String()
+		}
 	}
 	if resp.StatusCode >= 400 {
 		// The status is the answer; an error page that is too large or cut off

@@ -605,3 +605,22 @@ func BenchmarkFetch(b *testing.B) {
 		}
 	})
 }
+
+func TestNoFollowReturnsTheRedirect(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/old" {
+			http.Redirect(w, r, "/new?x=1", http.StatusMovedPermanently)
+			return
+		}
+		fmt.Fprint(w, "new")
+	}))
+	defer srv.Close()
+	f, err := New(Config{NoFollow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.Fetch(context.Background(), srv.URL+"/old")
+	if err != nil || res.Status != http.StatusMovedPermanently || res.Location != srv.URL+"/new?x=1" || res.Redirects != 0 {
+		t.Fatalf("no-follow fetch: %+v %v", res, err)
+	}
+}

@@ -1,0 +1,232 @@
+package crawl_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"crawlq/internal/crawl"
+	"crawlq/internal/dbtest"
+	"crawlq/internal/demosite"
+	"crawlq/internal/items"
+	"crawlq/internal/node"
+	"crawlq/internal/queue"
+)
+
+// workerProc is a crawl worker in its own process: this test binary re-run as
+// TestHelperCrawlProcess. It prints "FINISHED <run>" for each run it finishes.
+type workerProc struct {
+	cmd      *exec.Cmd
+	finished atomic.Int32
+	done     chan struct{}
+}
+
+func startWorkerProc(t *testing.T, url string, workers int, lease time.Duration) *workerProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperCrawlProcess$")
+	cmd.Env = append(os.Environ(), "CRAWLQ_HELPER_URL="+url, fmt.Sprintf("CRAWLQ_HELPER_WORKERS=%d", workers),
+		"CRAWLQ_HELPER_LEASE="+lease.String())
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &workerProc{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "FINISHED ") {
+				p.finished.Add(1)
+			}
+		}
+		cmd.Wait()
+	}()
+	t.Cleanup(func() { p.stop(syscall.SIGKILL) })
+	return p
+}
+
+func (p *workerProc) stop(sig syscall.Signal) {
+	if p.cmd.ProcessState == nil {
+		p.cmd.Process.Signal(sig)
+	}
+	<-p.done
+}
+
+// TestHelperCrawlProcess is the body of the worker subprocesses.
+func TestHelperCrawlProcess(t *testing.T) {
+	url := os.Getenv("CRAWLQ_HELPER_URL")
+	if url == "" {
+		return // not a subprocess
+	}
+	var workers int
+	fmt.Sscan(os.Getenv("CRAWLQ_HELPER_WORKERS"), &workers)
+	lease, _ := time.ParseDuration(os.Getenv("CRAWLQ_HELPER_LEASE"))
+	pool := dbtest.Open(t, url, 20)
+	n, err := node.New(node.Config{Pool: pool, Workers: workers, Upkeep: 200 * time.Millisecond,
+		Worker:   queue.WorkerConfig{Concurrency: 8, Lease: lease, StopGrace: time.Second},
+		OnFinish: func(id int64, _ string) { fmt.Printf("FINISHED %d\n", id) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	n.Run(ctx)
+}
+
+// A node in this process that runs no workers: it schedules and sweeps.
+func controlNode(t *testing.T, url string, finished *atomic.Int32) *node.Node {
+	t.Helper()
+	pool := dbtest.Open(t, url, 8)
+	n, _ := startNode(t, pool, node.Config{Queues: []string{"control"}, Upkeep: 200 * time.Millisecond,
+		OnFinish: func(int64, string) { finished.Add(1) }})
+	return n
+}
+
+// Four workers in two processes crawl the demo site: exactly the expected items, every URL
+// fetched once, the run finished exactly once.
+func TestDemoCrawlTwoProcesses(t *testing.T) {
+	t.Parallel()
+	_, url := dbtest.Schema(t)
+	site, base := serveDemo(t, demosite.Config{Items: 400, SlowDelay: 100 * time.Millisecond})
+	var localFinish atomic.Int32
+	ctl := controlNode(t, url, &localFinish)
+	p1 := startWorkerProc(t, url, 2, 30*time.Second)
+	p2 := startWorkerProc(t, url, 2, 30*time.Second)
+	s, err := ctl.Crawler.Schedule(context.Background(), crawl.ScheduleParams{Spider: "demo", Args: map[string]string{"base_url": base}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := waitRun(t, ctl.Crawler, s.RunID, 2*time.Minute)
+	exp := site.Expected()
+	if r.State != "succeeded" || r.Stats.Items != int64(exp.Items) {
+		t.Fatalf("run %s with %d items, want succeeded with %d", r.State, r.Stats.Items, exp.Items)
+	}
+	checkHits(t, site)
+	p1.stop(syscall.SIGTERM)
+	p2.stop(syscall.SIGTERM)
+	if total := localFinish.Load() + p1.finished.Load() + p2.finished.Load(); total != 1 {
+		t.Fatalf("the run was finished %d times", total)
+	}
+	if p1.finished.Load()+p2.finished.Load() == 0 && localFinish.Load() == 0 {
+		t.Fatal("nobody finished the run")
+	}
+}
+
+// slowSite delays every request a little so a crawl lasts long enough to kill a worker in it.
+func slowSite(site *demosite.Site, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(d)
+		site.ServeHTTP(w, r)
+	})
+}
+
+// A worker process killed with SIGKILL mid-crawl: its leased jobs come back after the lease
+// and the run still ends with exactly the expected items.
+func TestCrawlSurvivesSIGKILL(t *testing.T) {
+	t.Parallel()
+	_, url := dbtest.Schema(t)
+	site := demosite.New(demosite.Config{Items: 400, SlowDelay: 50 * time.Millisecond})
+	base := serveHandler(t, slowSite(site, 10*time.Millisecond))
+	var localFinish atomic.Int32
+	ctl := controlNode(t, url, &localFinish)
+	victim := startWorkerProc(t, url, 2, 2*time.Second)
+	survivor := startWorkerProc(t, url, 1, 2*time.Second)
+	s, err := ctl.Crawler.Schedule(context.Background(), crawl.ScheduleParams{Spider: "demo", Args: map[string]string{"base_url": base}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, func() bool {
+		var n int64
+		for _, h := range site.Hits() {
+			n += h
+		}
+		return n > 120
+	})
+	victim.stop(syscall.SIGKILL)
+	r := waitRun(t, ctl.Crawler, s.RunID, 2*time.Minute)
+	exp := site.Expected()
+	got, _ := items.CountItems(context.Background(), ctl.Crawler.Pool(), s.RunID)
+	if r.State != "succeeded" || r.Stats.Items != int64(exp.Items) || got != int64(exp.Items) {
+		t.Fatalf("run %s: stats %d items, sink %d; want succeeded with %d", r.State, r.Stats.Items, got, exp.Items)
+	}
+	survivor.stop(syscall.SIGTERM)
+	if total := localFinish.Load() + survivor.finished.Load() + victim.finished.Load(); total != 1 {
+		t.Fatalf("the run was finished %d times", total)
+	}
+}
+
+func serveHandler(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv := &http.Server{Handler: h}
+	l, err := netListen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + l.Addr().String()
+}
+
+func waitFor(t *testing.T, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %s", d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Politeness across two processes: requests to one host are never closer than the delay,
+// measured at the server.
+func TestPolitenessAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	_, url := dbtest.Schema(t)
+	site := demosite.New(demosite.Config{Items: 16, PerPage: 8, SlowDelay: time.Millisecond})
+	var mu sync.Mutex
+	var arrivals []time.Time
+	base := serveHandler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		arrivals = append(arrivals, time.Now())
+		mu.Unlock()
+		site.ServeHTTP(w, r)
+	}))
+	var localFinish atomic.Int32
+	ctl := controlNode(t, url, &localFinish)
+	startWorkerProc(t, url, 2, 30*time.Second)
+	startWorkerProc(t, url, 2, 30*time.Second)
+	delay := crawl.Duration(150 * time.Millisecond)
+	s, err := ctl.Crawler.Schedule(context.Background(), crawl.ScheduleParams{Spider: "demo",
+		Args: map[string]string{"base_url": base}, Settings: crawl.Overrides{Delay: &delay}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := waitRun(t, ctl.Crawler, s.RunID, 2*time.Minute)
+	if r.State != "succeeded" || r.Stats.Items != int64(site.Expected().Items) {
+		t.Fatalf("run %s with %d items", r.State, r.Stats.Items)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(arrivals) < 20 {
+		t.Fatalf("only %d requests", len(arrivals))
+	}
+	for i := 1; i < len(arrivals); i++ {
+		if gap := arrivals[i].Sub(arrivals[i-1]); gap < time.Duration(delay) {
+			t.Fatalf("requests %d and %d arrived %s apart, less than the %s delay", i-1, i, gap, time.Duration(delay))
+		}
+	}
+}
