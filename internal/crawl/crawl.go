@@ -57,6 +57,10 @@ type Config struct {
 	Fetch fetch.Config
 	// PageAttempts is the max attempts of a page job. Default 5.
 	PageAttempts int
+	// ItemTimeout bounds how long a page waits for its items to be durably written. Past it the
+	// page is put back to run again later (its items are idempotent by key), so a stalled sink
+	// slows the crawl without holding workers indefinitely. Default 60s.
+	ItemTimeout time.Duration
 	// OnFinish, when set, is called once for each run this process finishes (tests, progress).
 	OnFinish func(runID int64, state string)
 	// OnEnqueue, when set, is called after this process committed new jobs to a queue, so local
@@ -91,6 +95,9 @@ func New(cfg Config) (*Crawler, error) {
 	}
 	if cfg.PageAttempts <= 0 {
 		cfg.PageAttempts = 5
+	}
+	if cfg.ItemTimeout <= 0 {
+		cfg.ItemTimeout = 60 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -293,8 +293,11 @@ func (c *Crawler) workPage(ctx context.Context, job *queue.Job) error {
 			}
 			its[i] = items.Item{RunID: ri.id, Spider: ri.name, Key: it.Key, URL: res.URL, Data: data}
 		}
-		if err := c.cfg.Pipeline.Write(ctx, its); err != nil {
-			if errors.Is(err, items.ErrBackpressure) {
+		wctx, cancel := context.WithTimeout(ctx, c.cfg.ItemTimeout)
+		err := c.cfg.Pipeline.Write(wctx, its)
+		cancel()
+		if err != nil {
+			if errors.Is(err, items.ErrBackpressure) || (ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded)) {
 				// The sink is behind: put the page back rather than hold a worker.
 				return queue.Snooze(time.Second + time.Duration(mrand.Int64N(int64(time.Second))))
 			}

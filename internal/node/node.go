@@ -48,6 +48,8 @@ type Config struct {
 	Pipeline items.Config
 	// Fetch tunes the fetcher.
 	Fetch fetch.Config
+	// ItemTimeout bounds a page's wait for its items (crawl.Config.ItemTimeout). Default 60s.
+	ItemTimeout time.Duration
 	// Queue tunes the queue client (retry backoff).
 	Queue queue.Config
 	// OnFinish is called when this node finishes a run.
@@ -179,7 +181,7 @@ func New(cfg Config) (*Node, error) {
 	qc := queue.New(cfg.Pool, cfg.Queue)
 	n := &Node{cfg: cfg, Queue: qc, Spiders: reg, Pipeline: pl, Mux: queue.NewMux()}
 	cr, err := crawl.New(crawl.Config{Pool: cfg.Pool, Queue: qc, Spiders: reg, Pipeline: pl, Fetch: cfg.Fetch,
-		OnFinish: cfg.OnFinish, OnEnqueue: n.poke, Logger: cfg.Logger})
+		OnFinish: cfg.OnFinish, OnEnqueue: n.poke, ItemTimeout: cfg.ItemTimeout, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}

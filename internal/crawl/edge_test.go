@@ -1,0 +1,239 @@
+package crawl_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"crawlq/internal/crawl"
+	"crawlq/internal/dbtest"
+	"crawlq/internal/demosite"
+	"crawlq/internal/fetch"
+	"crawlq/internal/items"
+	"crawlq/internal/node"
+	"crawlq/internal/queue"
+	"crawlq/internal/spider"
+)
+
+func registry(t *testing.T, spec string) *spider.Registry {
+	t.Helper()
+	s, err := spider.ParseSpec([]byte(spec), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := spider.Compile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := spider.NewRegistry()
+	if err := reg.Register(sp); err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+const edgeSpec = `
+name: edge
+start_urls: [http://127.0.0.1/]
+follow: [{css: a}]
+items:
+  - match: '/p/'
+    key: title
+    fields:
+      title: {css: h1, required: true}
+`
+
+// A site whose pages misbehave once: 429 with Retry-After, a read timeout, a 503; and pages that
+// always fail: an oversized body, a 404, a page robots.txt disallows.
+func TestRetriesTimeoutsAndOversizedBodies(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	hits := map[string][]time.Time{}
+	base := serveHandler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits[r.URL.Path] = append(hits[r.URL.Path], time.Now())
+		n := len(hits[r.URL.Path])
+		mu.Unlock()
+		page := func(title string) { fmt.Fprintf(w, "<html><body><h1>%s</h1></body></html>", title) }
+		switch r.URL.Path {
+		case "/robots.txt":
+			fmt.Fprint(w, "User-agent: *\nDisallow: /p/secret\n")
+		case "/":
+			for _, p := range []string{"ok", "429", "slow", "503", "big", "gone", "secret"} {
+				fmt.Fprintf(w, `<a href="/p/%s">%s</a> `, p, p)
+			}
+		case "/p/429":
+			if n == 1 {
+				w.Header().Set("Retry-After", "1")
+				w.WriteHeader(http.StatusTooManyRequests)
+				return
+			}
+			page("429")
+		case "/p/slow":
+			if n == 1 {
+				time.Sleep(1500 * time.Millisecond)
+			}
+			page("slow")
+		case "/p/503":
+			if n == 1 {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+			page("503")
+		case "/p/big":
+			w.Write([]byte("<html><h1>big</h1>" + strings.Repeat("x", 200<<10) + "</html>"))
+		case "/p/gone":
+			http.NotFound(w, r)
+		default:
+			page(strings.TrimPrefix(r.URL.Path, "/p/"))
+		}
+	}))
+	pool := dbtest.Pool(t)
+	n, _ := startNode(t, pool, node.Config{Spiders: registry(t, edgeSpec), Workers: 1, Worker: queue.WorkerConfig{Concurrency: 8},
+		Queue: queue.Config{RetryBase: 100 * time.Millisecond, RetryMax: 200 * time.Millisecond},
+		Fetch: fetch.Config{ReadTimeout: 500 * time.Millisecond, MaxBodyBytes: 100 << 10}})
+	s, err := n.Crawler.Schedule(context.Background(), crawl.ScheduleParams{Spider: "edge", Args: map[string]string{"base_url": base}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := waitRun(t, n.Crawler, s.RunID, time.Minute)
+	mu.Lock()
+	defer mu.Unlock()
+	if r.State != "succeeded" || r.Stats.Items != 4 {
+		t.Fatalf("run %s with %d items (%v); want succeeded with ok, 429, slow, 503", r.State, r.Stats.Items, r.Stats.ErrorsByKind)
+	}
+	if h := hits["/p/429"]; len(h) != 2 || h[1].Sub(h[0]) < time.Second {
+		t.Errorf("429 page fetched at %v: want a retry at least the Retry-After (1s) later", h)
+	}
+	for _, p := range []string{"/p/slow", "/p/503"} {
+		if len(hits[p]) != 2 {
+			t.Errorf("%s fetched %d times, want 2 (one retry)", p, len(hits[p]))
+		}
+	}
+	for _, p := range []string{"/p/big", "/p/gone", "/robots.txt"} {
+		if len(hits[p]) != 1 {
+			t.Errorf("%s fetched %d times, want once (not retried)", p, len(hits[p]))
+		}
+	}
+	if len(hits["/p/secret"]) != 0 {
+		t.Error("fetched a page robots.txt disallows")
+	}
+	k := r.Stats.ErrorsByKind
+	if k["too_large"] != 1 || k["status_4xx"] != 1 || k["robots_disallowed"] != 1 || k["status_429"] != 1 || k["timeout"] != 1 || k["status_5xx"] != 1 {
+		t.Errorf("errors by kind %v", k)
+	}
+	if r.Stats.Retries != 3 || r.Stats.Errors != 2 {
+		t.Errorf("retries %d errors %d; want 3 and 2", r.Stats.Retries, r.Stats.Errors)
+	}
+}
+
+// stallSink wraps a sink and stalls every write while stalled is set.
+type stallSink struct {
+	items.Sink
+	stalled atomic.Bool
+}
+
+func (s *stallSink) Write(ctx context.Context, batch []items.Item) error {
+	for s.stalled.Load() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return s.Sink.Write(ctx, batch)
+}
+
+// A stalled sink slows the crawl with bounded memory; when it recovers the crawl finishes with
+// every item exactly once.
+func TestSlowSinkBackpressure(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	site, base := serveDemo(t, demosite.Config{Items: 200, SlowDelay: time.Millisecond})
+	sink := &stallSink{Sink: items.NewPostgresSink(pool)}
+	sink.stalled.Store(true)
+	n, _ := startNode(t, pool, node.Config{Sink: sink, Workers: 2, Worker: queue.WorkerConfig{Concurrency: 8}, ItemTimeout: time.Second,
+		Pipeline: items.Config{MaxItems: 5, BatchSize: 5, SubmitTimeout: 200 * time.Millisecond}})
+	s, err := n.Crawler.Schedule(context.Background(), crawl.ScheduleParams{Spider: "demo", Args: map[string]string{"base_url": base}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, func() bool { return n.Pipeline.Stats().Backpressure >= 5 })
+	time.Sleep(time.Second)
+	if st := n.Pipeline.Stats(); st.MaxBufferedItems > 5 || st.WrittenItems != 0 {
+		t.Fatalf("while stalled: %+v; want at most 5 buffered and nothing written", st)
+	}
+	sink.stalled.Store(false)
+	r := waitRun(t, n.Crawler, s.RunID, time.Minute)
+	got, _ := items.CountItems(context.Background(), pool, s.RunID)
+	if r.State != "succeeded" || got != int64(site.Expected().Items) || r.Stats.Items != got {
+		t.Fatalf("run %s, %d items in the sink, %d in stats; want %d", r.State, got, r.Stats.Items, site.Expected().Items)
+	}
+	if st := n.Pipeline.Stats(); st.MaxBufferedItems > 5 {
+		t.Fatalf("buffer peaked at %d items, over the limit of 5", st.MaxBufferedItems)
+	}
+}
+
+// Cancelling a run cancels its waiting pages and stops its running ones; it ends cancelled.
+func TestCancelRun(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	site := demosite.New(demosite.Config{Items: 2000})
+	base := serveHandler(t, slowSite(site, 20*time.Millisecond))
+	n, _ := startNode(t, pool, node.Config{Workers: 1, Worker: queue.WorkerConfig{Concurrency: 4, Lease: 2 * time.Second}})
+	s, err := n.Crawler.Schedule(context.Background(), crawl.ScheduleParams{Spider: "demo", Args: map[string]string{"base_url": base}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, func() bool { return len(site.Hits()) > 30 })
+	if err := n.Crawler.Cancel(context.Background(), s.RunID); err != nil {
+		t.Fatal(err)
+	}
+	r := waitRun(t, n.Crawler, s.RunID, 30*time.Second)
+	if r.State != "cancelled" || r.Stats.Items >= int64(site.Expected().Items) {
+		t.Fatalf("run %s with %d items; want cancelled early", r.State, r.Stats.Items)
+	}
+	if err := n.Crawler.Cancel(context.Background(), s.RunID); err == nil {
+		t.Fatal("cancelling a finished run succeeded")
+	}
+	if _, err := n.Crawler.Get(context.Background(), 999999); err == nil {
+		t.Fatal("got an unknown run")
+	}
+}
+
+// Completion fires exactly once and never early with many concurrent workers: when the run is
+// finished, every item is in and no job of the run is left.
+func TestCompletionExactlyOnce(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	site, base := serveDemo(t, demosite.Config{Items: 600, PerPage: 100, SlowDelay: time.Millisecond})
+	var mu sync.Mutex
+	var finishes []string
+	var n *node.Node
+	n, _ = startNode(t, pool, node.Config{Workers: 8, Worker: queue.WorkerConfig{Concurrency: 8},
+		OnFinish: func(id int64, state string) {
+			// Never early: at this moment every item must be written and nothing of the run left.
+			got, _ := items.CountItems(context.Background(), pool, id)
+			left, _ := n.Queue.HasUnfinishedTx(context.Background(), pool, id)
+			mu.Lock()
+			finishes = append(finishes, fmt.Sprintf("%s items=%d left=%v", state, got, left))
+			mu.Unlock()
+		}})
+	s, err := n.Crawler.Schedule(context.Background(), crawl.ScheduleParams{Spider: "demo", Args: map[string]string{"base_url": base}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitRun(t, n.Crawler, s.RunID, time.Minute)
+	time.Sleep(1500 * time.Millisecond) // give a second finisher (or the sweep) every chance
+	mu.Lock()
+	defer mu.Unlock()
+	want := fmt.Sprintf("succeeded items=%d left=false", site.Expected().Items)
+	if len(finishes) != 1 || finishes[0] != want {
+		t.Fatalf("finishes %q; want exactly [%q]", finishes, want)
+	}
+}
