@@ -54,3 +54,14 @@ clean: ## stop and remove the local PostgreSQL and emulator, and build output
 	-scripts/localpg.sh stop
 	-[ -x scripts/emulator.sh ] && scripts/emulator.sh stop
 	rm -rf .local build bin
+
+LAMBDAS := api worker dispatch metrics
+.PHONY: lambdas
+lambdas: ## build each Lambda function as bootstrap in build/<fn>.zip (linux/arm64, provided.al2023)
+	@mkdir -p build
+	@for fn in $(LAMBDAS); do \
+		rm -rf build/$$fn && mkdir -p build/$$fn; \
+		GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o build/$$fn/bootstrap ./functions/$$fn; \
+		rm -f build/$$fn.zip; (cd build/$$fn && zip -qX ../$$fn.zip bootstrap); \
+		echo "build/$$fn.zip"; \
+	done

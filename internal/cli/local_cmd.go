@@ -2,18 +2,98 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"crawlq/internal/awsx"
+	"crawlq/internal/db"
+	"crawlq/internal/lambdafn"
+	"crawlq/internal/local"
+	"crawlq/internal/migrate"
 )
 
-// localCmd is `crawlq local` (owned by the serverless work; this is its placeholder).
+// localCmd is `crawlq local`: the four Lambda functions in-process behind the Lambda Invoke API.
 func localCmd() *Command {
 	return &Command{
 		Name: "local", Synopsis: "run the Lambda functions locally behind the Lambda Invoke API", Usage: "[flags]",
-		Help: `Not available in this build yet.`,
+		Help: `Runs crawlq-api, crawlq-worker, crawlq-dispatch and crawlq-metrics in this process and serves
+the Lambda Invoke REST API, so the AWS CLI works against it as against AWS:
+
+  aws lambda invoke --endpoint-url http://127.0.0.1:3001 --function-name crawlq-api \
+      --payload '{"action":"schedule","spider":"demo","args":{"base_url":"http://127.0.0.1:8080"}}' out.json
+
+(AWS CLI v2 also needs --cli-binary-format raw-in-base64-out.) Dispatch ticks every --tick and
+right after each schedule; the long-crawl queue is worked by in-process runners. The database
+schema is migrated at start. Stops on SIGINT/SIGTERM, releasing every claimed job.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
-			return func(context.Context, []string) error {
-				return errors.New("crawlq local is not available in this build yet")
+			addr := fs.String("addr", "127.0.0.1:3001", "address of the Lambda Invoke API")
+			tick := fs.Duration("tick", time.Minute, "how often dispatch ticks by itself")
+			workerTimeout := fs.Duration("worker-timeout", 5*time.Minute, "timeout of one worker invocation")
+			idle := fs.Duration("worker-idle", 10*time.Second, "a worker invocation ends after this long without work")
+			prefix := fs.String("prefix", "crawlq", "function name prefix (<prefix>-api, ...)")
+			dbURL := fs.String("database-url", "", "PostgreSQL URL (default $DATABASE_URL)")
+			return func(ctx context.Context, args []string) error {
+				if len(args) > 0 {
+					return usageErr("unexpected arguments %q", args)
+				}
+				if *tick <= 0 || *workerTimeout <= 0 || *idle <= 0 {
+					return usageErr("--tick, --worker-timeout and --worker-idle must be positive")
+				}
+				// Stop cleanly (releasing claimed jobs) on Ctrl-C or a service manager's SIGTERM.
+				ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+				defer stop()
+				getenv := func(k string) string {
+					if k == "DATABASE_URL" && *dbURL != "" {
+						return *dbURL
+					}
+					return env.Getenv(k)
+				}
+				octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				defer cancel()
+				awsCfg, err := awsx.Load(octx)
+				if err != nil {
+					return err
+				}
+				dc, err := db.FromEnv(octx, getenv, awsCfg)
+				if err != nil {
+					return err
+				}
+				dc.MaxConns = 30
+				pool, err := db.Open(octx, dc)
+				if err != nil {
+					return err
+				}
+				if _, err := migrate.Up(octx, pool); err != nil {
+					pool.Close()
+					return fmt.Errorf("migrate: %w", err)
+				}
+				logger, err := lambdafn.NewLogger(getenv("CRAWLQ_LOG_LEVEL"), env.Stderr)
+				if err != nil {
+					pool.Close()
+					return err
+				}
+				deps, err := lambdafn.NewDeps(pool, awsCfg, nil, getenv, logger)
+				if err != nil {
+					pool.Close()
+					return err
+				}
+				defer deps.Close(context.WithoutCancel(ctx))
+				st, err := local.New(local.Config{Deps: deps, Prefix: *prefix, Tick: *tick, WorkerTimeout: *workerTimeout,
+					Worker: lambdafn.WorkerOptions{IdleExit: *idle}, Metrics: env.Stdout})
+				if err != nil {
+					return err
+				}
+				ln, err := net.Listen("tcp", *addr)
+				if err != nil {
+					return fmt.Errorf("listen: %w", err)
+				}
+				fmt.Fprintf(env.Stderr, "crawlq local: Lambda Invoke API on http://%s (functions %v)\n", ln.Addr(), st.Functions())
+				return st.Serve(ctx, ln)
 			}
 		},
 	}

@@ -1,0 +1,21 @@
+// Command metrics is the crawlq-metrics Lambda function: queue and spider statistics as
+// CloudWatch Embedded Metric Format lines on stdout (see internal/metrics).
+package main
+
+import (
+	"context"
+	"log"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"crawlq/internal/lambdafn"
+)
+
+func main() {
+	deps, err := lambdafn.Setup(context.Background(), nil, 2)
+	if err != nil {
+		log.Fatalf("crawlq-metrics: %v", err)
+	}
+	lambda.Start(deps.Metrics(os.Stdout, os.Getenv("CRAWLQ_METRICS_NAMESPACE")))
+}

@@ -1,0 +1,21 @@
+// Command worker is the crawlq-worker Lambda function: it works one queue until its deadline
+// (see lambdafn.Deps.Worker).
+package main
+
+import (
+	"context"
+	"log"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"crawlq/internal/lambdafn"
+)
+
+func main() {
+	deps, err := lambdafn.Setup(context.Background(), nil, 12)
+	if err != nil {
+		log.Fatalf("crawlq-worker: %v", err)
+	}
+	lambda.Start(deps.Worker(lambdafn.WorkerOptions{ItemsBucket: os.Getenv("CRAWLQ_ITEMS_BUCKET")}))
+}

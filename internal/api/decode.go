@@ -1,0 +1,336 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"crawlq/internal/crawl"
+)
+
+// Limits on a request.
+const (
+	// MaxRequestBytes bounds a whole request (Lambda's own async limit is 256 KiB).
+	MaxRequestBytes = 256 << 10
+	// MaxArgs and MaxArgsBytes bound a run's spider arguments.
+	MaxArgs      = 100
+	MaxArgsBytes = 64 << 10
+	// MaxDelay bounds delay_seconds and how far ahead "at" may be.
+	MaxDelay = 366 * 24 * time.Hour
+	// MaxNameLen bounds spider, key and schedule names.
+	MaxNameLen = 256
+)
+
+// Actions the api understands.
+const (
+	ActSchedule      = "schedule"
+	ActCancel        = "cancel"
+	ActStatus        = "status"
+	ActListJobs      = "listjobs"
+	ActListSpiders   = "listspiders"
+	ActDaemonStatus  = "daemonstatus"
+	ActAddSchedule   = "addschedule"
+	ActListSchedules = "listschedules"
+	ActDelSchedule   = "delschedule"
+)
+
+var actions = []string{ActSchedule, ActCancel, ActStatus, ActListJobs, ActListSpiders, ActDaemonStatus,
+	ActAddSchedule, ActListSchedules, ActDelSchedule}
+
+// ErrBadRequest wraps every decoding or validation failure: nothing was written.
+var ErrBadRequest = errors.New("bad request")
+
+// Request is one decoded api call. Which fields an action reads is listed in the README; a
+// field an action does not use is rejected, so a typo never silently does nothing.
+type Request struct {
+	Action string `json:"action"`
+	// Project is accepted (and ignored) for Scrapyd clients, which always send it.
+	Project string `json:"project,omitempty"`
+
+	Spider   string            `json:"spider,omitempty"`
+	Args     map[string]string `json:"args,omitempty"`
+	Settings *crawl.Overrides  `json:"settings,omitempty"`
+	Priority *int              `json:"priority,omitempty"`
+	// DelaySeconds or At postpone a run (not both). At is RFC 3339.
+	DelaySeconds *float64 `json:"delay_seconds,omitempty"`
+	At           string   `json:"at,omitempty"`
+	// UniqueKey makes schedule idempotent (Scrapyd has none; "idempotency_key" is an alias).
+	UniqueKey string `json:"unique_key,omitempty"`
+	Replace   bool   `json:"replace,omitempty"`
+
+	// Job is a run id (cancel, status), as a string like Scrapyd's jobid or a number.
+	Job int64 `json:"-"`
+
+	// Limit and State filter listjobs.
+	Limit int    `json:"limit,omitempty"`
+	Name  string `json:"name,omitempty"` // schedule name (addschedule, delschedule)
+	// Cron is a 5-field cron expression, an @daily-style descriptor, or an EventBridge
+	// cron(...) / rate(...) expression; Timezone is an IANA name (default UTC).
+	Cron     string `json:"cron,omitempty"`
+	Timezone string `json:"timezone,omitempty"`
+	// Source is set by EventBridge ticks ({"source":"schedule"}); the api ignores it.
+	Source string `json:"source,omitempty"`
+}
+
+// wire is what is read off the wire: aliases and loosely typed fields that Decode folds into
+// Request.
+type wire struct {
+	Request
+	Setting        *crawl.Overrides `json:"setting,omitempty"`
+	IdempotencyKey string           `json:"idempotency_key,omitempty"`
+	JobRaw         json.RawMessage  `json:"job,omitempty"`
+	JobID          json.RawMessage  `json:"jobid,omitempty"`
+}
+
+// fields lists, per action, the fields it accepts besides action, project and source.
+var fields = map[string][]string{
+	ActSchedule:      {"spider", "args", "settings", "priority", "delay_seconds", "at", "unique_key", "replace"},
+	ActCancel:        {"job"},
+	ActStatus:        {"job"},
+	ActListJobs:      {"spider", "limit"},
+	ActListSpiders:   {},
+	ActDaemonStatus:  {},
+	ActAddSchedule:   {"name", "spider", "args", "settings", "priority", "cron", "timezone", "unique_key", "replace"},
+	ActListSchedules: {},
+	ActDelSchedule:   {"name"},
+}
+
+// Decode reads and validates a request without touching anything: size, JSON syntax, field
+// types, unknown fields, the action, and each field's range. It never panics; every error
+// wraps ErrBadRequest with a message meant for the caller.
+func Decode(data []byte) (*Request, error) {
+	if len(data) > MaxRequestBytes {
+		return nil, badf("request is %d bytes; the limit is %d", len(data), MaxRequestBytes)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, badf("empty request: send a JSON object such as {\"action\":\"listspiders\"}")
+	}
+	if !utf8.Valid(data) {
+		return nil, badf("request is not valid UTF-8")
+	}
+	// First pass: which keys are present, so that unused fields can be named.
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(data, &keys); err != nil {
+		return nil, jsonErr(err)
+	}
+	if keys == nil {
+		return nil, badf("request must be a JSON object, not null")
+	}
+	var w wire
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return nil, jsonErr(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, badf("unexpected data after the JSON object")
+	}
+	r := &w.Request
+	r.Action = strings.TrimSpace(r.Action)
+	if r.Action == "" {
+		return nil, badf("missing action: want one of %s", strings.Join(actions, ", "))
+	}
+	allowed, ok := fields[r.Action]
+	if !ok {
+		return nil, badf("unknown action %q: want one of %s", clip(r.Action), strings.Join(actions, ", "))
+	}
+	alias := map[string]string{"setting": "settings", "idempotency_key": "unique_key", "jobid": "job"}
+	for k := range keys {
+		if k == "action" || k == "project" || k == "source" {
+			continue
+		}
+		name := k
+		if a, ok := alias[k]; ok {
+			name = a
+		}
+		found := false
+		for _, f := range allowed {
+			found = found || f == name
+		}
+		if !found {
+			return nil, badf("action %s does not take %q", r.Action, k)
+		}
+	}
+	if w.Setting != nil {
+		if r.Settings != nil {
+			return nil, badf("give settings or setting, not both")
+		}
+		r.Settings = w.Setting
+	}
+	if w.IdempotencyKey != "" {
+		if r.UniqueKey != "" {
+			return nil, badf("give unique_key or idempotency_key, not both")
+		}
+		r.UniqueKey = w.IdempotencyKey
+	}
+	jobRaw := w.JobRaw
+	if len(w.JobID) > 0 {
+		if len(jobRaw) > 0 {
+			return nil, badf("give job or jobid, not both")
+		}
+		jobRaw = w.JobID
+	}
+	if r.Action == ActCancel || r.Action == ActStatus {
+		id, err := parseJob(jobRaw)
+		if err != nil {
+			return nil, err
+		}
+		r.Job = id
+	}
+	if err := r.validate(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Request) validate() error {
+	if len(r.Spider) > MaxNameLen {
+		return badf("spider name longer than %d bytes", MaxNameLen)
+	}
+	if (r.Action == ActSchedule || r.Action == ActAddSchedule) && strings.TrimSpace(r.Spider) == "" {
+		return badf("missing spider: name the spider to run (see listspiders)")
+	}
+	if len(r.Args) > MaxArgs {
+		return badf("args has %d entries; the limit is %d", len(r.Args), MaxArgs)
+	}
+	n := 0
+	for k, v := range r.Args {
+		if k == "" {
+			return badf("args: empty argument name")
+		}
+		n += len(k) + len(v)
+	}
+	if n > MaxArgsBytes {
+		return badf("args are %d bytes; the limit is %d", n, MaxArgsBytes)
+	}
+	if r.Priority != nil && (*r.Priority < -1000 || *r.Priority > 1000) {
+		return badf("priority %d out of range: want -1000..1000", *r.Priority)
+	}
+	if r.DelaySeconds != nil {
+		d := *r.DelaySeconds
+		if math.IsNaN(d) || d < 0 || d > MaxDelay.Seconds() {
+			return badf("delay_seconds %v out of range: want 0..%d", d, int64(MaxDelay.Seconds()))
+		}
+		if r.At != "" {
+			return badf("give delay_seconds or at, not both")
+		}
+	}
+	if r.At != "" {
+		t, err := time.Parse(time.RFC3339, r.At)
+		if err != nil {
+			return badf("at %q: want an RFC 3339 time such as 2030-01-02T15:04:05Z", clip(r.At))
+		}
+		if time.Until(t) > MaxDelay {
+			return badf("at %s is more than %s ahead", r.At, MaxDelay)
+		}
+	}
+	if len(r.UniqueKey) > MaxNameLen {
+		return badf("unique_key longer than %d bytes", MaxNameLen)
+	}
+	if r.Limit < 0 || r.Limit > 1000 {
+		return badf("limit %d out of range: want 1..1000 (0 means 100)", r.Limit)
+	}
+	if r.Action == ActDelSchedule && r.Name == "" {
+		return badf("missing name: the schedule to delete (see listschedules)")
+	}
+	if r.Name != "" && !validScheduleName(r.Name) {
+		return badf("schedule name %q: want 1-64 of A-Z a-z 0-9 - _ .", clip(r.Name))
+	}
+	if r.Action == ActAddSchedule && strings.TrimSpace(r.Cron) == "" {
+		return badf("missing cron: a cron expression such as \"0 3 * * *\"")
+	}
+	if len(r.Cron) > MaxNameLen || len(r.Timezone) > MaxNameLen {
+		return badf("cron or timezone longer than %d bytes", MaxNameLen)
+	}
+	return nil
+}
+
+func parseJob(raw json.RawMessage) (int64, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, badf("missing job: the jobid that schedule returned")
+	}
+	var s string
+	if raw[0] == '"' {
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return 0, badf("job: %v", err)
+		}
+	} else {
+		s = string(raw)
+	}
+	id, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, badf("job %q: want a positive run id such as \"42\"", clip(s))
+	}
+	return id, nil
+}
+
+func validScheduleName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+func jsonErr(err error) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return badf("malformed JSON at byte %d: %v", se.Offset, err)
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			return badf("request must be a JSON object, not %s", te.Value)
+		}
+		return badf("field %s: got %s, want %s", field, te.Value, typeName(te.Type.String()))
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return badf("malformed JSON: unexpected end of input")
+	}
+	msg := err.Error()
+	if strings.HasPrefix(msg, "json: unknown field ") {
+		return badf("unknown field %s", strings.TrimPrefix(msg, "json: unknown field "))
+	}
+	return badf("malformed request: %s", strings.TrimPrefix(msg, "json: "))
+}
+
+func typeName(t string) string {
+	switch {
+	case strings.HasPrefix(t, "map["):
+		return "an object of strings"
+	case strings.Contains(t, "int"):
+		return "an integer"
+	case strings.Contains(t, "float"):
+		return "a number"
+	case t == "string" || t == "*string":
+		return "a string"
+	case strings.Contains(t, "bool"):
+		return "true or false"
+	case strings.Contains(t, "Overrides"):
+		return "an object"
+	}
+	return t
+}
+
+func badf(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadRequest, fmt.Sprintf(format, a...))
+}
+
+// clip shortens user input echoed in messages.
+func clip(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "..."
+	}
+	return strings.ToValidUTF8(s, "?")
+}

@@ -1,0 +1,353 @@
+// Package dispatch owns the dispatcher's tick: the upkeep that must run even when no worker is
+// alive (rescue expired leases, promote due delayed jobs, finish runs with nothing left, forget
+// dead workers) and the fan-out that starts workers: asynchronous worker Lambda invocations for
+// the Lambda queues and runner tasks for the long-crawl queue, each sized by backlog and capped
+// per queue, counting live workers by their heartbeats in Postgres (not by eventually
+// consistent Lambda or ECS listings). A tick also waits for jobs due within its lookahead, so a
+// delayed run starts within about a second of its time rather than at the next minute tick.
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
+
+	"crawlq/internal/crawl"
+	"crawlq/internal/queue"
+)
+
+// Invoker is the part of the Lambda client dispatch uses; *lambda.Client implements it.
+type Invoker interface {
+	Invoke(ctx context.Context, in *lambda.InvokeInput, opts ...func(*lambda.Options)) (*lambda.InvokeOutput, error)
+}
+
+// TaskLauncher starts runner tasks for the long-crawl queue (ecsrun.Launcher on AWS, in-process
+// runners under `crawlq local`). Launch tries to start n and returns how many started.
+type TaskLauncher interface {
+	Launch(ctx context.Context, n int) (started int, err error)
+}
+
+// WorkerEvent is the payload of a worker invocation.
+type WorkerEvent struct {
+	Queue string `json:"queue"`
+}
+
+// Config wires a Dispatcher. Queue is required; so is Invoker with WorkerFunction when
+// LambdaQueues is not empty.
+type Config struct {
+	Queue *queue.Client
+	// Crawler, when set, sweeps runs with nothing left. Default none.
+	Crawler *crawl.Crawler
+	// Invoker and WorkerFunction start worker Lambdas.
+	Invoker        Invoker
+	WorkerFunction string
+	// LambdaQueues are worked by worker Lambdas. Default ["crawl"].
+	LambdaQueues []string
+	// WorkerMax caps the live workers of each Lambda queue. Default 10.
+	WorkerMax int
+	// QueueMax overrides WorkerMax per queue. Default none.
+	QueueMax map[string]int
+	// JobsPerWorker is the backlog one worker is expected to handle; the dispatcher wants
+	// ceil((waiting+running)/JobsPerWorker) workers. Default 10 (a worker's default concurrency).
+	JobsPerWorker int
+	// LongQueue is worked by runner tasks started through Launcher. Default "long".
+	LongQueue string
+	// Launcher starts runner tasks; nil leaves the long queue alone.
+	Launcher TaskLauncher
+	// LongMax caps live runner tasks. Default 2.
+	LongMax int
+	// Horizon is how recently a worker must have heartbeated to count as live. Default 60s.
+	Horizon time.Duration
+	// Lookahead is how far ahead a tick waits for delayed jobs, bounded by the context's
+	// deadline minus DeadlineMargin. Default 1m; negative turns waiting off.
+	Lookahead time.Duration
+	// DeadlineMargin is kept free before the context's deadline. Default 3s.
+	DeadlineMargin time.Duration
+	// Batch bounds each upkeep statement. Default 5000.
+	Batch int
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Queue == nil:
+		return errors.New("dispatch: Queue is required")
+	case len(c.LambdaQueues) > 0 && (c.Invoker == nil || c.WorkerFunction == ""):
+		return errors.New("dispatch: Invoker and WorkerFunction are required to work LambdaQueues")
+	case c.WorkerMax < 0:
+		return errors.New("dispatch: WorkerMax must not be negative")
+	case c.LongMax < 0:
+		return errors.New("dispatch: LongMax must not be negative")
+	case c.JobsPerWorker < 0:
+		return errors.New("dispatch: JobsPerWorker must not be negative")
+	}
+	for q, n := range c.QueueMax {
+		if n < 0 {
+			return fmt.Errorf("dispatch: QueueMax[%s] must not be negative", q)
+		}
+	}
+	for _, q := range append(append([]string{}, c.LambdaQueues...), c.LongQueue) {
+		if q != "" {
+			if err := queue.ValidateQueue(q); err != nil {
+				return fmt.Errorf("dispatch: queue: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// Dispatcher runs ticks. Ticks may run concurrently (a poke during a minute tick); every step
+// is safe to repeat, and at worst a race starts a worker more than needed.
+type Dispatcher struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns a Dispatcher.
+func New(cfg Config) (*Dispatcher, error) {
+	if cfg.LambdaQueues == nil {
+		cfg.LambdaQueues = []string{"crawl"}
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.WorkerMax == 0 {
+		cfg.WorkerMax = 10
+	}
+	if cfg.JobsPerWorker == 0 {
+		cfg.JobsPerWorker = 10
+	}
+	if cfg.LongQueue == "" {
+		cfg.LongQueue = "long"
+	}
+	if cfg.LongMax == 0 {
+		cfg.LongMax = 2
+	}
+	if cfg.Horizon == 0 {
+		cfg.Horizon = time.Minute
+	}
+	if cfg.Lookahead == 0 {
+		cfg.Lookahead = time.Minute
+	}
+	if cfg.DeadlineMargin == 0 {
+		cfg.DeadlineMargin = 3 * time.Second
+	}
+	if cfg.Batch == 0 {
+		cfg.Batch = 5000
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Dispatcher{cfg: cfg, log: cfg.Logger}, nil
+}
+
+// Result says what a tick did.
+type Result struct {
+	Rescued  int            `json:"rescued"`
+	Promoted int            `json:"promoted"`
+	Swept    int            `json:"swept"`
+	Pruned   int            `json:"pruned"`
+	Invoked  map[string]int `json:"invoked"`  // worker Lambdas invoked per queue
+	Launched int            `json:"launched"` // runner tasks started
+	Waited   int            `json:"waited"`   // delayed jobs waited for inside the tick
+}
+
+// Tick runs one dispatcher tick: upkeep, fan-out, then waiting for the jobs due within the
+// lookahead (promoting and fanning out again as each falls due).
+func (d *Dispatcher) Tick(ctx context.Context) (Result, error) {
+	res := Result{Invoked: map[string]int{}}
+	var errs []error
+	var err error
+	if res.Rescued, err = d.cfg.Queue.Rescue(ctx, d.cfg.Batch); err != nil {
+		errs = append(errs, fmt.Errorf("rescue: %w", err))
+	}
+	if res.Promoted, err = d.cfg.Queue.Promote(ctx, d.cfg.Batch); err != nil {
+		errs = append(errs, fmt.Errorf("promote: %w", err))
+	}
+	if d.cfg.Crawler != nil {
+		if res.Swept, err = d.cfg.Crawler.Sweep(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("sweep: %w", err))
+		}
+	}
+	if res.Pruned, err = d.cfg.Queue.PruneWorkers(ctx, 10*d.cfg.Horizon); err != nil {
+		errs = append(errs, fmt.Errorf("prune workers: %w", err))
+	}
+	started := map[string]int{} // workers started this tick, not yet heartbeating
+	if err := d.fanOut(ctx, &res, started); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return res, err
+	}
+	return res, d.wait(ctx, &res, started)
+}
+
+// wait sleeps until each delayed job due within the lookahead, then promotes and fans out.
+func (d *Dispatcher) wait(ctx context.Context, res *Result, started map[string]int) error {
+	if d.cfg.Lookahead < 0 {
+		return nil
+	}
+	until := time.Now().Add(d.cfg.Lookahead)
+	if dl, ok := ctx.Deadline(); ok && dl.Add(-d.cfg.DeadlineMargin).Before(until) {
+		until = dl.Add(-d.cfg.DeadlineMargin)
+	}
+	due, err := d.dueBefore(ctx, until)
+	if err != nil {
+		return err
+	}
+	for len(due) > 0 {
+		next := due[0]
+		for len(due) > 0 && !due[0].After(next.Add(200*time.Millisecond)) {
+			due = due[1:] // one wake-up serves jobs due within 200ms of each other
+			res.Waited++
+		}
+		t := time.NewTimer(time.Until(next))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		n, err := d.cfg.Queue.Promote(ctx, d.cfg.Batch)
+		if err != nil {
+			return fmt.Errorf("promote: %w", err)
+		}
+		res.Promoted += n
+		if err := d.fanOut(ctx, res, started); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dueBefore lists the run times of delayed jobs due before until, soonest first.
+//
+// It reads through queue.List (newest first), so with very many delayed jobs it sees only the
+// newest few thousand; older ones are promoted by the next tick's upkeep as usual.
+func (d *Dispatcher) dueBefore(ctx context.Context, until time.Time) ([]time.Time, error) {
+	queues := append(append([]string{}, d.cfg.LambdaQueues...), d.cfg.LongQueue)
+	var out []time.Time
+	now := time.Now()
+	for _, q := range queues {
+		jobs, err := d.cfg.Queue.List(ctx, queue.ListParams{Queue: q, States: []queue.State{queue.StateScheduled}, Limit: 2000})
+		if err != nil {
+			return nil, fmt.Errorf("list delayed jobs: %w", err)
+		}
+		for _, j := range jobs {
+			if j.RunAt.Before(until) && j.RunAt.After(now.Add(-time.Second)) {
+				out = append(out, j.RunAt)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Before(out[j]) })
+	return out, nil
+}
+
+// fanOut starts the workers each queue's backlog calls for, within its cap.
+func (d *Dispatcher) fanOut(ctx context.Context, res *Result, started map[string]int) error {
+	stats, err := d.cfg.Queue.Stats(ctx)
+	if err != nil {
+		return fmt.Errorf("queue stats: %w", err)
+	}
+	live, err := d.cfg.Queue.LiveWorkers(ctx, "", d.cfg.Horizon)
+	if err != nil {
+		return fmt.Errorf("live workers: %w", err)
+	}
+	byQueue := map[string]queue.QueueStats{}
+	for _, s := range stats {
+		byQueue[s.Queue] = s
+	}
+	var errs []error
+	for _, q := range d.cfg.LambdaQueues {
+		n := d.want(byQueue[q], live[q], started[q], d.capFor(q))
+		for i := 0; i < n; i++ {
+			if err := d.invoke(ctx, q); err != nil {
+				errs = append(errs, err)
+				break
+			}
+			started[q]++
+			res.Invoked[q]++
+		}
+	}
+	if d.cfg.Launcher != nil {
+		q := d.cfg.LongQueue
+		if n := d.want(byQueue[q], live[q], started[q], d.cfg.LongMax); n > 0 {
+			got, err := d.cfg.Launcher.Launch(ctx, n)
+			started[q] += got
+			res.Launched += got
+			if err != nil {
+				errs = append(errs, fmt.Errorf("launch runners: %w", err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (d *Dispatcher) capFor(q string) int {
+	if n, ok := d.cfg.QueueMax[q]; ok {
+		return n
+	}
+	return d.cfg.WorkerMax
+}
+
+// want is how many workers to start for a queue: enough for its waiting and running jobs at
+// JobsPerWorker each, within max, minus those alive or started this tick.
+func (d *Dispatcher) want(s queue.QueueStats, live map[string]int, started, max int) int {
+	waiting := max64(s.Available, s.PastDue)
+	if waiting == 0 {
+		return 0
+	}
+	alive := 0
+	for _, n := range live {
+		alive += n
+	}
+	// Workers started this tick register a little later; count them until they show up.
+	if alive < started {
+		alive = started
+	}
+	per := int64(d.cfg.JobsPerWorker)
+	target := int((waiting + s.Running + per - 1) / per)
+	if target > max {
+		target = max
+	}
+	return max0(target - alive)
+}
+
+func (d *Dispatcher) invoke(ctx context.Context, q string) error {
+	payload, _ := json.Marshal(WorkerEvent{Queue: q})
+	out, err := d.cfg.Invoker.Invoke(ctx, &lambda.InvokeInput{
+		FunctionName:   aws.String(d.cfg.WorkerFunction),
+		InvocationType: types.InvocationTypeEvent,
+		Payload:        payload,
+	})
+	if err != nil {
+		return fmt.Errorf("invoke worker for queue %s: %w", q, err)
+	}
+	if out.StatusCode != 202 {
+		return fmt.Errorf("invoke worker for queue %s: status %d", q, out.StatusCode)
+	}
+	return nil
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+func max0(n int) int {
+	if n < 0 {
+		return 0
+	}
+	return n
+}

@@ -1,0 +1,370 @@
+// Package local owns `crawlq local`: the four Lambda functions run in-process behind the Lambda
+// Invoke REST API (POST /2015-03-31/functions/{name}/invocations, synchronous or
+// X-Amz-Invocation-Type: Event), so `aws lambda invoke --endpoint-url http://127.0.0.1:3001`
+// works as against AWS; a dispatch tick on a timer, as EventBridge's minute schedule would;
+// and the long-crawl tier as in-process runners in place of ECS tasks.
+package local
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
+
+	"crawlq/internal/api"
+	"crawlq/internal/dispatch"
+	"crawlq/internal/lambdafn"
+)
+
+// Request size limits of the Lambda Invoke API.
+const (
+	MaxSyncPayload  = 6 << 20
+	MaxAsyncPayload = 256 << 10
+)
+
+// ErrFunctionNotFound is returned by Invoke for a name that is none of the four functions.
+var ErrFunctionNotFound = errors.New("function not found")
+
+// Config describes a local stack. Deps is required.
+type Config struct {
+	Deps *lambdafn.Deps
+	// Prefix names the functions <Prefix>-api, -worker, -dispatch, -metrics. Default "crawlq".
+	Prefix string
+	// Tick is how often dispatch runs by itself. Default 1m; negative: never (pokes only).
+	Tick time.Duration
+	// Timeouts of one invocation, as the Lambda functions' timeouts. Defaults: api 30s,
+	// worker 5m, dispatch 60s, metrics 60s.
+	APITimeout, WorkerTimeout, DispatchTimeout, MetricsTimeout time.Duration
+	// Worker tunes the worker function. Zero Margin defaults to 5s here, IdleExit to 10s.
+	Worker lambdafn.WorkerOptions
+	// LongQueue is the long-crawl queue, worked by in-process runners. Default "long".
+	LongQueue string
+	// Metrics receives the metrics function's EMF lines. Default os.Stdout.
+	Metrics io.Writer
+	// Logger defaults to Deps.Logger.
+	Logger *slog.Logger
+}
+
+type handler func(ctx context.Context, payload []byte) ([]byte, error)
+
+type function struct {
+	h       handler
+	timeout time.Duration
+}
+
+// Stack is the running local functions.
+type Stack struct {
+	cfg   Config
+	log   *slog.Logger
+	fns   map[string]function
+	base  context.Context
+	async sync.WaitGroup
+}
+
+// New assembles the four functions. Nothing runs until Serve.
+func New(cfg Config) (*Stack, error) {
+	if cfg.Deps == nil {
+		return nil, errors.New("local: Deps is required")
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = "crawlq"
+	}
+	for _, d := range []*time.Duration{&cfg.APITimeout, &cfg.WorkerTimeout, &cfg.DispatchTimeout, &cfg.MetricsTimeout} {
+		if *d < 0 {
+			return nil, errors.New("local: timeouts must not be negative")
+		}
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&cfg.Tick, time.Minute)
+	def(&cfg.APITimeout, 30*time.Second)
+	def(&cfg.WorkerTimeout, 5*time.Minute)
+	def(&cfg.DispatchTimeout, time.Minute)
+	def(&cfg.MetricsTimeout, time.Minute)
+	def(&cfg.Worker.Margin, 5*time.Second)
+	if cfg.LongQueue == "" {
+		cfg.LongQueue = "long"
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = os.Stdout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = cfg.Deps.Logger
+	}
+	s := &Stack{cfg: cfg, log: cfg.Logger, base: context.Background()}
+	inv := invoker{s}
+	d := cfg.Deps
+
+	ac := d.APIConfig(inv)
+	ac.Logger = s.log
+	a, err := api.New(ac)
+	if err != nil {
+		return nil, err
+	}
+	dc, err := d.DispatchConfig(inv, launcher{s})
+	if err != nil {
+		return nil, err
+	}
+	dc.WorkerFunction = cfg.Prefix + "-worker"
+	dc.LongQueue = cfg.LongQueue
+	dc.Logger = s.log
+	dp, err := dispatch.New(dc)
+	if err != nil {
+		return nil, err
+	}
+	worker := d.Worker(cfg.Worker)
+	metrics := d.Metrics(cfg.Metrics, d.Getenv("CRAWLQ_METRICS_NAMESPACE"))
+	s.fns = map[string]function{
+		cfg.Prefix + "-api": {timeout: cfg.APITimeout, h: func(ctx context.Context, p []byte) ([]byte, error) {
+			return a.HandleJSON(ctx, p), nil
+		}},
+		cfg.Prefix + "-worker": {timeout: cfg.WorkerTimeout, h: func(ctx context.Context, p []byte) ([]byte, error) {
+			var ev dispatch.WorkerEvent
+			if err := json.Unmarshal(p, &ev); err != nil {
+				return nil, fmt.Errorf("decode worker event: %w", err)
+			}
+			return marshal(worker(ctx, ev))
+		}},
+		cfg.Prefix + "-dispatch": {timeout: cfg.DispatchTimeout, h: func(ctx context.Context, p []byte) ([]byte, error) {
+			return marshal(dp.Tick(ctx))
+		}},
+		cfg.Prefix + "-metrics": {timeout: cfg.MetricsTimeout, h: func(ctx context.Context, p []byte) ([]byte, error) {
+			return marshal(metrics(ctx, p))
+		}},
+	}
+	return s, nil
+}
+
+func marshal[T any](v T, err error) ([]byte, error) {
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(v)
+}
+
+// Functions lists the function names the stack serves.
+func (s *Stack) Functions() []string {
+	p := s.cfg.Prefix
+	return []string{p + "-api", p + "-worker", p + "-dispatch", p + "-metrics"}
+}
+
+// resolve maps a function name, partial or full ARN (with or without a qualifier) to a name.
+func (s *Stack) resolve(name string) (function, string, bool) {
+	if i := strings.LastIndex(name, ":function:"); i >= 0 {
+		name = name[i+len(":function:"):]
+	}
+	if i := strings.IndexByte(name, ':'); i >= 0 {
+		name = name[:i] // qualifier ($LATEST, a version or alias): there is only one version here
+	}
+	f, ok := s.fns[name]
+	return f, name, ok
+}
+
+// Invoke runs a function synchronously, with its timeout.
+func (s *Stack) Invoke(ctx context.Context, name string, payload []byte) ([]byte, error) {
+	f, _, ok := s.resolve(name)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrFunctionNotFound, name)
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	return f.h(ctx, payload)
+}
+
+// InvokeAsync starts a function in the background (InvocationType Event), on the stack's own
+// context so it outlives the request, and returns at once.
+func (s *Stack) InvokeAsync(name string, payload []byte) error {
+	f, fname, ok := s.resolve(name)
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrFunctionNotFound, name)
+	}
+	if s.base.Err() != nil {
+		return errors.New("local stack is shutting down")
+	}
+	p := append([]byte(nil), payload...)
+	s.async.Add(1)
+	go func() {
+		defer s.async.Done()
+		ctx, cancel := context.WithTimeout(s.base, f.timeout)
+		defer cancel()
+		if _, err := f.h(ctx, p); err != nil {
+			s.log.Error("local: async invocation failed", "function", fname, "err", err)
+		}
+	}()
+	return nil
+}
+
+// Handler returns the Lambda Invoke API as an http.Handler.
+func (s *Stack) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /2015-03-31/functions/{name}/invocations", s.serveInvoke)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		awsError(w, http.StatusNotFound, "UnknownOperationException", "crawlq local serves only POST /2015-03-31/functions/{name}/invocations")
+	})
+	return mux
+}
+
+func awsError(w http.ResponseWriter, status int, typ, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Amzn-ErrorType", typ)
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]string{"Type": "User", "message": msg})
+}
+
+func (s *Stack) serveInvoke(w http.ResponseWriter, r *http.Request) {
+	name, err := url.PathUnescape(r.PathValue("name"))
+	if err != nil {
+		awsError(w, http.StatusBadRequest, "InvalidParameterValueException", "bad function name")
+		return
+	}
+	if _, _, ok := s.resolve(name); !ok {
+		awsError(w, http.StatusNotFound, "ResourceNotFoundException", "Function not found: "+name)
+		return
+	}
+	typ := r.Header.Get("X-Amz-Invocation-Type")
+	limit := int64(MaxSyncPayload)
+	if typ == "Event" {
+		limit = MaxAsyncPayload
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		awsError(w, http.StatusBadRequest, "InvalidRequestContentException", "read payload: "+err.Error())
+		return
+	}
+	if int64(len(body)) > limit {
+		awsError(w, http.StatusRequestEntityTooLarge, "RequestTooLargeException", fmt.Sprintf("payload larger than %d bytes", limit))
+		return
+	}
+	body = payload(body)
+	switch typ {
+	case "", "RequestResponse":
+		out, err := s.Invoke(r.Context(), name, body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Amz-Executed-Version", "$LATEST")
+		if err != nil {
+			w.Header().Set("X-Amz-Function-Error", "Unhandled")
+			out, _ = json.Marshal(map[string]string{"errorMessage": err.Error(), "errorType": "Error"})
+		}
+		w.WriteHeader(http.StatusOK)
+		w.Write(out)
+	case "Event":
+		if err := s.InvokeAsync(name, body); err != nil {
+			awsError(w, http.StatusServiceUnavailable, "ServiceException", err.Error())
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	case "DryRun":
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		awsError(w, http.StatusBadRequest, "InvalidParameterValueException", "X-Amz-Invocation-Type must be RequestResponse, Event or DryRun")
+	}
+}
+
+// payload accepts what both AWS CLI generations send: the JSON as given (v1, or v2 with
+// --cli-binary-format raw-in-base64-out), or that JSON base64-encoded once more by a client
+// that encoded an already-encoded blob. Anything else is passed on unchanged, for the function
+// to reject.
+func payload(b []byte) []byte {
+	if json.Valid(b) {
+		return b
+	}
+	s := strings.TrimSpace(string(b))
+	if dec, err := base64.StdEncoding.DecodeString(s); err == nil && json.Valid(dec) {
+		return dec
+	}
+	return b
+}
+
+// Serve serves the Invoke API on ln and ticks dispatch until ctx ends, then waits for
+// background invocations to finish (each is bounded by its timeout).
+func (s *Stack) Serve(ctx context.Context, ln net.Listener) error {
+	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
+	s.base = base
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return base }}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	tickDone := make(chan struct{})
+	go func() {
+		defer close(tickDone)
+		if s.cfg.Tick < 0 {
+			return
+		}
+		for {
+			if _, err := s.Invoke(ctx, s.cfg.Prefix+"-dispatch", []byte(`{"source":"schedule"}`)); err != nil && ctx.Err() == nil {
+				s.log.Error("local: dispatch tick", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(s.cfg.Tick):
+			}
+		}
+	}()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	<-tickDone
+	// Background workers stop claiming and release their jobs when their context ends.
+	cancelBase()
+	s.async.Wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// invoker is dispatch's and the api's Lambda client under `crawlq local`: it calls the
+// in-process functions.
+type invoker struct{ s *Stack }
+
+func (i invoker) Invoke(ctx context.Context, in *lambda.InvokeInput, _ ...func(*lambda.Options)) (*lambda.InvokeOutput, error) {
+	name := aws.ToString(in.FunctionName)
+	if in.InvocationType == types.InvocationTypeEvent {
+		if err := i.s.InvokeAsync(name, in.Payload); err != nil {
+			return nil, err
+		}
+		return &lambda.InvokeOutput{StatusCode: http.StatusAccepted}, nil
+	}
+	out, err := i.s.Invoke(ctx, name, in.Payload)
+	if err != nil {
+		return &lambda.InvokeOutput{StatusCode: http.StatusOK, FunctionError: aws.String("Unhandled"), Payload: []byte(err.Error())}, nil
+	}
+	return &lambda.InvokeOutput{StatusCode: http.StatusOK, Payload: out}, nil
+}
+
+// launcher runs the long-crawl tier in-process: each "task" is a worker invocation on the long
+// queue, which stops when idle or at its timeout, as a runner task would be recycled.
+type launcher struct{ s *Stack }
+
+func (l launcher) Launch(ctx context.Context, n int) (int, error) {
+	ev, _ := json.Marshal(dispatch.WorkerEvent{Queue: l.s.cfg.LongQueue})
+	for i := 0; i < n; i++ {
+		if err := l.s.InvokeAsync(l.s.cfg.Prefix+"-worker", ev); err != nil {
+			return i, err
+		}
+	}
+	return n, nil
+}
