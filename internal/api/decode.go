@@ -290,7 +290,7 @@ func jsonErr(err error) error {
 	case errors.As(err, &se):
 		return badf("malformed JSON at byte %d: %v", se.Offset, err)
 	case errors.As(err, &te):
-		field := te.Field
+		field := strings.TrimPrefix(te.Field, "Request.")
 		if field == "" {
 			return badf("request must be a JSON object, not %s", te.Value)
 		}
