@@ -2,18 +2,91 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"crawlq/internal/command"
+	"crawlq/internal/ecsrun"
+	"crawlq/internal/runner"
 )
 
-// runnerCmd is `crawlq runner` (owned by the ECS work; this is its placeholder).
+// runnerCmd is `crawlq runner`, the entry point of the ECS runner image.
 func runnerCmd() *Command {
 	return &Command{
 		Name: "runner", Synopsis: "run the ECS runner: long crawls and command spiders", Usage: "[flags]",
-		Help: `Not available in this build yet.`,
+		Help: `Claims jobs of the long-crawl queue (runs of spiders declared runtime: ecs, and command
+spiders) up to --concurrency at once, as a worker of kind "ecs" (the dispatcher counts live
+runners from Postgres). On SIGTERM (Fargate Spot's warning, scale-in) it stops claiming, lets
+running jobs finish within --grace, then cancels and releases the rest without counting their
+attempt; keep --grace plus --kill-grace below the task's stopTimeout (at most 120s).
+
+It recycles itself, exiting with status 0, after --max-jobs jobs or when its resident memory
+passes --max-memory-mib, so that a fresh task replaces it.
+
+Flags not given default to the environment the dispatcher's RunTask overrides set:
+CRAWLQ_QUEUE, CRAWLQ_CONCURRENCY, CRAWLQ_MAX_JOBS, CRAWLQ_MAX_MEMORY_MIB, CRAWLQ_STOP_GRACE,
+and CRAWLQ_SPIDER_DIR.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
-			return func(context.Context, []string) error {
-				return errors.New("crawlq runner is not available in this build yet")
+			open := dbFlag(fs, env)
+			q := fs.String("queue", "long", "queue to work ($"+ecsrun.EnvQueue+")")
+			conc := fs.Int("concurrency", 6, "jobs at once ($"+ecsrun.EnvConcurrency+")")
+			grace := fs.Duration("grace", 100*time.Second, "after SIGTERM, how long running jobs may finish ($"+ecsrun.EnvStopGrace+")")
+			maxJobs := fs.Int("max-jobs", 0, "exit after this many jobs; 0: no limit ($"+ecsrun.EnvMaxJobs+")")
+			maxMem := fs.Int64("max-memory-mib", 0, "exit when resident memory passes this many MiB; 0: no limit ($"+ecsrun.EnvMaxMemory+")")
+			dir := fs.String("spiders", "", "directory of extra spider specs ($CRAWLQ_SPIDER_DIR)")
+			lease := fs.Duration("lease", 30*time.Second, "job lease (heartbeats renew it every third of it)")
+			upkeep := fs.Duration("upkeep", 10*time.Second, "how often to rescue expired leases and sweep finished runs; 0: never")
+			cmdTimeout := fs.Duration("command-timeout", 12*time.Hour, "kill a command spider after this, unless its spec sets a timeout")
+			killGrace := fs.Duration("kill-grace", 10*time.Second, "between SIGTERM and SIGKILL to a command spider's processes")
+			fromEnv := map[string]string{"queue": ecsrun.EnvQueue, "concurrency": ecsrun.EnvConcurrency, "grace": ecsrun.EnvStopGrace,
+				"max-jobs": ecsrun.EnvMaxJobs, "max-memory-mib": ecsrun.EnvMaxMemory, "spiders": "CRAWLQ_SPIDER_DIR"}
+			return func(ctx context.Context, args []string) error {
+				if len(args) > 0 {
+					return usageErr("unexpected arguments %q", args)
+				}
+				set := map[string]bool{}
+				fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+				for name, key := range fromEnv {
+					if v := env.Getenv(key); v != "" && !set[name] {
+						if err := fs.Set(name, v); err != nil {
+							return usageErr("$%s=%q: %v", key, v, err)
+						}
+					}
+				}
+				if *maxMem < 0 || *maxMem > 1<<30 {
+					return usageErr("--max-memory-mib must be 0..%d", 1<<30)
+				}
+				up := *upkeep
+				if up == 0 {
+					up = -1
+				}
+				pool, err := open(ctx)
+				if err != nil {
+					return err
+				}
+				defer pool.Close()
+				log := slog.New(slog.NewJSONHandler(env.Stderr, nil))
+				r, err := runner.New(runner.Config{
+					Pool: pool, Queue: *q, Concurrency: *conc, Lease: *lease, StopGrace: *grace, MaxJobs: *maxJobs,
+					MaxMemory: *maxMem << 20, Upkeep: up, SpiderDir: *dir, Logger: log,
+					Command: command.Config{Timeout: *cmdTimeout, KillGrace: *killGrace},
+				})
+				if err != nil {
+					return usageErr("%v", err)
+				}
+				ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+				defer stop()
+				reason, err := r.Run(ctx)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(env.Stdout, "runner stopped: %s\n", reason)
+				return nil
 			}
 		},
 	}
