@@ -5,11 +5,14 @@ package main
 import (
 	"context"
 	"log"
+	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/ecs"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"crawlq/internal/dispatch"
+	"crawlq/internal/ecsrun"
 	"crawlq/internal/lambdafn"
 )
 
@@ -18,9 +21,11 @@ func main() {
 	if err != nil {
 		log.Fatalf("crawlq-dispatch: %v", err)
 	}
-	// The long-crawl queue's runner tasks need internal/ecsrun's Launcher; until it is wired
-	// here, dispatch leaves that queue alone (nil launcher).
-	cfg, err := deps.DispatchConfig(awslambda.NewFromConfig(deps.AWS), nil)
+	runners, err := ecsrun.FromEnv(ecs.NewFromConfig(deps.AWS), os.Getenv)
+	if err != nil {
+		log.Fatalf("crawlq-dispatch: %v", err)
+	}
+	cfg, err := deps.DispatchConfig(awslambda.NewFromConfig(deps.AWS), runners)
 	if err != nil {
 		log.Fatalf("crawlq-dispatch: %v", err)
 	}
