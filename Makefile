@@ -65,3 +65,9 @@ lambdas: ## build each Lambda function as bootstrap in build/<fn>.zip (linux/arm
 		rm -f build/$$fn.zip; (cd build/$$fn && zip -qX ../$$fn.zip bootstrap); \
 		echo "build/$$fn.zip"; \
 	done
+
+.PHONY: image
+image: ## build the runner image as an OCI tarball, build/runner-image.tar, without a Docker daemon
+	mkdir -p build/linux-amd64
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags='-s -w' -o build/linux-amd64/crawlq ./cmd/crawlq
+	$(GO) run ./cmd/crawlq-image -binary build/linux-amd64/crawlq -out build/runner-image.tar
