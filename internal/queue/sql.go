@@ -31,6 +31,9 @@ ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND state IN ` + un
 DO UPDATE SET %s
 RETURNING id, (xmax <> 0), COALESCE(unique_key, '')`
 
+// sqlNextIDs draws ids for the COPY path from the identity sequence of crawlq_job.id.
+const sqlNextIDs = `SELECT nextval(pg_get_serial_sequence('crawlq_job', 'id')) FROM generate_series(1, $1::int)`
+
 // The conflict actions. A running duplicate is left as it is in every mode: moving the run_at of a
 // job that is already running would mean nothing. Keep rewrites a column with its own value so
 // the row is returned (an unchanged indexed value keeps the update HOT).
@@ -50,6 +53,8 @@ const (
 // sqlClaim leases up to $2 due jobs of queue $1, highest priority first, then oldest run_at.
 // Index: crawlq_job_claim (only available rows, in exactly this order), so the scan stops after
 // $2 rows however deep the backlog. SKIP LOCKED lets concurrent claimers pass each other.
+// "id = ANY (ARRAY(...))" makes the update find the picked rows through the primary key; a join
+// with the CTE lets the planner choose a hash join over a scan of the whole table.
 const sqlClaim = `
 WITH picked AS (
     SELECT id FROM crawlq_job
@@ -61,8 +66,7 @@ WITH picked AS (
 UPDATE crawlq_job j
 SET state = 'running', attempt = j.attempt + 1, lease_until = now() + $3::bigint * interval '1 millisecond',
     lease_token = $4, worker = $5, started_at = now()
-FROM picked
-WHERE j.id = picked.id
+WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
 RETURNING j.id, j.kind, j.args, j.priority, j.run_at, j.attempt, j.max_attempts, j.lease_until,
           COALESCE(j.unique_key, ''), COALESCE(j.parent_id, 0), j.cancel_requested, j.created_at, j.started_at`
 
@@ -75,7 +79,7 @@ WITH due AS (
     LIMIT $1
     FOR UPDATE SKIP LOCKED
 )
-UPDATE crawlq_job j SET state = 'available' FROM due WHERE j.id = due.id`
+UPDATE crawlq_job j SET state = 'available' WHERE j.id = ANY (ARRAY(SELECT id FROM due))`
 
 // sqlHeartbeat extends the leases still held (id and token match a running job) and reports
 // which of them have been asked to cancel. Leases not returned are lost.
@@ -145,8 +149,7 @@ SET state = CASE WHEN j.cancel_requested THEN 'cancelled'
     errors = COALESCE(j.errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
         'attempt', j.attempt, 'at', now(), 'error', 'lease expired (worker ' || COALESCE(j.worker, '?') || ')')),
     lease_until = NULL, lease_token = NULL
-FROM expired
-WHERE j.id = expired.id
+WHERE j.id = ANY (ARRAY(SELECT id FROM expired))
 RETURNING j.id, j.state`
 
 // sqlCancel cancels one job: at once when it waits, by request when it runs.
@@ -187,8 +190,7 @@ WITH cand AS (
 )
 UPDATE crawlq_job j
 SET state = 'available', attempt = 0, run_at = now(), finished_at = NULL, cancel_requested = false
-FROM locked
-WHERE j.id = locked.id AND j.state = 'dead'
+WHERE j.id = ANY (ARRAY(SELECT id FROM locked)) AND j.state = 'dead'
 RETURNING j.id`
 
 // sqlRetentionAge deletes up to $3 finished jobs that finished before now() - $1 microseconds,

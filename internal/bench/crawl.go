@@ -1,0 +1,84 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"crawlq/internal/crawl"
+	"crawlq/internal/db"
+	"crawlq/internal/migrate"
+	"crawlq/internal/node"
+	"crawlq/internal/queue"
+)
+
+// Crawl crawls the synthetic catalogue of ../shared/bench/site at siteURL with the benchsite
+// spider, every page a durable job and every item written to Postgres, and prints
+// RESULT system=crawlq op=crawl pages=N items=M seconds=S pages_per_s=R.
+func Crawl(ctx context.Context, cfg Config, siteURL string) (Result, error) {
+	cfg.defaults()
+	if !validSchema(cfg.Schema) {
+		return Result{}, fmt.Errorf("bench: schema %q: want lower-case letters, digits and _", cfg.Schema)
+	}
+	admin, err := db.Open(ctx, db.Config{URL: cfg.URL, MaxConns: 2})
+	if err != nil {
+		return Result{}, err
+	}
+	_, err = admin.Exec(ctx, "DROP SCHEMA IF EXISTS "+cfg.Schema+" CASCADE; CREATE SCHEMA "+cfg.Schema)
+	admin.Close()
+	if err != nil {
+		return Result{}, fmt.Errorf("bench: reset schema: %w", err)
+	}
+	pool, err := db.Open(ctx, db.Config{URL: cfg.URL + sep(cfg.URL) + "search_path=" + cfg.Schema, MaxConns: 40})
+	if err != nil {
+		return Result{}, err
+	}
+	defer pool.Close()
+	if _, err := migrate.Up(ctx, pool); err != nil {
+		return Result{}, err
+	}
+	finished := make(chan struct{})
+	var once atomic.Bool
+	n, err := node.New(node.Config{Pool: pool, Workers: cfg.Workers, Worker: queue.WorkerConfig{Concurrency: cfg.Concurrency, BatchSize: cfg.Concurrency * 2},
+		OnFinish: func(int64, string) {
+			if once.CompareAndSwap(false, true) {
+				close(finished)
+			}
+		}})
+	if err != nil {
+		return Result{}, err
+	}
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- n.Run(wctx) }()
+	defer func() { stop(); <-done }()
+	start := time.Now()
+	s, err := n.Crawler.Schedule(ctx, crawl.ScheduleParams{Spider: "benchsite", Args: map[string]string{"base_url": siteURL}})
+	if err != nil {
+		return Result{}, err
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for wait := true; wait; {
+		select {
+		case <-finished:
+			wait = false
+		case <-ctx.Done():
+			return Result{}, ctx.Err()
+		case <-tick.C:
+			if cfg.Progress != nil {
+				if r, err := n.Crawler.Get(ctx, s.RunID); err == nil {
+					fmt.Fprintf(cfg.Progress, "  crawl: %d pages, %d items (%.0f pages/s)\n", r.Stats.Pages, r.Stats.Items, float64(r.Stats.Pages)/time.Since(start).Seconds())
+				}
+			}
+		}
+	}
+	el := time.Since(start).Seconds()
+	r, err := n.Crawler.Get(ctx, s.RunID)
+	if err != nil {
+		return Result{}, err
+	}
+	fmt.Fprintf(cfg.Out, "RESULT system=crawlq op=crawl pages=%d items=%d seconds=%.3f pages_per_s=%.0f\n", r.Stats.Pages, r.Stats.Items, el, float64(r.Stats.Pages)/el)
+	return Result{Op: "crawl", Jobs: int(r.Stats.Pages), Seconds: el, PerSec: float64(r.Stats.Pages) / el}, nil
+}

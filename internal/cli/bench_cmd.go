@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"crawlq/internal/bench"
+)
+
+func benchCmd() *Command {
+	return &Command{
+		Name: "bench", Synopsis: "measure queue (and crawl) throughput beside the peers", Usage: "[--jobs N] [--op insert,work,unique|crawl] [--backlog M]",
+		Help: `Measures the queue on the database at DATABASE_URL, in a schema of its own (--schema, emptied
+first): inserts --jobs no-op jobs, then burns them down with workers in this process, and prints
+RESULT lines in the format of ../shared/bench/peers/run.sh so the figures sit beside River's,
+graphile-worker's and the SQL ceiling's from the same run:
+
+  RESULT system=crawlq op=insert|work|unique jobs=N seconds=S jobs_per_s=R
+  RESULT system=crawlq op=claim_latency backlog=M p50_ms=… p99_ms=…
+
+--op unique enqueues N jobs with unique keys in replace mode, half of them hitting a key
+already present. --backlog M first adds M delayed and M finished jobs, and samples claim
+latency during the work phase. --op crawl --url URL crawls the synthetic catalogue of
+../shared/bench/site at URL with spiders/benchsite.yaml and prints
+RESULT system=crawlq op=crawl pages=N items=M seconds=S pages_per_s=R.`,
+		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
+			url := fs.String("database-url", "", "PostgreSQL URL (default $DATABASE_URL)")
+			var cfg bench.Config
+			fs.IntVar(&cfg.Jobs, "jobs", 100000, "jobs to insert and work")
+			ops := fs.String("op", "insert,work", "what to measure: insert, work, unique (comma-separated), or crawl")
+			fs.IntVar(&cfg.Backlog, "backlog", 0, "extra delayed and finished jobs present during the work phase")
+			fs.IntVar(&cfg.Workers, "workers", 2, "workers")
+			fs.IntVar(&cfg.Concurrency, "concurrency", 64, "handlers per worker")
+			fs.IntVar(&cfg.Batch, "batch", 1000, "claim and insert batch size")
+			fs.StringVar(&cfg.Schema, "schema", "crawlq_bench", "schema to work in (dropped and recreated)")
+			site := fs.String("url", "", "with --op crawl: the bench site's base URL")
+			quiet := fs.Bool("quiet", false, "no progress lines")
+			return func(ctx context.Context, args []string) error {
+				if len(args) > 0 {
+					return usageErr("unexpected arguments %q", args)
+				}
+				cfg.URL = *url
+				if cfg.URL == "" {
+					cfg.URL = env.Getenv("DATABASE_URL")
+				}
+				if cfg.URL == "" {
+					return usageErr("set DATABASE_URL or --database-url")
+				}
+				cfg.Out = env.Stdout
+				if !*quiet {
+					cfg.Progress = env.Stderr
+				}
+				if *ops == "crawl" {
+					if *site == "" {
+						return usageErr("--op crawl needs --url (the bench site, e.g. http://127.0.0.1:8089)")
+					}
+					_, err := bench.Crawl(ctx, cfg, *site)
+					return err
+				}
+				cfg.Ops = strings.Split(*ops, ",")
+				results, err := bench.Run(ctx, cfg)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(env.Stdout)
+				tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+				fmt.Fprintln(tw, "OP\tJOBS\tSECONDS\tJOBS/S\t")
+				for _, r := range results {
+					if r.Op == "claim_latency" {
+						fmt.Fprintf(tw, "%s\t\t\t%s\t\n", r.Op, r.Extra)
+						continue
+					}
+					fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.0f\t\n", r.Op, r.Jobs, r.Seconds, r.PerSec)
+				}
+				return tw.Flush()
+			}
+		},
+	}
+}
