@@ -516,18 +516,18 @@ func TestBadInputWritesNothing(t *testing.T) {
 	ctx := ctxT(t)
 	big := json.RawMessage(`{"x":"` + strings.Repeat("a", queue.MaxArgsBytes) + `"}`)
 	cases := map[string]queue.EnqueueParams{
-		"queue format":  {Queue: "Bad Queue!", Kind: "k"},
-		"empty queue":   {Kind: "k"},
-		"empty kind":    {Queue: "q"},
+		"queue format":   {Queue: "Bad Queue!", Kind: "k"},
+		"empty queue":    {Kind: "k"},
+		"empty kind":     {Queue: "q"},
 		"negative delay": {Queue: "q", Kind: "k", Delay: -time.Second},
-		"delay and at":  {Queue: "q", Kind: "k", Delay: time.Second, RunAt: time.Now()},
-		"args size":     {Queue: "q", Kind: "k", Args: big},
-		"invalid json":  {Queue: "q", Kind: "k", Args: json.RawMessage(`{"a":`)},
-		"priority high": {Queue: "q", Kind: "k", Priority: 1001},
-		"priority low":  {Queue: "q", Kind: "k", Priority: -1001},
-		"max attempts":  {Queue: "q", Kind: "k", MaxAttempts: -1},
-		"unique key":    {Queue: "q", Kind: "k", UniqueKey: strings.Repeat("k", 513)},
-		"dup mode":      {Queue: "q", Kind: "k", OnDuplicate: queue.DuplicateMode(9)},
+		"delay and at":   {Queue: "q", Kind: "k", Delay: time.Second, RunAt: time.Now()},
+		"args size":      {Queue: "q", Kind: "k", Args: big},
+		"invalid json":   {Queue: "q", Kind: "k", Args: json.RawMessage(`{"a":`)},
+		"priority high":  {Queue: "q", Kind: "k", Priority: 1001},
+		"priority low":   {Queue: "q", Kind: "k", Priority: -1001},
+		"max attempts":   {Queue: "q", Kind: "k", MaxAttempts: -1},
+		"unique key":     {Queue: "q", Kind: "k", UniqueKey: strings.Repeat("k", 513)},
+		"dup mode":       {Queue: "q", Kind: "k", OnDuplicate: queue.DuplicateMode(9)},
 	}
 	for name, p := range cases {
 		if _, err := c.Enqueue(ctx, p); !errors.Is(err, queue.ErrInvalid) {
