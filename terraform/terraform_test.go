@@ -19,6 +19,7 @@ import (
 	tfjson "github.com/hashicorp/terraform-json"
 
 	"crawlq/internal/awstest"
+	"crawlq/internal/cli"
 	"crawlq/internal/deploy"
 	"crawlq/internal/metrics"
 )
@@ -118,9 +119,16 @@ func TestStackOnEmulator(t *testing.T) {
 		}
 	})
 
-	outputs, err := base.Apply(ctx)
+	// Deploy through the CLI, as a user would: `crawlq deploy` (prebuilt zips, no image push
+	// against the emulator), then read the outputs it left in the state.
+	cliEnv := cli.Env{Stdout: log, Stderr: log, Getenv: os.Getenv}
+	if code := cli.Main(ctx, []string{"deploy", "--dir", ".", "--work-dir", base.WorkDir, "--build-dir", base.Vars["build_dir"],
+		"--var", "db_deletion_protection=false", "--var", "emulator_workarounds=true", "--push-image=false"}, cliEnv); code != 0 {
+		fail("crawlq deploy against moto exited %d", code)
+	}
+	outputs, err := base.Outputs(ctx)
 	if err != nil {
-		fail("apply against moto: %v", err)
+		fail("outputs: %v", err)
 	}
 	if outputs["ecs_cluster"] != "crawlq" || !strings.Contains(outputs["function_names"], `"worker":"crawlq-worker"`) ||
 		outputs["items_bucket"] == "" || outputs["database_endpoint"] == "" || outputs["ecr_repository_url"] == "" ||
@@ -162,8 +170,13 @@ func TestStackOnEmulator(t *testing.T) {
 		t.Errorf("the real parameter group must force SSL: %v", pg)
 	}
 
-	if err := base.Destroy(ctx); err != nil {
-		fail("destroy: %v", err)
+	destroyArgs := []string{"destroy", "--dir", ".", "--work-dir", base.WorkDir, "--build-dir", base.Vars["build_dir"],
+		"--var", "db_deletion_protection=false", "--var", "emulator_workarounds=true"}
+	if code := cli.Main(ctx, destroyArgs, cliEnv); code != 2 {
+		fail("crawlq destroy without --yes exited %d, want 2 (refused)", code)
+	}
+	if code := cli.Main(ctx, append(destroyArgs, "--yes"), cliEnv); code != 0 {
+		fail("crawlq destroy --yes exited %d", code)
 	}
 	destroyed = true
 }

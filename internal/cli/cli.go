@@ -47,7 +47,7 @@ func commands() []*Command {
 	cs := []*Command{
 		migrateCmd(), enqueueCmd(), statsCmd(), jobsCmd(), cancelCmd(), redriveCmd(), retentionCmd(), rescueCmd(),
 		demoQueueCmd(), localCmd(), runnerCmd(),
-		benchCmd(), workerCmd(), scheduleCmd(), runsCmd(), runCmd(), cancelRunCmd(), itemsCmd(), demoSiteCmd(), demoCmd(),
+		benchCmd(), deployCmd(), planCmd(), destroyCmd(), workerCmd(), scheduleCmd(), runsCmd(), runCmd(), cancelRunCmd(), itemsCmd(), demoSiteCmd(), demoCmd(),
 	}
 	sort.Slice(cs, func(i, j int) bool { return cs[i].Name < cs[j].Name })
 	return cs
@@ -135,6 +135,13 @@ func topUsage(w io.Writer, cs []*Command) {
 	fmt.Fprintln(w, "The database is DATABASE_URL (or --database-url); see 'crawlq migrate --help'.")
 }
 
+// dbFlagOpen opens a pool on url.
+func dbFlagOpen(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return db.Open(octx, db.Config{URL: url, MaxConns: 20})
+}
+
 // dbFlag declares --database-url and returns a function that opens the pool.
 func dbFlag(fs *flag.FlagSet, env *Env) func(ctx context.Context) (*pgxpool.Pool, error) {
 	url := fs.String("database-url", "", "PostgreSQL URL (default $DATABASE_URL)")
@@ -146,8 +153,6 @@ func dbFlag(fs *flag.FlagSet, env *Env) func(ctx context.Context) (*pgxpool.Pool
 		if u == "" {
 			return nil, db.ErrNoDatabase
 		}
-		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		return db.Open(octx, db.Config{URL: u, MaxConns: 20})
+		return dbFlagOpen(ctx, u)
 	}
 }

@@ -378,11 +378,23 @@ func (c *Crawler) Sweep(ctx context.Context) (int, error) {
 		if err != nil {
 			return n, fmt.Errorf("sweep: %w", err)
 		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		type live struct {
+			ID        int64
+			Cancelled bool
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowToStructByPos[live])
 		if err != nil {
 			return n, fmt.Errorf("sweep: %w", err)
 		}
-		for _, id := range ids {
+		for _, r := range ids {
+			id := r.ID
+			if r.Cancelled {
+				// A page that was running when the run was cancelled may have added links after
+				// the cancel; cancel those too, until nothing of the run is left.
+				if _, err := c.cfg.Queue.CancelParentTx(ctx, c.cfg.Pool, id); err != nil {
+					return n, err
+				}
+			}
 			done, err := c.TryFinish(ctx, id)
 			if err != nil {
 				return n, err

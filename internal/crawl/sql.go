@@ -83,7 +83,10 @@ WHERE r.id = $1 AND r.state IN ('pending', 'running')
 RETURNING r.state::text`
 
 // sqlLiveRuns lists unfinished runs for the sweep. Index: crawlq_run_live.
-const sqlLiveRuns = `SELECT id FROM crawlq_run WHERE state IN ('pending', 'running') AND id > $1 ORDER BY id LIMIT $2`
+const sqlLiveRuns = `SELECT id, cancel_requested FROM crawlq_run WHERE state IN ('pending', 'running') AND id > $1 ORDER BY id LIMIT $2`
+
+// sqlCancelRequested reads whether a run was asked to cancel (a page checks before adding links).
+const sqlCancelRequested = `SELECT cancel_requested FROM crawlq_run WHERE id = $1`
 
 // sqlLiveStats sums a live run's stats so far.
 const sqlLiveStats = `

@@ -331,6 +331,15 @@ func (c *Crawler) redirect(ctx context.Context, job *queue.Job, ri *runInfo, a p
 func (c *Crawler) finishPage(ctx context.Context, job *queue.Job, ri *runInfo, o outcome, follow []pageArgs, markOnly []string) error {
 	added := 0
 	err := c.inTx(ctx, func(tx pgx.Tx) error {
+		if len(follow) > 0 {
+			var cancelled bool
+			if err := tx.QueryRow(ctx, sqlCancelRequested, ri.id).Scan(&cancelled); err != nil {
+				return fmt.Errorf("read run: %w", err)
+			}
+			if cancelled {
+				follow = nil // the run is being cancelled: add nothing (the sweep catches a race)
+			}
+		}
 		n, err := c.addPages(ctx, tx, ri, follow, markOnly)
 		if err != nil {
 			return err

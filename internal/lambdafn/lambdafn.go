@@ -30,6 +30,7 @@ import (
 	"crawlq/internal/dispatch"
 	"crawlq/internal/items"
 	"crawlq/internal/metrics"
+	"crawlq/internal/migrate"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
 	"crawlq/internal/spider"
@@ -68,6 +69,13 @@ func Setup(ctx context.Context, getenv func(string) string, maxConns int32) (*De
 	dc.MaxConns = maxConns
 	pool, err := db.Open(ctx, dc)
 	if err != nil {
+		return nil, err
+	}
+	// The database sits in private subnets that a deployer's machine cannot reach, so each
+	// execution environment brings the schema up to date when it starts: one query when it is,
+	// and safe when several start at once (migrations take a transaction-scoped lock).
+	if _, err := migrate.Up(ctx, pool); err != nil {
+		pool.Close()
 		return nil, err
 	}
 	d, err := NewDeps(pool, awsCfg, nil, getenv, logger)

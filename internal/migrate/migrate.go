@@ -92,11 +92,21 @@ func List(ctx context.Context, pool *pgxpool.Pool) ([]Status, error) {
 	return out, nil
 }
 
-// Up applies every migration not yet applied and returns the versions it applied.
+// Up applies every migration not yet applied and returns the versions it applied. On an
+// up-to-date schema it costs one query, so processes can call it at start.
 func Up(ctx context.Context, pool *pgxpool.Pool) ([]int, error) {
 	ms, err := All()
 	if err != nil {
 		return nil, err
+	}
+	if applied, err := appliedVersions(ctx, pool); err == nil && len(applied) >= len(ms) {
+		pending := false
+		for _, m := range ms {
+			pending = pending || !applied[m.Version]
+		}
+		if !pending {
+			return nil, nil
+		}
 	}
 	if err := ensureTable(ctx, pool); err != nil {
 		return nil, err

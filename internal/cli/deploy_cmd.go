@@ -1,0 +1,272 @@
+package cli
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/ecr"
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"crawlq/internal/awsx"
+	"crawlq/internal/deploy"
+	"crawlq/internal/migrate"
+)
+
+// deployFlags are the flags deploy, plan and destroy share.
+type deployFlags struct {
+	dir, workDir, tf, buildDir string
+	vars                       kvFlag
+}
+
+func (d *deployFlags) declare(fs *flag.FlagSet) {
+	d.vars = kvFlag{}
+	fs.StringVar(&d.dir, "dir", "terraform", "the Terraform root module")
+	fs.StringVar(&d.workDir, "work-dir", ".local/deploy", "where state and provider caches live")
+	fs.StringVar(&d.tf, "terraform", "", "terraform binary (default: on PATH)")
+	fs.StringVar(&d.buildDir, "build-dir", "", "use the Lambda zips in this directory instead of building them")
+	fs.Var(d.vars, "var", "a Terraform variable name=value (repeatable)")
+}
+
+// config builds the deploy configuration; root is the repository (the module's parent).
+func (d *deployFlags) config(env *Env) (deploy.Config, string, error) {
+	dir, err := filepath.Abs(d.dir)
+	if err != nil {
+		return deploy.Config{}, "", err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "main.tf")); err != nil {
+		return deploy.Config{}, "", usageErr("--dir %s: no Terraform root module there (main.tf); run from the repository or pass --dir", d.dir)
+	}
+	work, err := filepath.Abs(d.workDir)
+	if err != nil {
+		return deploy.Config{}, "", err
+	}
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return deploy.Config{}, "", err
+	}
+	cfg := deploy.Config{Dir: dir, WorkDir: work, ExecPath: d.tf, Vars: map[string]string{}, Env: map[string]string{}, Stdout: env.Stdout}
+	for k, v := range d.vars {
+		cfg.Vars[k] = v
+	}
+	root := filepath.Dir(dir)
+	// Use the provider mirror this machine has, when the repository knows how to find it.
+	if env.Getenv("TF_CLI_CONFIG_FILE") == "" {
+		if out, err := exec.Command(filepath.Join(root, "scripts", "tfrc.sh")).Output(); err == nil {
+			cfg.Env["TF_CLI_CONFIG_FILE"] = strings.TrimSpace(string(out))
+		}
+	}
+	if d.buildDir != "" {
+		b, err := filepath.Abs(d.buildDir)
+		if err != nil {
+			return cfg, root, err
+		}
+		cfg.Vars["build_dir"] = b
+	} else if _, ok := cfg.Vars["build_dir"]; !ok {
+		cfg.Vars["build_dir"] = filepath.Join(root, "build")
+	}
+	return cfg, root, nil
+}
+
+func deployCmd() *Command {
+	return &Command{
+		Name: "deploy", Synopsis: "build and deploy the AWS stack with Terraform", Usage: "[--var k=v]... [--build-dir DIR] [--push-image]",
+		Help: `Builds the Lambda zips (make lambdas) unless --build-dir is given, then runs terraform init,
+plan and apply on terraform/ (state in --work-dir), pushes the runner image to the stack's ECR
+repository (--push-image, the default against real AWS), brings the database schema up to date
+and prints the outputs. The functions migrate the schema themselves when they start, since the
+database is not reachable from outside its VPC; with DATABASE_URL set, deploy migrates it too.
+With AWS_ENDPOINT_URL set it deploys to that emulator (LocalStack or moto).`,
+		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
+			var d deployFlags
+			d.declare(fs)
+			push := fs.String("push-image", "auto", "build and push the runner image: true, false, or auto (true unless AWS_ENDPOINT_URL is set)")
+			return func(ctx context.Context, args []string) error {
+				if len(args) > 0 {
+					return usageErr("unexpected arguments %q", args)
+				}
+				cfg, root, err := d.config(env)
+				if err != nil {
+					return err
+				}
+				emulated := env.Getenv("AWS_ENDPOINT_URL") != ""
+				pushImage := *push == "true" || (*push == "auto" && !emulated)
+				if *push != "true" && *push != "false" && *push != "auto" {
+					return usageErr("--push-image %q: want true, false or auto", *push)
+				}
+				cfg.BeforeApply = func(ctx context.Context) error {
+					var targets []string
+					if d.buildDir == "" {
+						targets = append(targets, "lambdas")
+					}
+					if pushImage {
+						targets = append(targets, "image")
+					}
+					if len(targets) == 0 {
+						return nil
+					}
+					fmt.Fprintf(env.Stdout, "building: make %s\n", strings.Join(targets, " "))
+					cmd := exec.CommandContext(ctx, "make", append([]string{"-C", root}, targets...)...)
+					cmd.Stdout, cmd.Stderr = env.Stdout, env.Stderr
+					if err := cmd.Run(); err != nil {
+						return fmt.Errorf("build: %w", err)
+					}
+					return nil
+				}
+				cfg.AfterApply = func(ctx context.Context, out map[string]string) error {
+					if pushImage {
+						tag := cfg.Vars["image_tag"]
+						if tag == "" {
+							tag = "latest"
+						}
+						if err := pushRunnerImage(ctx, filepath.Join(root, "build", "runner-image.tar"), out["ecr_repository_url"]+":"+tag, env.Stdout); err != nil {
+							return err
+						}
+					}
+					if u := env.Getenv("DATABASE_URL"); u != "" {
+						pool, err := dbFlagOpen(ctx, u)
+						if err != nil {
+							return err
+						}
+						defer pool.Close()
+						if _, err := migrate.Up(ctx, pool); err != nil {
+							return err
+						}
+						fmt.Fprintln(env.Stdout, "schema up to date on DATABASE_URL")
+					}
+					return nil
+				}
+				if err := cfg.Init(ctx); err != nil {
+					return err
+				}
+				out, err := cfg.Apply(ctx)
+				if err != nil {
+					return err
+				}
+				printOutputs(env.Stdout, out)
+				return nil
+			}
+		},
+	}
+}
+
+func planCmd() *Command {
+	return &Command{
+		Name: "plan", Synopsis: "show what deploy would change", Usage: "[--var k=v]...",
+		Help: `Runs terraform init and plan on terraform/ with the state of --work-dir. Exits 0 whether or not
+there are changes, and says which.`,
+		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
+			var d deployFlags
+			d.declare(fs)
+			return func(ctx context.Context, args []string) error {
+				if len(args) > 0 {
+					return usageErr("unexpected arguments %q", args)
+				}
+				cfg, _, err := d.config(env)
+				if err != nil {
+					return err
+				}
+				if err := cfg.Init(ctx); err != nil {
+					return err
+				}
+				changes, err := cfg.Plan(ctx)
+				if err != nil {
+					return err
+				}
+				if changes {
+					fmt.Fprintln(env.Stdout, "plan: changes pending (run crawlq deploy)")
+				} else {
+					fmt.Fprintln(env.Stdout, "plan: no changes")
+				}
+				return nil
+			}
+		},
+	}
+}
+
+func destroyCmd() *Command {
+	return &Command{
+		Name: "destroy", Synopsis: "destroy the deployed AWS stack", Usage: "--yes [--var k=v]...",
+		Help:  `Runs terraform destroy on the stack recorded in --work-dir. Asks for --yes, since it deletes the database and the items bucket.`,
+		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
+			var d deployFlags
+			d.declare(fs)
+			yes := fs.Bool("yes", false, "really destroy")
+			return func(ctx context.Context, args []string) error {
+				if len(args) > 0 {
+					return usageErr("unexpected arguments %q", args)
+				}
+				if !*yes {
+					return usageErr("destroy deletes the database and the items bucket; pass --yes to go ahead")
+				}
+				cfg, _, err := d.config(env)
+				if err != nil {
+					return err
+				}
+				if err := cfg.Init(ctx); err != nil {
+					return err
+				}
+				if err := cfg.Destroy(ctx); err != nil {
+					return err
+				}
+				fmt.Fprintln(env.Stdout, "destroyed")
+				return nil
+			}
+		},
+	}
+}
+
+func printOutputs(w io.Writer, out map[string]string) {
+	keys := make([]string, 0, len(out))
+	for k := range out {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	fmt.Fprintln(w, "outputs:")
+	for _, k := range keys {
+		fmt.Fprintf(w, "  %s = %s\n", k, out[k])
+	}
+}
+
+// pushRunnerImage pushes the image tarball to ECR, authenticating with an ECR token.
+func pushRunnerImage(ctx context.Context, tarPath, ref string, w io.Writer) error {
+	if strings.HasPrefix(ref, ":") {
+		return errors.New("push image: the stack has no ECR repository URL output")
+	}
+	img, err := tarball.ImageFromPath(tarPath, nil)
+	if err != nil {
+		return fmt.Errorf("push image: read %s: %w", tarPath, err)
+	}
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		return fmt.Errorf("push image: %w", err)
+	}
+	awsCfg, err := awsx.Load(ctx)
+	if err != nil {
+		return err
+	}
+	tok, err := ecr.NewFromConfig(awsCfg).GetAuthorizationToken(ctx, &ecr.GetAuthorizationTokenInput{})
+	if err != nil || len(tok.AuthorizationData) == 0 || tok.AuthorizationData[0].AuthorizationToken == nil {
+		return fmt.Errorf("push image: ECR token: %w", err)
+	}
+	raw, err := base64.StdEncoding.DecodeString(*tok.AuthorizationData[0].AuthorizationToken)
+	if err != nil {
+		return fmt.Errorf("push image: ECR token: %w", err)
+	}
+	user, pass, _ := strings.Cut(string(raw), ":")
+	fmt.Fprintf(w, "pushing %s\n", tag)
+	if err := remote.Write(tag, img, remote.WithContext(ctx), remote.WithAuth(&authn.Basic{Username: user, Password: pass})); err != nil {
+		return fmt.Errorf("push image %s: %w", tag, err)
+	}
+	return nil
+}
