@@ -230,9 +230,9 @@ func (r *Runner) Run(ctx context.Context, run *crawl.Run, spec spider.CommandSpe
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.ExtraFiles = []*os.File{itemsW} // fd 3
-	// Its own process group, so one signal reaches everything it starts; Pdeathsig so it does
-	// not outlive a runner killed with SIGKILL (the group's other members are then reaped by
-	// their own parent's death or by the next task; the container's init ends them all).
+	// Its own process group, so one signal reaches everything it starts. Pdeathsig kills the
+	// command if the runner itself is killed with SIGKILL; only the command, not what it started
+	// (on ECS those end with the task, whose container the runner's death stops).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	startErr := cmd.Start()
 	closeAll(childEnds) // the child has its copies; ours would keep the pipes from ever ending

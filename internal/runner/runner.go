@@ -219,6 +219,9 @@ func (r *Runner) Run(ctx context.Context) (Reason, error) {
 	werr := w.Run(wctx)
 	stopBG()
 	wg.Wait()
+	if err := r.releaseLeftovers(context.WithoutCancel(ctx), w.ID()); err != nil {
+		werr = errors.Join(werr, err)
+	}
 
 	reason := ReasonStopped
 	switch {
@@ -237,6 +240,34 @@ func (r *Runner) Run(ctx context.Context) (Reason, error) {
 		return reason, fmt.Errorf("stop runner: %w", err)
 	}
 	return reason, nil
+}
+
+// releaseLeftovers hands back jobs still running under this runner's id after its worker
+// stopped. There should be none, but a claim whose statement committed while the stop cancelled
+// it leaves jobs the worker never saw; without this they would wait out their lease and then
+// lose an attempt to the rescue, which is what a graceful stop promises not to do.
+func (r *Runner) releaseLeftovers(ctx context.Context, workerID string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	jobs, err := r.node.Queue.List(ctx, queue.ListParams{Queue: r.cfg.Queue, States: []queue.State{queue.StateRunning}, Limit: 10000})
+	if err != nil {
+		return fmt.Errorf("list leftover jobs: %w", err)
+	}
+	var leases []queue.Lease
+	for _, j := range jobs {
+		if j.Worker == workerID {
+			leases = append(leases, j.Lease())
+		}
+	}
+	if len(leases) == 0 {
+		return nil
+	}
+	lost, err := r.node.Queue.Release(ctx, leases)
+	if err != nil {
+		return fmt.Errorf("release leftover jobs: %w", err)
+	}
+	r.log.Warn("released jobs claimed as the runner stopped", "released", len(leases)-len(lost))
+	return nil
 }
 
 // watchMemory stops the worker once resident memory passes the limit.

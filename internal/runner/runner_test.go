@@ -249,7 +249,7 @@ func TestSIGTERMLetsRunningJobFinish(t *testing.T) {
 		t.Errorf("running job: %s by %q, want succeeded by runner-a within the grace period", j0.State, j0.Worker)
 	}
 	if j1.State != queue.StateAvailable || j1.Attempt != 0 {
-		t.Errorf("unstarted job: %s at attempt %d, want available, attempt not counted", j1.State, j1.Attempt)
+		t.Errorf("unstarted job: %s at attempt %d (worker %q), want available, attempt not counted", j1.State, j1.Attempt, j1.Worker)
 	}
 }
 
