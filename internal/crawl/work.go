@@ -98,7 +98,11 @@ func (c *Crawler) runCommand(ctx context.Context, job *queue.Job, ri *runInfo) e
 		return err
 	}
 	if err := run(ctx, ri.run, spec, settings); err != nil {
-		c.recordRunError(ctx, ri.id, err)
+		// Only an attempt that will not be retried says why the run failed: a retried attempt may
+		// still succeed, and the run would otherwise finish as failed.
+		if queue.IsPermanent(err) || job.Attempt >= job.MaxAttempts {
+			c.recordRunError(ctx, ri.id, err)
+		}
 		return err
 	}
 	if err := c.cfg.Queue.Complete(ctx, job.Lease()); err != nil {

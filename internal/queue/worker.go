@@ -40,6 +40,12 @@ func (e *snoozeError) Error() string { return fmt.Sprintf("snooze %s", e.d) }
 // Snooze returns an error that tells the worker to put the job back for d without counting the attempt.
 func Snooze(d time.Duration) error { return &snoozeError{d: max(d, 0)} }
 
+// IsPermanent reports whether err marks its job dead at once (see Permanent).
+func IsPermanent(err error) bool {
+	var je *jobError
+	return errors.As(err, &je) && je.permanent
+}
+
 type jobError struct {
 	err       error
 	retryIn   time.Duration
@@ -273,7 +279,26 @@ func (w *Worker) claimLoop(ctx context.Context, ready chan *Job, wake chan struc
 		if w.cfg.MaxJobs > 0 {
 			room = min(room, w.cfg.MaxJobs-int(w.claimed.Load()))
 		}
-		jobs, err := w.c.Claim(ctx, ClaimParams{Queue: w.cfg.Queue, Worker: w.cfg.ID, Limit: room, Lease: w.cfg.Lease})
+		// The claim must not be cancelled by Run's context: a claim the server committed but whose
+		// answer we dropped would leave its jobs leased to nobody until the lease expired, and the
+		// rescue would count an attempt. So it gets its own timeout, and what it returns after a
+		// stop is released at once.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		jobs, err := w.c.Claim(cctx, ClaimParams{Queue: w.cfg.Queue, Worker: w.cfg.ID, Limit: room, Lease: w.cfg.Lease})
+		cancel()
+		if err == nil && ctx.Err() != nil && len(jobs) > 0 {
+			leases := make([]Lease, len(jobs))
+			for i, j := range jobs {
+				leases[i] = j.Lease()
+			}
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			if _, err := w.c.Release(rctx, leases); err != nil {
+				w.log.Warn("release of a claim made while stopping failed; its leases will expire", "err", err)
+			}
+			cancel()
+			w.released.Add(int64(len(jobs)))
+			return
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
