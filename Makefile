@@ -71,3 +71,22 @@ image: ## build the runner image as an OCI tarball, build/runner-image.tar, with
 	mkdir -p build/linux-amd64
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags='-s -w' -o build/linux-amd64/crawlq ./cmd/crawlq
 	$(GO) run ./cmd/crawlq-image -binary build/linux-amd64/crawlq -out build/runner-image.tar
+
+FUZZTIME ?= 30s
+# package:target for every fuzz target (their seed corpora already run in `make test`).
+FUZZ_TARGETS := ./internal/api:FuzzDecode ./internal/spider:FuzzParseSpec ./internal/spider:FuzzExtract \
+	./internal/urlx:FuzzCanonical ./internal/robots:FuzzParse
+
+.PHONY: chaos
+chaos: ## reliability suite: SIGKILLed workers, Postgres restart, stalling sink, schedule load (<10 min; own throwaway Postgres per scenario)
+	@scripts/deps.sh demo
+	@mkdir -p build
+	CHAOS_SUMMARY=build/chaos-summary.txt $(GO) test -tags chaos -count=1 -v -timeout 10m ./chaos
+	@cat build/chaos-summary.txt
+
+.PHONY: fuzz
+fuzz: ## run each fuzz target for FUZZTIME (default 30s)
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; echo "== $$fn ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run='^$$' -fuzz="^$$fn\$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
+	done
