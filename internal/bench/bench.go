@@ -354,6 +354,11 @@ SELECT 'bench', 'noop', s.state::crawlq_job_state, now() + interval '1 day', jso
 FROM generate_series(1, $1::int) g, (VALUES ('scheduled'), ('succeeded')) s(state)`, n); err != nil {
 			return fmt.Errorf("bench: backlog: %w", err)
 		}
+		// Rows inserted behind the queue's back: record them in its counts as it would.
+		if _, err := pool.Exec(ctx, `INSERT INTO crawlq_job_count_delta (queue, state, n)
+VALUES ('bench', 'scheduled', $1), ('bench', 'succeeded', $1)`, n); err != nil {
+			return fmt.Errorf("bench: backlog counts: %w", err)
+		}
 	}
 	_, err := pool.Exec(ctx, `VACUUM ANALYZE crawlq_job`)
 	return err

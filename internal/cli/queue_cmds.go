@@ -127,11 +127,13 @@ func statsCmd() *Command {
 	return &Command{
 		Name: "stats", Synopsis: "show job counts per queue and state", Usage: "[--json]",
 		Help: `Prints, per queue: available (due), scheduled (delayed), running, succeeded, cancelled and
-dead counts, the past-due count and the age of the oldest past-due job. Counts come from
-trigger-maintained tables, so this is cheap on a table of any size.`,
+dead counts, the past-due count and the age of the oldest past-due job. Counts are kept by the
+statements that change jobs, so this is cheap on a table of any size; --recount rebuilds them
+from the rows after jobs were changed by hand.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			open := dbFlag(fs, env)
 			asJSON := fs.Bool("json", false, "print JSON")
+			recount := fs.Bool("recount", false, "first rebuild the counts from the job rows (repair after manual SQL; reads every job)")
 			return func(ctx context.Context, args []string) error {
 				if len(args) > 0 {
 					return usageErr("unexpected arguments %q", args)
@@ -141,7 +143,13 @@ trigger-maintained tables, so this is cheap on a table of any size.`,
 					return err
 				}
 				defer pool.Close()
-				st, err := queue.New(pool, queue.Config{}).Stats(ctx)
+				qc := queue.New(pool, queue.Config{})
+				if *recount {
+					if err := qc.Recount(ctx); err != nil {
+						return err
+					}
+				}
+				st, err := qc.Stats(ctx)
 				if err != nil {
 					return err
 				}

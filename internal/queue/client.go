@@ -307,11 +307,11 @@ func (c *Client) Promote(ctx context.Context, limit int) (int, error) {
 	if limit <= 0 {
 		limit = 1000
 	}
-	tag, err := c.pool.Exec(ctx, sqlPromote, limit)
-	if err != nil {
+	var n int
+	if err := c.pool.QueryRow(ctx, sqlPromote, limit).Scan(&n); err != nil {
 		return 0, fmt.Errorf("promote: %w", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return n, nil
 }
 
 // HeartbeatResult reports what a heartbeat learned.
@@ -489,11 +489,11 @@ func (c *Client) Rescue(ctx context.Context, limit int) (int, error) {
 	if limit <= 0 {
 		limit = 1000
 	}
-	tag, err := c.pool.Exec(ctx, sqlRescue, limit)
-	if err != nil {
+	var n int
+	if err := c.pool.QueryRow(ctx, sqlRescue, limit).Scan(&n); err != nil {
 		return 0, fmt.Errorf("rescue: %w", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return n, nil
 }
 
 // Cancel cancels a job: a waiting job is cancelled at once (StateCancelled is returned); a running
@@ -524,11 +524,11 @@ func (c *Client) Cancel(ctx context.Context, id int64) (State, error) {
 // CancelParentTx cancels every unfinished job of run parentID through db and returns how many it
 // touched (waiting ones cancelled, running ones marked).
 func (c *Client) CancelParentTx(ctx context.Context, db DB, parentID int64) (int, error) {
-	tag, err := db.Exec(ctx, sqlCancelParent, parentID)
-	if err != nil {
+	var n int
+	if err := db.QueryRow(ctx, sqlCancelParent, parentID).Scan(&n); err != nil {
 		return 0, fmt.Errorf("cancel jobs of %d: %w", parentID, err)
 	}
-	return int(tag.RowsAffected()), nil
+	return n, nil
 }
 
 // HasUnfinishedTx reports whether run parentID has any job not yet finished, as seen by db.
@@ -607,12 +607,12 @@ func (c *Client) Retention(ctx context.Context, p RetentionParams) (int64, error
 	run := func(sql string, args ...any) error {
 		for batches < p.MaxBatches {
 			batches++
-			tag, err := c.pool.Exec(ctx, sql, args...)
-			if err != nil {
+			var n int64
+			if err := c.pool.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
 				return fmt.Errorf("retention: %w", err)
 			}
-			total += tag.RowsAffected()
-			if tag.RowsAffected() < int64(p.BatchSize) {
+			total += n
+			if n < int64(p.BatchSize) {
 				return nil
 			}
 		}
@@ -879,10 +879,11 @@ func (c *Client) PruneWorkers(ctx context.Context, horizon time.Duration) (int, 
 // copyMin is the batch size from which plain jobs are inserted with COPY.
 const copyMin = 64
 
-// copyDB is a DB that can COPY (a pool, a connection or a transaction).
+// copyDB is a DB that can COPY and begin a (sub)transaction: a pool or a transaction.
 type copyDB interface {
 	DB
 	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error)
+	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
 // plain reports whether every job at idx is due now and has no unique key: nothing for the
@@ -928,9 +929,42 @@ func (c *Client) copyInsert(ctx context.Context, db copyDB, ps []EnqueueParams, 
 		src[j] = []any{ids[j], p.Queue, p.Kind, int16(p.Priority), int32(maxAttempts), parent, args}
 		out[i] = EnqueueResult{ID: ids[j]}
 	}
-	if _, err := db.CopyFrom(ctx, pgx.Identifier{"crawlq_job"},
-		[]string{"id", "queue", "kind", "priority", "max_attempts", "parent_id", "args"}, pgx.CopyFromRows(src)); err != nil {
-		return fmt.Errorf("enqueue: copy: %w", err)
+	perQueue := map[string]int{}
+	for _, i := range idx {
+		perQueue[ps[i].Queue]++
+	}
+	// The rows and their count delta commit together (a savepoint inside the caller's transaction).
+	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"crawlq_job"},
+			[]string{"id", "queue", "kind", "priority", "max_attempts", "parent_id", "args"}, pgx.CopyFromRows(src)); err != nil {
+			return fmt.Errorf("copy: %w", err)
+		}
+		for q, n := range perQueue {
+			if _, err := tx.Exec(ctx, sqlCopyDelta, q, n); err != nil {
+				return fmt.Errorf("count: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("enqueue: %w", err)
+	}
+	return nil
+}
+
+// Recount rebuilds the per-queue state counts from the job rows. Stats never need it; it repairs
+// the counts after job rows were changed by SQL outside this package. It reads every job row.
+func (c *Client) Recount(ctx context.Context) error {
+	err := pgx.BeginTxFunc(ctx, c.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+		for _, q := range sqlRecount {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("recount: %w", err)
 	}
 	return nil
 }

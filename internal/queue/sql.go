@@ -4,6 +4,22 @@ package queue
 // The table and its indexes are defined in internal/migrate/migrations/0001_queue.sql; each
 // comment below names the index a query relies on.
 
+// countDelta returns the CTE that records a statement's effect on the per-queue state counts:
+// every row of src (columns queue and state: the new state) moved from the state oldState (a
+// column of src or a constant) to its new one. Each state-changing statement below ends with it,
+// so the counts stay exact without triggers and without a counter row that workers contend on.
+func countDelta(src, oldState string) string {
+	return `cnt AS (
+    INSERT INTO crawlq_job_count_delta (queue, state, n)
+    SELECT queue, state, sum(n) FROM (
+        SELECT queue, state, count(*) AS n FROM ` + src + ` GROUP BY queue, state
+        UNION ALL
+        SELECT queue, ` + oldState + `, -count(*) FROM ` + src + ` GROUP BY queue, ` + oldState + `
+    ) x
+    GROUP BY queue, state HAVING sum(n) <> 0
+)`
+}
+
 // unfinished is the SQL list of states whose jobs still hold their unique key.
 const unfinished = `('available', 'scheduled', 'running')`
 
@@ -15,8 +31,10 @@ const jobColumns = `id, queue, kind, state, args, priority, run_at, attempt, max
 // sqlInsert inserts a batch given as parallel arrays in one round trip. A job whose run_at is
 // still in the future starts as 'scheduled'. Times use the database clock (now()) so that
 // workers with skewed clocks agree. %s is the ON CONFLICT action for the batch's duplicate mode.
-// RETURNING reports (xmax <> 0) for rows that took the conflict path: an inserted row has no xmax.
-const sqlInsert = `
+// RETURNING reports (xmax <> 0) for rows that took the conflict path: an inserted row has no xmax;
+// those rows also report the state they had (prev_state) for the count delta.
+var sqlInsert = `
+WITH ins AS (
 INSERT INTO crawlq_job (queue, kind, state, priority, run_at, max_attempts, unique_key, parent_id, args)
 SELECT q, k, (CASE WHEN r <= now() THEN 'available' ELSE 'scheduled' END)::crawlq_job_state, p, r, m,
        NULLIF(u, ''), NULLIF(par, 0), a::jsonb
@@ -28,8 +46,31 @@ FROM (
 ) s
 ORDER BY o
 ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND state IN ` + unfinished + `
-DO UPDATE SET %s
-RETURNING id, (xmax <> 0), COALESCE(unique_key, '')`
+DO UPDATE SET %s, prev_state = crawlq_job.state
+RETURNING id, (xmax <> 0) AS dup, COALESCE(unique_key, '') AS key, queue, state, prev_state
+), cnt AS (
+    INSERT INTO crawlq_job_count_delta (queue, state, n)
+    SELECT queue, state, sum(n) FROM (
+        SELECT queue, state, count(*) AS n FROM ins GROUP BY queue, state
+        UNION ALL
+        SELECT queue, prev_state, -count(*) FROM ins WHERE dup GROUP BY queue, prev_state
+    ) x
+    GROUP BY queue, state HAVING sum(n) <> 0
+)
+SELECT id, dup, key FROM ins`
+
+// sqlCopyDelta records the count change of a COPY of n plain jobs into queue $1.
+const sqlCopyDelta = `INSERT INTO crawlq_job_count_delta (queue, state, n) VALUES ($1, 'available', $2)`
+
+// sqlRecount rebuilds the counts from the job rows (repair after changes made outside this
+// package). It counts every row, so it is for maintenance, not for stats. Client.Recount runs the
+// three statements in one REPEATABLE READ transaction: with one snapshot, a delta committed
+// meanwhile is either counted in the rows and deleted, or neither.
+var sqlRecount = []string{
+	`DELETE FROM crawlq_job_count_delta`,
+	`DELETE FROM crawlq_job_count`,
+	`INSERT INTO crawlq_job_count (queue, state, n) SELECT queue, state, count(*) FROM crawlq_job GROUP BY queue, state`,
+}
 
 // sqlNextIDs draws ids for the COPY path from the identity sequence of crawlq_job.id.
 const sqlNextIDs = `SELECT nextval(pg_get_serial_sequence('crawlq_job', 'id')) FROM generate_series(1, $1::int)`
@@ -55,31 +96,38 @@ const (
 // $2 rows however deep the backlog. SKIP LOCKED lets concurrent claimers pass each other.
 // "id = ANY (ARRAY(...))" makes the update find the picked rows through the primary key; a join
 // with the CTE lets the planner choose a hash join over a scan of the whole table.
-const sqlClaim = `
+var sqlClaim = `
 WITH picked AS (
     SELECT id FROM crawlq_job
     WHERE state = 'available' AND queue = $1
     ORDER BY priority DESC, run_at, id
     LIMIT $2
     FOR UPDATE SKIP LOCKED
-)
+), claimed AS (
 UPDATE crawlq_job j
 SET state = 'running', attempt = j.attempt + 1, lease_until = now() + $3::bigint * interval '1 millisecond',
     lease_token = $4, worker = $5, started_at = now()
 WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
 RETURNING j.id, j.kind, j.args, j.priority, j.run_at, j.attempt, j.max_attempts, j.lease_until,
-          COALESCE(j.unique_key, ''), COALESCE(j.parent_id, 0), j.cancel_requested, j.created_at, j.started_at`
+          COALESCE(j.unique_key, '') AS unique_key, COALESCE(j.parent_id, 0) AS parent_id, j.cancel_requested,
+          j.created_at, j.started_at, j.queue, j.state
+), ` + countDelta("claimed", "'available'::crawlq_job_state") + `
+SELECT id, kind, args, priority, run_at, attempt, max_attempts, lease_until, unique_key, parent_id,
+       cancel_requested, created_at, started_at FROM claimed`
 
 // sqlPromote makes delayed jobs that are now due available. Index: crawlq_job_scheduled.
-const sqlPromote = `
+var sqlPromote = `
 WITH due AS (
     SELECT id FROM crawlq_job
     WHERE state = 'scheduled' AND run_at <= now()
     ORDER BY run_at
     LIMIT $1
     FOR UPDATE SKIP LOCKED
-)
-UPDATE crawlq_job j SET state = 'available' WHERE j.id = ANY (ARRAY(SELECT id FROM due))`
+), promoted AS (
+    UPDATE crawlq_job j SET state = 'available' WHERE j.id = ANY (ARRAY(SELECT id FROM due))
+    RETURNING j.queue, j.state
+), ` + countDelta("promoted", "'scheduled'::crawlq_job_state") + `
+SELECT count(*) FROM promoted`
 
 // sqlHeartbeat extends the leases still held (id and token match a running job) and reports
 // which of them have been asked to cancel. Leases not returned are lost.
@@ -92,17 +140,21 @@ RETURNING j.id, j.lease_token, j.cancel_requested`
 
 // sqlComplete finishes held jobs. A job asked to cancel while it ran still counts as succeeded:
 // its work was done.
-const sqlComplete = `
-UPDATE crawlq_job j
-SET state = 'succeeded', finished_at = now(), lease_until = NULL, lease_token = NULL
-FROM unnest($1::bigint[], $2::bigint[]) AS l(id, token)
-WHERE j.id = l.id AND j.lease_token = l.token AND j.state = 'running'
-RETURNING j.id, l.token`
+var sqlComplete = `
+WITH done AS (
+    UPDATE crawlq_job j
+    SET state = 'succeeded', finished_at = now(), lease_until = NULL, lease_token = NULL
+    FROM unnest($1::bigint[], $2::bigint[]) AS l(id, token)
+    WHERE j.id = l.id AND j.lease_token = l.token AND j.state = 'running'
+    RETURNING j.id, l.token, j.queue, j.state
+), ` + countDelta("done", "'running'::crawlq_job_state") + `
+SELECT id, token FROM done`
 
 // sqlFail records a failed attempt. $3 is the retry delay in microseconds, chosen by the client
 // (backoff with jitter, or the server's Retry-After); $5 forces the job dead. A job asked to
 // cancel becomes cancelled rather than retried. The error history keeps the last 20 attempts.
-const sqlFail = `
+var sqlFail = `
+WITH failed AS (
 UPDATE crawlq_job j
 SET state = CASE
         WHEN j.cancel_requested THEN 'cancelled'
@@ -116,11 +168,14 @@ SET state = CASE
               FROM (SELECT COALESCE(j.errors, '[]'::jsonb) ||
                            jsonb_build_array(jsonb_build_object('attempt', j.attempt, 'at', now(), 'error', $4::text)) AS e) x)
 WHERE j.id = $1 AND j.lease_token = $2 AND j.state = 'running'
-RETURNING j.state, j.run_at`
+RETURNING j.state, j.run_at, j.queue
+), ` + countDelta("failed", "'running'::crawlq_job_state") + `
+SELECT state, run_at FROM failed`
 
 // sqlSnooze puts a held job back to wait $3 microseconds without counting the attempt.
 // With $3 = 0 it is a release: the job is available again at its old place in line.
-const sqlSnooze = `
+var sqlSnooze = `
+WITH back AS (
 UPDATE crawlq_job j
 SET state = CASE WHEN j.cancel_requested THEN 'cancelled'
                  WHEN $3::bigint <= 0 THEN 'available' ELSE 'scheduled' END::crawlq_job_state,
@@ -129,18 +184,20 @@ SET state = CASE WHEN j.cancel_requested THEN 'cancelled'
     attempt = GREATEST(j.attempt - 1, 0), lease_until = NULL, lease_token = NULL
 FROM unnest($1::bigint[], $2::bigint[]) AS l(id, token)
 WHERE j.id = l.id AND j.lease_token = l.token AND j.state = 'running'
-RETURNING j.id, l.token`
+RETURNING j.id, l.token, j.queue, j.state
+), ` + countDelta("back", "'running'::crawlq_job_state") + `
+SELECT id, token FROM back`
 
 // sqlRescue returns jobs whose lease expired: to available (the attempt stays counted), dead when
 // out of attempts, cancelled when a cancel was asked. Index: crawlq_job_lease.
-const sqlRescue = `
+var sqlRescue = `
 WITH expired AS (
     SELECT id FROM crawlq_job
     WHERE state = 'running' AND lease_until < now()
     ORDER BY lease_until
     LIMIT $1
     FOR UPDATE SKIP LOCKED
-)
+), rescued AS (
 UPDATE crawlq_job j
 SET state = CASE WHEN j.cancel_requested THEN 'cancelled'
                  WHEN j.attempt >= j.max_attempts THEN 'dead'
@@ -150,24 +207,39 @@ SET state = CASE WHEN j.cancel_requested THEN 'cancelled'
         'attempt', j.attempt, 'at', now(), 'error', 'lease expired (worker ' || COALESCE(j.worker, '?') || ')')),
     lease_until = NULL, lease_token = NULL
 WHERE j.id = ANY (ARRAY(SELECT id FROM expired))
-RETURNING j.id, j.state`
+RETURNING j.id, j.queue, j.state
+), ` + countDelta("rescued", "'running'::crawlq_job_state") + `
+SELECT count(*) FROM rescued`
 
 // sqlCancel cancels one job: at once when it waits, by request when it runs.
-const sqlCancel = `
-UPDATE crawlq_job
-SET state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END,
-    cancel_requested = (state = 'running'),
-    finished_at = CASE WHEN state = 'running' THEN NULL ELSE now() END
-WHERE id = $1 AND state IN ` + unfinished + `
-RETURNING state`
+var sqlCancel = `
+WITH old AS (
+    SELECT id, state FROM crawlq_job WHERE id = $1 AND state IN ` + unfinished + ` FOR UPDATE
+), upd AS (
+    UPDATE crawlq_job j
+    SET state = CASE WHEN j.state = 'running' THEN j.state ELSE 'cancelled' END,
+        cancel_requested = (j.state = 'running'),
+        finished_at = CASE WHEN j.state = 'running' THEN NULL ELSE now() END
+    FROM old WHERE j.id = old.id
+    RETURNING j.queue, j.state, old.state AS old_state
+), ` + countDelta("upd", "old_state") + `
+SELECT state FROM upd`
 
 // sqlCancelParent cancels every unfinished job of a run. Index: crawlq_job_parent.
-const sqlCancelParent = `
-UPDATE crawlq_job
-SET state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END,
-    cancel_requested = (state = 'running'),
-    finished_at = CASE WHEN state = 'running' THEN NULL ELSE now() END
-WHERE parent_id = $1 AND state IN ` + unfinished + ` AND NOT cancel_requested`
+var sqlCancelParent = `
+WITH old AS (
+    SELECT id, state FROM crawlq_job
+    WHERE parent_id = $1 AND state IN ` + unfinished + ` AND NOT cancel_requested
+    FOR UPDATE
+), upd AS (
+    UPDATE crawlq_job j
+    SET state = CASE WHEN j.state = 'running' THEN j.state ELSE 'cancelled' END,
+        cancel_requested = (j.state = 'running'),
+        finished_at = CASE WHEN j.state = 'running' THEN NULL ELSE now() END
+    FROM old WHERE j.id = old.id
+    RETURNING j.queue, j.state, old.state AS old_state
+), ` + countDelta("upd", "old_state") + `
+SELECT count(*) FROM upd`
 
 // sqlJobState reads one job's state (to explain a failed cancel).
 const sqlJobState = `SELECT state FROM crawlq_job WHERE id = $1`
@@ -175,7 +247,7 @@ const sqlJobState = `SELECT state FROM crawlq_job WHERE id = $1`
 // sqlRedrive makes up to $3 dead jobs of queue $1 (or the listed ids $2) available again with a
 // fresh attempt budget. A dead job whose unique key an unfinished job now holds stays dead, and of
 // several dead jobs sharing a key only the newest is redriven. Index: crawlq_job_dead.
-const sqlRedrive = `
+var sqlRedrive = `
 WITH cand AS (
     SELECT DISTINCT ON (COALESCE(unique_key, id::text)) id
     FROM crawlq_job d
@@ -187,35 +259,50 @@ WITH cand AS (
     LIMIT $3
 ), locked AS (
     SELECT id FROM crawlq_job WHERE id IN (SELECT id FROM cand) FOR UPDATE SKIP LOCKED
-)
-UPDATE crawlq_job j
-SET state = 'available', attempt = 0, run_at = now(), finished_at = NULL, cancel_requested = false
-WHERE j.id = ANY (ARRAY(SELECT id FROM locked)) AND j.state = 'dead'
-RETURNING j.id`
+), redriven AS (
+    UPDATE crawlq_job j
+    SET state = 'available', attempt = 0, run_at = now(), finished_at = NULL, cancel_requested = false
+    WHERE j.id = ANY (ARRAY(SELECT id FROM locked)) AND j.state = 'dead'
+    RETURNING j.id, j.queue, j.state
+), ` + countDelta("redriven", "'dead'::crawlq_job_state") + `
+SELECT id FROM redriven`
 
 // sqlRetentionAge deletes up to $3 finished jobs that finished before now() - $1 microseconds,
 // in states $2. Index: crawlq_job_finished (per queue by finished_at), read across queues.
-const sqlRetentionAge = `
-DELETE FROM crawlq_job
-WHERE id IN (
-    SELECT id FROM crawlq_job
-    WHERE state IN ('succeeded', 'cancelled', 'dead') AND state = ANY($2::crawlq_job_state[])
-      AND finished_at < now() - $1::bigint * interval '1 microsecond'
-    LIMIT $3
-    FOR UPDATE SKIP LOCKED
-)`
+var sqlRetentionAge = `
+WITH del AS (
+    DELETE FROM crawlq_job
+    WHERE id IN (
+        SELECT id FROM crawlq_job
+        WHERE state IN ('succeeded', 'cancelled', 'dead') AND state = ANY($2::crawlq_job_state[])
+          AND finished_at < now() - $1::bigint * interval '1 microsecond'
+        LIMIT $3
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING queue, state
+), cnt AS (
+    INSERT INTO crawlq_job_count_delta (queue, state, n) SELECT queue, state, -count(*) FROM del GROUP BY queue, state
+)
+SELECT count(*) FROM del`
 
 // sqlRetentionKeep deletes up to $4 finished jobs of queue $1 in states $2 beyond the newest $3.
 // Index: crawlq_job_finished, read newest first.
-const sqlRetentionKeep = `
-DELETE FROM crawlq_job
-WHERE id IN (
-    SELECT id FROM crawlq_job
-    WHERE queue = $1 AND state IN ('succeeded', 'cancelled', 'dead') AND state = ANY($2::crawlq_job_state[])
-    ORDER BY finished_at DESC
-    OFFSET $3
-    LIMIT $4
-)`
+var sqlRetentionKeep = `
+WITH del AS (
+    DELETE FROM crawlq_job
+    WHERE id IN (
+        SELECT id FROM crawlq_job
+        WHERE queue = $1 AND state IN ('succeeded', 'cancelled', 'dead') AND state = ANY($2::crawlq_job_state[])
+        ORDER BY finished_at DESC
+        OFFSET $3
+        LIMIT $4
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING queue, state
+), cnt AS (
+    INSERT INTO crawlq_job_count_delta (queue, state, n) SELECT queue, state, -count(*) FROM del GROUP BY queue, state
+)
+SELECT count(*) FROM del`
 
 // sqlFoldCounts moves the per-statement count deltas into the totals. Concurrent folds are safe:
 // a delta row is deleted, and so counted, by one fold only; totals are updated in key order so two

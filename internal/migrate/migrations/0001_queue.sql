@@ -36,7 +36,10 @@ CREATE TABLE crawlq_job (
     errors           jsonb,
     created_at       timestamptz NOT NULL DEFAULT now(),
     started_at       timestamptz,
-    finished_at      timestamptz
+    finished_at      timestamptz,
+    -- Set only by an enqueue that hit an existing unique job, to the state the job had: RETURNING
+    -- shows only new values, and the count delta needs the old state.
+    prev_state       crawlq_job_state
 ) WITH (fillfactor = 80); -- free space per page lets heartbeats (lease_until only) stay on the page.
 
 -- Claim: the first due jobs of a queue in priority, then run_at order. Only available rows are in it,
@@ -64,9 +67,11 @@ CREATE INDEX crawlq_job_finished ON crawlq_job (queue, finished_at)
 -- Redrive and the dead-job listing without scanning the (much larger) succeeded rows.
 CREATE INDEX crawlq_job_dead ON crawlq_job (queue, id) WHERE state = 'dead';
 
--- Counts per queue and state, kept by statement-level triggers so stats never count rows.
--- Each statement appends its net change to crawlq_job_count_delta (an insert never waits on a lock,
--- so concurrent workers do not contend); stats fold the deltas into crawlq_job_count.
+-- Counts per queue and state, so stats never count job rows. Every statement of internal/queue that
+-- changes a job's state also appends its net change per (queue, state) to crawlq_job_count_delta, in
+-- the same statement (a CTE over its RETURNING rows): an insert, so concurrent workers never wait on
+-- each other for a counter row. Stats fold the deltas into crawlq_job_count. (Statement-level
+-- triggers did the same, but materialising every changed row twice made claims ~40% slower.)
 CREATE TABLE crawlq_job_count (
     queue text NOT NULL,
     state crawlq_job_state NOT NULL,
@@ -79,38 +84,6 @@ CREATE TABLE crawlq_job_count_delta (
     state crawlq_job_state NOT NULL,
     n     bigint NOT NULL
 );
-
-CREATE FUNCTION crawlq_job_count_ins() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO crawlq_job_count_delta (queue, state, n)
-    SELECT queue, state, count(*) FROM new_rows GROUP BY queue, state;
-    RETURN NULL;
-END $$;
-
-CREATE FUNCTION crawlq_job_count_upd() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO crawlq_job_count_delta (queue, state, n)
-    SELECT queue, state, sum(d) FROM (
-        SELECT queue, state, 1 AS d FROM new_rows
-        UNION ALL
-        SELECT queue, state, -1 FROM old_rows
-    ) x GROUP BY queue, state HAVING sum(d) <> 0;
-    RETURN NULL;
-END $$;
-
-CREATE FUNCTION crawlq_job_count_del() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO crawlq_job_count_delta (queue, state, n)
-    SELECT queue, state, -count(*) FROM old_rows GROUP BY queue, state;
-    RETURN NULL;
-END $$;
-
-CREATE TRIGGER crawlq_job_count_ins AFTER INSERT ON crawlq_job
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION crawlq_job_count_ins();
-CREATE TRIGGER crawlq_job_count_upd AFTER UPDATE ON crawlq_job
-    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION crawlq_job_count_upd();
-CREATE TRIGGER crawlq_job_count_del AFTER DELETE ON crawlq_job
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION crawlq_job_count_del();
 
 -- Workers and runners register here and heartbeat, so the dispatcher counts live ones from Postgres
 -- rather than from eventually consistent ECS or Lambda listings.
