@@ -81,7 +81,7 @@ FUZZ_TARGETS := ./internal/api:FuzzDecode ./internal/spider:FuzzParseSpec ./inte
 chaos: ## reliability suite: SIGKILLed workers, Postgres restart, stalling sink, schedule load (<10 min; own throwaway Postgres per scenario)
 	@scripts/deps.sh demo
 	@mkdir -p build
-	CHAOS_SUMMARY=build/chaos-summary.txt $(GO) test -tags chaos -count=1 -v -timeout 10m ./chaos
+	CHAOS_SUMMARY=$(CURDIR)/build/chaos-summary.txt $(GO) test -tags chaos -count=1 -v -timeout 10m ./chaos
 	@cat build/chaos-summary.txt
 
 .PHONY: fuzz
