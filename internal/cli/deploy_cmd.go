@@ -197,7 +197,7 @@ there are changes, and says which.`,
 func destroyCmd() *Command {
 	return &Command{
 		Name: "destroy", Synopsis: "destroy the deployed AWS stack", Usage: "--yes [--var k=v]...",
-		Help:  `Runs terraform destroy on the stack recorded in --work-dir. Asks for --yes, since it deletes the database and the items bucket.`,
+		Help: `Runs terraform destroy on the stack recorded in --work-dir. Asks for --yes, since it deletes the database and the items bucket.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			var d deployFlags
 			d.declare(fs)

@@ -52,6 +52,10 @@ type Config struct {
 	Queue    *queue.Client
 	Spiders  *spider.Registry
 	Pipeline *items.Pipeline
+	// TxSink, when set, receives items inside the transaction that completes their page, instead
+	// of through Pipeline: items and completion commit together, with one commit for a whole
+	// batch of pages. The node sets it for the default Postgres sink.
+	TxSink items.TxSink
 	// Fetch is the base fetcher configuration; each spider's user agent and AllowPrivate are
 	// applied on top. Zero values take fetch's defaults.
 	Fetch fetch.Config
@@ -81,6 +85,9 @@ type Crawler struct {
 	runs     map[int64]*runInfo // immutable facts of runs this process has seen
 	slots    map[string]bool    // hosts whose politeness slots exist
 	command  CommandRunner
+
+	finishOnce sync.Once
+	finishQ    chan *finishReq // pages waiting for a batch (finish.go)
 }
 
 type fetcherKey struct {

@@ -85,9 +85,6 @@ RETURNING r.state::text`
 // sqlLiveRuns lists unfinished runs for the sweep. Index: crawlq_run_live.
 const sqlLiveRuns = `SELECT id, cancel_requested FROM crawlq_run WHERE state IN ('pending', 'running') AND id > $1 ORDER BY id LIMIT $2`
 
-// sqlCancelRequested reads whether a run was asked to cancel (a page checks before adding links).
-const sqlCancelRequested = `SELECT cancel_requested FROM crawlq_run WHERE id = $1`
-
 // sqlLiveStats sums a live run's stats so far.
 const sqlLiveStats = `
 SELECT COALESCE(sum(pages), 0), COALESCE(sum(items), 0), COALESCE(sum(bytes), 0), COALESCE(sum(errors), 0),
@@ -110,12 +107,21 @@ const sqlAddStat = `
 INSERT INTO crawlq_run_stat (run_id, pages, items, bytes, errors, retries, kind)
 VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, ''))`
 
-// sqlSeen marks URLs (by hash) as seen for a run and returns the hashes that were new.
-const sqlSeen = `
+// sqlSeenMany marks URLs (by hash) as seen for their runs and returns the pairs that were new.
+const sqlSeenMany = `
 INSERT INTO crawlq_seen (run_id, h)
-SELECT $1, h FROM unnest($2::uuid[]) AS h
+SELECT * FROM unnest($1::bigint[], $2::uuid[])
 ON CONFLICT DO NOTHING
-RETURNING h`
+RETURNING run_id, h`
+
+// sqlAddStats records a batch of pages' contributions to their runs' stats.
+const sqlAddStats = `
+INSERT INTO crawlq_run_stat (run_id, pages, items, bytes, errors, retries, kind)
+SELECT r, p, i, b, e, t, NULLIF(k, '')
+FROM unnest($1::bigint[], $2::int[], $3::int[], $4::bigint[], $5::int[], $6::int[], $7::text[]) AS x(r, p, i, b, e, t, k)`
+
+// sqlCancelledRuns returns which of the given runs were asked to cancel.
+const sqlCancelledRuns = `SELECT id FROM crawlq_run WHERE id = ANY($1::bigint[]) AND cancel_requested`
 
 // sqlRobotsGet reads a run's stored robots.txt for an origin.
 const sqlRobotsGet = `SELECT status, body, claimed_at > now() - interval '60 seconds' FROM crawlq_robots WHERE run_id = $1 AND origin = $2`

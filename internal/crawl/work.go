@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"crawlq/internal/fetch"
 	"crawlq/internal/items"
@@ -70,7 +69,7 @@ func (c *Crawler) workRun(ctx context.Context, job *queue.Job) error {
 		if _, err := tx.Exec(ctx, sqlStartRun, ri.id); err != nil {
 			return err
 		}
-		n, err := c.addPages(ctx, tx, ri, toPages(reqs), nil)
+		n, err := c.addPages(ctx, tx, ri, toPages(reqs))
 		if err != nil {
 			return err
 		}
@@ -81,7 +80,11 @@ func (c *Crawler) workRun(ctx context.Context, job *queue.Job) error {
 		return err
 	}
 	c.log.Info("run started", "run", ri.id, "spider", ri.name, "start_pages", added)
-	c.enqueued(ri, added)
+	if added == 0 {
+		c.finishCheck(ctx, ri.id)
+	} else if c.cfg.OnEnqueue != nil {
+		c.cfg.OnEnqueue(ri.queue)
+	}
 	return queue.ErrCompleted
 }
 
@@ -135,63 +138,14 @@ func (c *Crawler) finishCheck(ctx context.Context, runID int64) {
 	}
 }
 
-// addPages marks reqs seen for the run and enqueues the new ones as page jobs, within the run's
-// page budget. markOnly URLs are marked seen without a job. It returns how many jobs it enqueued.
-func (c *Crawler) addPages(ctx context.Context, tx pgx.Tx, ri *runInfo, reqs []pageArgs, markOnly []string) (int, error) {
-	if len(reqs) == 0 && len(markOnly) == 0 {
-		return 0, nil
+// addPages marks reqs seen for the run and enqueues the new ones (see addPagesTx).
+func (c *Crawler) addPages(ctx context.Context, tx pgx.Tx, ri *runInfo, reqs []pageArgs) (int, error) {
+	adds := make([]pageAdd, len(reqs))
+	for i, r := range reqs {
+		adds[i] = pageAdd{ri: ri, page: r}
 	}
-	byHash := make(map[[16]byte]pageArgs, len(reqs))
-	hashes := make([]pgtype.UUID, 0, len(reqs)+len(markOnly))
-	for _, r := range reqs {
-		h := urlHash(r.URL)
-		if _, dup := byHash[h]; !dup {
-			byHash[h] = r
-			hashes = append(hashes, pgtype.UUID{Bytes: h, Valid: true})
-		}
-	}
-	for _, u := range markOnly {
-		h := urlHash(u)
-		if _, dup := byHash[h]; !dup {
-			hashes = append(hashes, pgtype.UUID{Bytes: h, Valid: true})
-		}
-	}
-	rows, err := tx.Query(ctx, sqlSeen, ri.id, hashes)
-	if err != nil {
-		return 0, fmt.Errorf("mark seen: %w", err)
-	}
-	fresh, err := pgx.CollectRows(rows, pgx.RowTo[pgtype.UUID])
-	if err != nil {
-		return 0, fmt.Errorf("mark seen: %w", err)
-	}
-	var todo []pageArgs
-	for _, h := range fresh {
-		if r, ok := byHash[h.Bytes]; ok {
-			todo = append(todo, r)
-		}
-	}
-	if len(todo) == 0 {
-		return 0, nil
-	}
-	if ri.settings.MaxPages > 0 {
-		var granted int64
-		err := tx.QueryRow(ctx, sqlTakeBudget, ri.id, len(todo)).Scan(&granted)
-		if err == nil {
-			todo = todo[:granted]
-		} else if !errors.Is(err, pgx.ErrNoRows) {
-			return 0, fmt.Errorf("page budget: %w", err)
-		}
-	}
-	ps := make([]queue.EnqueueParams, len(todo))
-	for i, r := range todo {
-		a, _ := json.Marshal(r)
-		ps[i] = queue.EnqueueParams{Queue: ri.queue, Kind: KindPage, Args: a, Priority: ri.priority,
-			ParentID: ri.id, MaxAttempts: c.cfg.PageAttempts}
-	}
-	if _, err := c.cfg.Queue.EnqueueManyTx(ctx, tx, ps); err != nil {
-		return 0, err
-	}
-	return len(todo), nil
+	added, err := c.addPagesTx(ctx, tx, adds)
+	return added[ri.id], err
 }
 
 // outcome is what one page adds to its run's stats.
@@ -288,15 +242,25 @@ func (c *Crawler) workPage(ctx context.Context, job *queue.Job) error {
 		}
 		return perr
 	}
+	var its []items.Item
 	if len(result.Items) > 0 {
-		its := make([]items.Item, len(result.Items))
+		its = make([]items.Item, len(result.Items))
 		for i, it := range result.Items {
 			data, err := json.Marshal(it.Fields)
 			if err != nil {
 				return queue.Permanent(fmt.Errorf("item %q: %w", it.Key, err))
 			}
 			its[i] = items.Item{RunID: ri.id, Spider: ri.name, Key: it.Key, URL: res.URL, Data: data}
+			if err := its[i].Validate(); err != nil {
+				return queue.Permanent(err)
+			}
 		}
+	}
+	if c.cfg.TxSink != nil {
+		// The items commit with the page (finish.go).
+		return c.finishPageItems(ctx, job, ri, outcome{pages: 1, items: len(its), bytes: res.Bytes}, toPages(result.Follow), its)
+	}
+	if len(its) > 0 {
 		wctx, cancel := context.WithTimeout(ctx, c.cfg.ItemTimeout)
 		err := c.cfg.Pipeline.Write(wctx, its)
 		cancel()
@@ -328,49 +292,6 @@ func (c *Crawler) redirect(ctx context.Context, job *queue.Job, ri *runInfo, a p
 		return c.finishPage(ctx, job, ri, o, nil, nil)
 	}
 	return c.finishPage(ctx, job, ri, o, []pageArgs{{URL: target, Depth: a.Depth, Hops: a.Hops + 1}}, nil)
-}
-
-// finishPage commits a page's links, stats and completion in one transaction, then checks whether
-// the run is done (only a page that added nothing can have been the last).
-func (c *Crawler) finishPage(ctx context.Context, job *queue.Job, ri *runInfo, o outcome, follow []pageArgs, markOnly []string) error {
-	added := 0
-	err := c.inTx(ctx, func(tx pgx.Tx) error {
-		if len(follow) > 0 {
-			var cancelled bool
-			if err := tx.QueryRow(ctx, sqlCancelRequested, ri.id).Scan(&cancelled); err != nil {
-				return fmt.Errorf("read run: %w", err)
-			}
-			if cancelled {
-				follow = nil // the run is being cancelled: add nothing (the sweep catches a race)
-			}
-		}
-		n, err := c.addPages(ctx, tx, ri, follow, markOnly)
-		if err != nil {
-			return err
-		}
-		added = n
-		if _, err := tx.Exec(ctx, sqlAddStat, ri.id, o.pages, o.items, o.bytes, o.errors, o.retries, o.kind); err != nil {
-			return fmt.Errorf("record stats: %w", err)
-		}
-		return c.cfg.Queue.CompleteTx(ctx, tx, job.Lease())
-	})
-	if err != nil {
-		return err
-	}
-	c.enqueued(ri, added)
-	return queue.ErrCompleted
-}
-
-// enqueued follows a committed transaction that added n jobs to the run: wake local workers, or,
-// when it added nothing, check whether that was the run's last job.
-func (c *Crawler) enqueued(ri *runInfo, n int) {
-	if n == 0 {
-		c.finishCheck(context.Background(), ri.id)
-		return
-	}
-	if c.cfg.OnEnqueue != nil {
-		c.cfg.OnEnqueue(ri.queue)
-	}
 }
 
 // fetcher returns the shared fetcher for a spider's user agent and address policy.

@@ -26,9 +26,33 @@ func NewPostgresSink(pool *pgxpool.Pool) Sink { return &PostgresSink{pool: pool}
 // Name implements Sink.
 func (s *PostgresSink) Name() string { return "postgres" }
 
+// TxSink is a sink that can also write inside the caller's transaction. The crawl uses it to
+// write a page's items in the same transaction that completes the page, so items and completion
+// commit together (exactly once) and no separate commit is spent on them.
+type TxSink interface {
+	Sink
+	WriteTx(ctx context.Context, tx pgx.Tx, batch []Item) error
+}
+
 // Write inserts batch in one statement (one round trip, one implicit transaction, so a
 // batch is all or nothing); items already present are skipped.
 func (s *PostgresSink) Write(ctx context.Context, batch []Item) error {
+	return s.write(ctx, s.pool, batch)
+}
+
+// WriteTx is Write inside tx. It validates the items first (Item.Validate).
+func (s *PostgresSink) WriteTx(ctx context.Context, tx pgx.Tx, batch []Item) error {
+	for i := range batch {
+		if err := batch[i].Validate(); err != nil {
+			return err
+		}
+	}
+	return s.write(ctx, tx, batch)
+}
+
+func (s *PostgresSink) write(ctx context.Context, db interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, batch []Item) error {
 	if len(batch) == 0 {
 		return nil
 	}
@@ -41,7 +65,7 @@ func (s *PostgresSink) Write(ctx context.Context, batch []Item) error {
 		it := &batch[i]
 		runIDs[i], keys[i], spiders[i], urls[i], data[i] = it.RunID, it.Key, it.Spider, it.URL, string(it.Data)
 	}
-	if _, err := s.pool.Exec(ctx, insertItemsSQL, runIDs, keys, spiders, urls, data); err != nil {
+	if _, err := db.Exec(ctx, insertItemsSQL, runIDs, keys, spiders, urls, data); err != nil {
 		if rejectsData(err) {
 			return fmt.Errorf("insert %d items: %w: %w", len(batch), ErrInvalidItem, err)
 		}

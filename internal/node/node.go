@@ -171,8 +171,11 @@ func New(cfg Config) (*Node, error) {
 		}
 	}
 	sink := cfg.Sink
+	var txSink items.TxSink
 	if sink == nil {
 		sink = items.NewPostgresSink(cfg.Pool)
+		// The default sink is the crawl's own database: items commit with their pages.
+		txSink = sink.(items.TxSink)
 	}
 	pl, err := items.New(sink, cfg.Pipeline, cfg.Logger)
 	if err != nil {
@@ -180,7 +183,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	qc := queue.New(cfg.Pool, cfg.Queue)
 	n := &Node{cfg: cfg, Queue: qc, Spiders: reg, Pipeline: pl, Mux: queue.NewMux()}
-	cr, err := crawl.New(crawl.Config{Pool: cfg.Pool, Queue: qc, Spiders: reg, Pipeline: pl, Fetch: cfg.Fetch,
+	cr, err := crawl.New(crawl.Config{Pool: cfg.Pool, Queue: qc, Spiders: reg, Pipeline: pl, TxSink: txSink, Fetch: cfg.Fetch,
 		OnFinish: cfg.OnFinish, OnEnqueue: n.poke, ItemTimeout: cfg.ItemTimeout, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err

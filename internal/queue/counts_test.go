@@ -75,7 +75,7 @@ func TestCountsMatchRows(t *testing.T) {
 	}
 	enqueue(t, c, queue.EnqueueParams{Queue: "other", Delay: time.Hour})
 	enqueue(t, c, queue.EnqueueParams{UniqueKey: "u", Delay: time.Hour})
-	enqueue(t, c, queue.EnqueueParams{UniqueKey: "u", OnDuplicate: queue.Replace})                  // scheduled -> available
+	enqueue(t, c, queue.EnqueueParams{UniqueKey: "u", OnDuplicate: queue.Replace})                   // scheduled -> available
 	enqueue(t, c, queue.EnqueueParams{UniqueKey: "u", Delay: time.Hour, OnDuplicate: queue.Replace}) // available -> scheduled
 	enqueue(t, c, queue.EnqueueParams{UniqueKey: "u", OnDuplicate: queue.Earliest})                  // scheduled -> available
 	enqueue(t, c, queue.EnqueueParams{UniqueKey: "u"})                                               // keep
