@@ -15,6 +15,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,9 +34,9 @@ type Config struct {
 	Jobs   int    // jobs to insert and work; default 100000
 	// Backlog adds this many delayed and this many finished jobs before the work phase.
 	Backlog int
-	// Workers and Concurrency shape the work phase. Defaults 2 and 64.
+	// Workers and Concurrency shape the work phase. Defaults 2 and 128.
 	Workers, Concurrency int
-	// Batch is the claim and insert batch size. Default 1000.
+	// Batch is the claim, completion and insert batch size. Default 3000.
 	Batch int
 	// Ops selects what to run: "insert", "work", "unique" (any of them). Default insert and work.
 	Ops      []string
@@ -53,8 +54,8 @@ type Result struct {
 }
 
 func (r Result) line() string {
-	if r.Op == "claim_latency" {
-		return "RESULT system=crawlq op=claim_latency " + r.Extra
+	if strings.HasPrefix(r.Op, "claim_latency") {
+		return "RESULT system=crawlq op=" + r.Op + " " + r.Extra
 	}
 	return fmt.Sprintf("RESULT system=crawlq op=%s jobs=%d seconds=%.3f jobs_per_s=%.0f", r.Op, r.Jobs, r.Seconds, r.PerSec)
 }
@@ -66,14 +67,16 @@ func (c *Config) defaults() {
 	if c.Jobs <= 0 {
 		c.Jobs = 100000
 	}
+	// The work defaults are crawlq's best settings on a 2-core machine (as run.sh gives each peer
+	// its own): two workers, large claim and completion batches.
 	if c.Workers <= 0 {
 		c.Workers = 2
 	}
 	if c.Concurrency <= 0 {
-		c.Concurrency = 64
+		c.Concurrency = 128
 	}
 	if c.Batch <= 0 {
-		c.Batch = 1000
+		c.Batch = 3000
 	}
 	if len(c.Ops) == 0 {
 		c.Ops = []string{"insert", "work"}
@@ -129,13 +132,15 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 					return results, err
 				}
 			}
-			r, lat, err := work(ctx, c, cfg)
+			r, lats, err := work(ctx, c, cfg)
 			if err != nil {
 				return results, err
 			}
 			emit(r)
-			if cfg.Backlog > 0 {
-				emit(lat)
+			for _, l := range lats {
+				if l.Op != "" {
+					emit(l)
+				}
 			}
 		case "unique":
 			r, err := unique(ctx, c, pool, cfg)
@@ -213,9 +218,9 @@ func insert(ctx context.Context, c *queue.Client, cfg Config) (Result, error) {
 	return Result{Op: "insert", Jobs: cfg.Jobs, Seconds: el, PerSec: float64(cfg.Jobs) / el}, nil
 }
 
-// work burns the queue down with workers in this process and times it; with a backlog it also
-// samples the latency of claim statements.
-func work(ctx context.Context, c *queue.Client, cfg Config) (Result, Result, error) {
+// work burns the queue down with workers in this process and times it, then measures claim
+// latency on the idle queue (with the backlog, if any, still there).
+func work(ctx context.Context, c *queue.Client, cfg Config) (Result, []Result, error) {
 	var done atomic.Int64
 	target := int64(cfg.Jobs)
 	finished := make(chan struct{})
@@ -233,59 +238,61 @@ func work(ctx context.Context, c *queue.Client, cfg Config) (Result, Result, err
 	stopProgress := progress(cfg, "work", &done, cfg.Jobs)
 	for range cfg.Workers {
 		w, err := queue.NewWorker(c, queue.WorkerConfig{Queue: "bench", Concurrency: cfg.Concurrency, BatchSize: cfg.Batch,
-			PollInterval: 20 * time.Millisecond}, h)
+			CompleteBatch: cfg.Batch, PollInterval: 20 * time.Millisecond}, h)
 		if err != nil {
-			return Result{}, Result{}, err
+			return Result{}, nil, err
 		}
 		wg.Add(1)
 		go func() { defer wg.Done(); w.Run(wctx) }()
 	}
-	var lat []time.Duration
-	latDone := make(chan struct{})
-	if cfg.Backlog > 0 {
-		go func() {
-			defer close(latDone)
-			for {
-				select {
-				case <-finished:
-					return
-				case <-time.After(20 * time.Millisecond):
-				}
-				t0 := time.Now()
-				jobs, err := c.Claim(ctx, queue.ClaimParams{Queue: "bench", Worker: "probe", Limit: 1, Lease: time.Minute})
-				if err != nil {
-					continue
-				}
-				lat = append(lat, time.Since(t0))
-				for _, j := range jobs {
-					c.Complete(ctx, j.Lease())
-					if done.Add(1) >= target {
-						once.Do(func() { close(finished) })
-					}
-				}
-			}
-		}()
-	} else {
-		close(latDone)
-	}
 	select {
 	case <-finished:
 	case <-ctx.Done():
-		return Result{}, Result{}, ctx.Err()
+		return Result{}, nil, ctx.Err()
 	}
 	el := time.Since(start).Seconds()
 	stopProgress()
 	stop()
 	wg.Wait()
-	<-latDone
 	r := Result{Op: "work", Jobs: cfg.Jobs, Seconds: el, PerSec: float64(cfg.Jobs) / el}
-	var lr Result
-	if len(lat) > 0 {
-		slices.Sort(lat)
-		p := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))].Microseconds()) / 1000 }
-		lr = Result{Op: "claim_latency", Extra: fmt.Sprintf("backlog=%d p50_ms=%.2f p99_ms=%.2f samples=%d", cfg.Backlog, p(0.5), p(0.99), len(lat))}
+	idle, err := idleLatency(ctx, c, cfg)
+	if err != nil {
+		return r, nil, err
 	}
-	return r, lr, nil
+	return r, []Result{idle}, nil
+}
+
+// latency summarises samples as a claim_latency result.
+func latency(backlog int, lat []time.Duration) Result {
+	if len(lat) == 0 {
+		return Result{}
+	}
+	slices.Sort(lat)
+	p := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))].Microseconds()) / 1000 }
+	return Result{Op: "claim_latency", Extra: fmt.Sprintf("backlog=%d p50_ms=%.2f p99_ms=%.2f samples=%d", backlog, p(0.5), p(0.99), len(lat))}
+}
+
+// idleLatency times 1000 one-job claims, one after another, on a queue holding 2000 due jobs
+// beside the backlog, with nothing else running: what the backlog alone costs a claim.
+func idleLatency(ctx context.Context, c *queue.Client, cfg Config) (Result, error) {
+	if _, err := c.EnqueueMany(ctx, params(2000, 0, "bench")); err != nil {
+		return Result{}, err
+	}
+	lat := make([]time.Duration, 0, 1000)
+	for range 1000 {
+		t0 := time.Now()
+		jobs, err := c.Claim(ctx, queue.ClaimParams{Queue: "bench", Worker: "probe", Limit: 1, Lease: time.Minute})
+		if err != nil {
+			return Result{}, err
+		}
+		lat = append(lat, time.Since(t0))
+		for _, j := range jobs {
+			if err := c.Complete(ctx, j.Lease()); err != nil {
+				return Result{}, err
+			}
+		}
+	}
+	return latency(cfg.Backlog, lat), nil
 }
 
 // unique enqueues cfg.Jobs jobs with unique keys in replace mode, half of them repeating a key

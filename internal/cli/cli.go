@@ -38,6 +38,14 @@ type Command struct {
 // errUsage marks an error in how the command was called (exit status 2).
 var errUsage = errors.New("usage")
 
+// noArgs rejects positional arguments for commands that take none.
+func noArgs(args []string) error {
+	if len(args) > 0 {
+		return usageErr("unexpected arguments %q", args)
+	}
+	return nil
+}
+
 func usageErr(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, a...))
 }

@@ -52,8 +52,8 @@ Also runs the upkeep every second (expired leases, due delayed jobs, finished ru
 			lease := fs.Duration("lease", 30*time.Second, "job lease length")
 			upkeep := fs.Duration("upkeep", time.Second, "upkeep interval (0 turns it off)")
 			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usageErr("unexpected arguments %q", args)
+				if err := noArgs(args); err != nil {
+					return err
 				}
 				pool, err := open(ctx)
 				if err != nil {
@@ -111,8 +111,8 @@ start time moves if it has not started).`,
 			fs.BoolVar(&p.Replace, "replace", false, "with --key: move the pending run's start time")
 			dir := fs.String("spiders", "", "directory of extra spider specs")
 			return func(ctx context.Context, rest []string) error {
-				if len(rest) > 0 {
-					return usageErr("unexpected arguments %q", rest)
+				if err := noArgs(rest); err != nil {
+					return err
 				}
 				if p.Spider == "" {
 					return usageErr("--spider is required")
@@ -154,8 +154,8 @@ func runsCmd() *Command {
 			fs.IntVar(&p.Limit, "limit", 20, "at most this many (1..1000)")
 			asJSON := fs.Bool("json", false, "print JSON")
 			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usageErr("unexpected arguments %q", args)
+				if err := noArgs(args); err != nil {
+					return err
 				}
 				if *states != "" {
 					p.States = strings.Split(*states, ",")
@@ -289,8 +289,8 @@ a slow page. Prints what a correct crawl yields, then serves until interrupted.`
 			fs.IntVar(&cfg.Items, "items", 1200, "item pages")
 			fs.IntVar(&cfg.PerPage, "per-page", 24, "items per listing page")
 			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usageErr("unexpected arguments %q", args)
+				if err := noArgs(args); err != nil {
+					return err
 				}
 				if err := cfg.Validate(); err != nil {
 					return usageErr("%v", err)

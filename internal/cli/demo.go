@@ -31,8 +31,8 @@ exactly what the site says a correct crawl yields.`,
 			workers := fs.Int("workers", 4, "workers")
 			conc := fs.Int("concurrency", 8, "jobs in flight per worker")
 			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usageErr("unexpected arguments %q", args)
+				if err := noArgs(args); err != nil {
+					return err
 				}
 				cfg := demosite.Config{Items: *nItems}
 				if err := cfg.Validate(); err != nil {

@@ -92,8 +92,8 @@ With AWS_ENDPOINT_URL set it deploys to that emulator (LocalStack or moto).`,
 			d.declare(fs)
 			push := fs.String("push-image", "auto", "build and push the runner image: true, false, or auto (true unless AWS_ENDPOINT_URL is set)")
 			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usageErr("unexpected arguments %q", args)
+				if err := noArgs(args); err != nil {
+					return err
 				}
 				cfg, root, err := d.config(env)
 				if err != nil {
@@ -169,8 +169,8 @@ there are changes, and says which.`,
 			var d deployFlags
 			d.declare(fs)
 			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usageErr("unexpected arguments %q", args)
+				if err := noArgs(args); err != nil {
+					return err
 				}
 				cfg, _, err := d.config(env)
 				if err != nil {
@@ -203,8 +203,8 @@ func destroyCmd() *Command {
 			d.declare(fs)
 			yes := fs.Bool("yes", false, "really destroy")
 			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usageErr("unexpected arguments %q", args)
+				if err := noArgs(args); err != nil {
+					return err
 				}
 				if !*yes {
 					return usageErr("destroy deletes the database and the items bucket; pass --yes to go ahead")

@@ -38,8 +38,8 @@ schema is migrated at start. Stops on SIGINT/SIGTERM, releasing every claimed jo
 			prefix := fs.String("prefix", "crawlq", "function name prefix (<prefix>-api, ...)")
 			dbURL := fs.String("database-url", "", "PostgreSQL URL (default $DATABASE_URL)")
 			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usageErr("unexpected arguments %q", args)
+				if err := noArgs(args); err != nil {
+					return err
 				}
 				if *tick <= 0 || *workerTimeout <= 0 || *idle <= 0 {
 					return usageErr("--tick, --worker-timeout and --worker-idle must be positive")

@@ -24,8 +24,8 @@ Safe to run twice and from several processes at once.`,
 			open := dbFlag(fs, env)
 			list := fs.Bool("list", false, "list migrations and whether each is applied; change nothing")
 			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usageErr("unexpected arguments %q", args)
+				if err := noArgs(args); err != nil {
+					return err
 				}
 				pool, err := open(ctx)
 				if err != nil {
@@ -81,8 +81,8 @@ priority to the new ones, earliest keeps the earlier run time.`,
 			dup := fs.String("on-duplicate", "keep", "keep, replace or earliest")
 			asJSON := fs.Bool("json", false, "print the result as JSON")
 			return func(ctx context.Context, rest []string) error {
-				if len(rest) > 0 {
-					return usageErr("unexpected arguments %q", rest)
+				if err := noArgs(rest); err != nil {
+					return err
 				}
 				if p.Kind == "" {
 					return usageErr("--kind is required")
@@ -135,8 +135,8 @@ from the rows after jobs were changed by hand.`,
 			asJSON := fs.Bool("json", false, "print JSON")
 			recount := fs.Bool("recount", false, "first rebuild the counts from the job rows (repair after manual SQL; reads every job)")
 			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usageErr("unexpected arguments %q", args)
+				if err := noArgs(args); err != nil {
+					return err
 				}
 				pool, err := open(ctx)
 				if err != nil {
@@ -184,24 +184,15 @@ func jobsCmd() *Command {
 			open := dbFlag(fs, env)
 			var p queue.ListParams
 			fs.StringVar(&p.Queue, "queue", "", "only this queue")
-			states := fs.String("state", "", "only these states, comma-separated (available, scheduled, running, succeeded, cancelled, dead)")
+			fs.Var((*statesFlag)(&p.States), "state", "only these states, comma-separated (available, scheduled, running, succeeded, cancelled, dead)")
 			fs.StringVar(&p.Kind, "kind", "", "only this kind")
 			fs.Int64Var(&p.ParentID, "run", 0, "only jobs of this spider run")
 			fs.IntVar(&p.Limit, "limit", 50, "at most this many (1..10000)")
 			fs.Int64Var(&p.Before, "before", 0, "only ids below this")
 			asJSON := fs.Bool("json", false, "print JSON")
 			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usageErr("unexpected arguments %q", args)
-				}
-				if *states != "" {
-					for _, s := range strings.Split(*states, ",") {
-						st, err := queue.ParseState(strings.TrimSpace(s))
-						if err != nil {
-							return usageErr("--state: %v", err)
-						}
-						p.States = append(p.States, st)
-					}
+				if err := noArgs(args); err != nil {
+					return err
 				}
 				pool, err := open(ctx)
 				if err != nil {
@@ -328,19 +319,10 @@ func retentionCmd() *Command {
 			var p queue.RetentionParams
 			fs.DurationVar(&p.MaxAge, "max-age", 0, "delete jobs finished longer ago than this (e.g. 168h)")
 			fs.IntVar(&p.KeepPerQueue, "keep", 0, "keep only the newest N finished jobs per queue")
-			states := fs.String("states", "", "only these finished states, comma-separated (default all)")
+			fs.Var((*statesFlag)(&p.States), "states", "only these finished states, comma-separated (default all)")
 			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usageErr("unexpected arguments %q", args)
-				}
-				if *states != "" {
-					for _, s := range strings.Split(*states, ",") {
-						st, err := queue.ParseState(strings.TrimSpace(s))
-						if err != nil {
-							return usageErr("--states: %v", err)
-						}
-						p.States = append(p.States, st)
-					}
+				if err := noArgs(args); err != nil {
+					return err
 				}
 				pool, err := open(ctx)
 				if err != nil {
@@ -385,4 +367,20 @@ back to available (dead when out of attempts), and delayed jobs now due become a
 			}
 		},
 	}
+}
+
+// statesFlag is a comma-separated list of job states.
+type statesFlag []queue.State
+
+func (f *statesFlag) String() string { return "" }
+
+func (f *statesFlag) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		st, err := queue.ParseState(strings.TrimSpace(s))
+		if err != nil {
+			return err
+		}
+		*f = append(*f, st)
+	}
+	return nil
 }

@@ -46,8 +46,8 @@ and CRAWLQ_SPIDER_DIR.`,
 			fromEnv := map[string]string{"queue": ecsrun.EnvQueue, "concurrency": ecsrun.EnvConcurrency, "grace": ecsrun.EnvStopGrace,
 				"max-jobs": ecsrun.EnvMaxJobs, "max-memory-mib": ecsrun.EnvMaxMemory, "spiders": "CRAWLQ_SPIDER_DIR"}
 			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usageErr("unexpected arguments %q", args)
+				if err := noArgs(args); err != nil {
+					return err
 				}
 				set := map[string]bool{}
 				fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

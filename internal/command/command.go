@@ -379,7 +379,7 @@ func (r *Runner) env(run *crawl.Run, spec spider.CommandSpec, settings spider.Se
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode args: %w", ErrInvalid, err)
 	}
-	setJSON, err := json.Marshal(effectiveSettings(settings, run.Settings))
+	setJSON, err := json.Marshal(effectiveSettings(settings))
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode settings: %w", ErrInvalid, err)
 	}
@@ -415,26 +415,10 @@ type Settings struct {
 	ObeyRobots     bool     `json:"obey_robots"`
 }
 
-func effectiveSettings(s spider.Settings, o crawl.Overrides) Settings {
+// effectiveSettings is what the command sees of settings, which the crawl passes with the run's
+// overrides already applied.
+func effectiveSettings(s spider.Settings) Settings {
 	s = s.WithDefaults()
-	if o.Delay != nil {
-		s.Delay = time.Duration(*o.Delay)
-	}
-	if o.Concurrency != nil {
-		s.Concurrency = *o.Concurrency
-	}
-	if o.MaxPages != nil {
-		s.MaxPages = *o.MaxPages
-	}
-	if o.MaxDepth != nil {
-		s.MaxDepth = *o.MaxDepth
-	}
-	if o.UserAgent != nil {
-		s.UserAgent = *o.UserAgent
-	}
-	if o.ObeyRobots != nil {
-		s.ObeyRobots = *o.ObeyRobots
-	}
 	domains := s.AllowedDomains
 	if domains == nil {
 		domains = []string{}

@@ -21,8 +21,9 @@ import (
 	"crawlq/internal/urlx"
 )
 
-// CommandRunner runs a command spider's run (the ECS runner provides one). It returns when the
-// command has exited; its error decides the run job's fate like any handler's.
+// CommandRunner runs a command spider's run (the ECS runner provides one) with the spider's
+// settings, the run's overrides applied. It returns when the command has exited; its error
+// decides the run job's fate like any handler's.
 type CommandRunner func(ctx context.Context, run *Run, spec spider.CommandSpec, settings spider.Settings) error
 
 // SetCommandRunner lets this process run command spiders.
@@ -92,7 +93,7 @@ func (c *Crawler) runCommand(ctx context.Context, job *queue.Job, ri *runInfo) e
 	c.mu.Lock()
 	run := c.command
 	c.mu.Unlock()
-	spec, settings, ok := c.cfg.Spiders.Command(ri.name)
+	spec, _, ok := c.cfg.Spiders.Command(ri.name)
 	if run == nil || !ok {
 		// Not this process's job: a runner that can run commands will take it.
 		return queue.Snooze(10 * time.Second)
@@ -100,7 +101,7 @@ func (c *Crawler) runCommand(ctx context.Context, job *queue.Job, ri *runInfo) e
 	if _, err := c.cfg.Pool.Exec(ctx, sqlStartRun, ri.id); err != nil {
 		return err
 	}
-	if err := run(ctx, ri.run, spec, settings); err != nil {
+	if err := run(ctx, ri.run, spec, ri.settings); err != nil { // settings with the run's overrides
 		// Only an attempt that will not be retried says why the run failed: a retried attempt may
 		// still succeed, and the run would otherwise finish as failed.
 		if queue.IsPermanent(err) || job.Attempt >= job.MaxAttempts {

@@ -96,8 +96,9 @@ func (c *Client) EnqueueMany(ctx context.Context, ps []EnqueueParams) ([]Enqueue
 // EnqueueManyTx is EnqueueMany through db, typically the caller's transaction.
 func (c *Client) EnqueueManyTx(ctx context.Context, db DB, ps []EnqueueParams) ([]EnqueueResult, error) {
 	var errs []error
+	seen := names{}
 	for i := range ps {
-		if err := ps[i].validate(); err != nil {
+		if err := ps[i].validate(seen); err != nil {
 			if len(ps) > 1 {
 				err = fmt.Errorf("job %d: %w", i, err)
 			}
@@ -911,24 +912,10 @@ func (c *Client) copyInsert(ctx context.Context, db copyDB, ps []EnqueueParams, 
 	if len(ids) != len(idx) {
 		return fmt.Errorf("enqueue: got %d ids for %d jobs", len(ids), len(idx))
 	}
-	src := make([][]any, len(idx))
 	for j, i := range idx {
-		p := &ps[i]
-		args := "{}"
-		if len(p.Args) > 0 {
-			args = string(p.Args)
-		}
-		maxAttempts := p.MaxAttempts
-		if maxAttempts == 0 {
-			maxAttempts = DefaultMaxAttempts
-		}
-		var parent any
-		if p.ParentID != 0 {
-			parent = p.ParentID
-		}
-		src[j] = []any{ids[j], p.Queue, p.Kind, int16(p.Priority), int32(maxAttempts), parent, args}
 		out[i] = EnqueueResult{ID: ids[j]}
 	}
+	src := &copyRows{ps: ps, idx: idx, ids: ids, row: make([]any, 7), at: -1}
 	perQueue := map[string]int{}
 	for _, i := range idx {
 		perQueue[ps[i].Queue]++
@@ -936,7 +923,7 @@ func (c *Client) copyInsert(ctx context.Context, db copyDB, ps []EnqueueParams, 
 	// The rows and their count delta commit together (a savepoint inside the caller's transaction).
 	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"crawlq_job"},
-			[]string{"id", "queue", "kind", "priority", "max_attempts", "parent_id", "args"}, pgx.CopyFromRows(src)); err != nil {
+			[]string{"id", "queue", "kind", "priority", "max_attempts", "parent_id", "args"}, src); err != nil {
 			return fmt.Errorf("copy: %w", err)
 		}
 		for q, n := range perQueue {
@@ -950,6 +937,37 @@ func (c *Client) copyInsert(ctx context.Context, db copyDB, ps []EnqueueParams, 
 		return fmt.Errorf("enqueue: %w", err)
 	}
 	return nil
+}
+
+// copyRows streams jobs to COPY, reusing one row buffer (pgx encodes each row before the next).
+type copyRows struct {
+	ps  []EnqueueParams
+	idx []int
+	ids []int64
+	row []any
+	at  int
+}
+
+func (r *copyRows) Next() bool { r.at++; return r.at < len(r.idx) }
+func (r *copyRows) Err() error { return nil }
+
+func (r *copyRows) Values() ([]any, error) {
+	p := &r.ps[r.idx[r.at]]
+	args := "{}"
+	if len(p.Args) > 0 {
+		args = string(p.Args)
+	}
+	maxAttempts := p.MaxAttempts
+	if maxAttempts == 0 {
+		maxAttempts = DefaultMaxAttempts
+	}
+	var parent any
+	if p.ParentID != 0 {
+		parent = p.ParentID
+	}
+	r.row[0], r.row[1], r.row[2], r.row[3], r.row[4], r.row[5], r.row[6] =
+		r.ids[r.at], p.Queue, p.Kind, int16(p.Priority), int32(maxAttempts), parent, args
+	return r.row, nil
 }
 
 // Recount rebuilds the per-queue state counts from the job rows. Stats never need it; it repairs

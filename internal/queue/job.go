@@ -145,13 +145,39 @@ type EnqueueParams struct {
 	ParentID int64
 }
 
-func (p *EnqueueParams) validate() error {
+// names remembers queue and kind names already checked in one batch: a batch usually repeats
+// one or two, and matching a regexp per job is most of the cost of validating it.
+type names map[string]bool
+
+func (n names) queue(q string) error {
+	if n["q:"+q] {
+		return nil
+	}
+	if err := ValidateQueue(q); err != nil {
+		return err
+	}
+	n["q:"+q] = true
+	return nil
+}
+
+func (n names) kind(k string) error {
+	if n["k:"+k] {
+		return nil
+	}
+	if !kindName.MatchString(k) {
+		return fmt.Errorf("%w: kind %q: want 1-128 characters of A-Z a-z 0-9 _ . : / -", ErrInvalid, k)
+	}
+	n["k:"+k] = true
+	return nil
+}
+
+func (p *EnqueueParams) validate(seen names) error {
 	var errs []error
-	if err := ValidateQueue(p.Queue); err != nil {
+	if err := seen.queue(p.Queue); err != nil {
 		errs = append(errs, err)
 	}
-	if !kindName.MatchString(p.Kind) {
-		errs = append(errs, fmt.Errorf("%w: kind %q: want 1-128 characters of A-Z a-z 0-9 _ . : / -", ErrInvalid, p.Kind))
+	if err := seen.kind(p.Kind); err != nil {
+		errs = append(errs, err)
 	}
 	if len(p.Args) > MaxArgsBytes {
 		errs = append(errs, fmt.Errorf("%w: args: %d bytes, more than the %d byte limit", ErrInvalid, len(p.Args), MaxArgsBytes))
