@@ -36,8 +36,10 @@ test: ## run every test (real Postgres, moto, terraform, aws CLI) with -race
 	$(WITH_DB) $(WITH_TF) $(GO) test -race -count=1 -timeout 20m ./...
 
 .PHONY: bench
-bench: build ## queue throughput: crawlq bench beside the peers (River, graphile-worker, SQL ceiling)
-	$(WITH_DB) ../shared/bench/peers/run.sh all 100000; bin/crawlq bench --jobs 100000
+bench: build ## queue throughput: the peers (River, graphile-worker, SQL ceiling), then crawlq 3 times (README: Performance)
+	$(WITH_DB) ../shared/bench/peers/run.sh all 100000; \
+	for i in 1 2 3; do bin/crawlq bench --jobs 100000 --quiet; done; \
+	for i in 1 2 3; do bin/crawlq bench --op unique --jobs 100000 --quiet; done
 
 .PHONY: fmt
 fmt: ## gofmt and terraform fmt
