@@ -32,6 +32,7 @@ locals {
     CRAWLQ_DB_EXEC_MODE        = "exec"
     CRAWLQ_ITEMS_BUCKET        = module.storage.bucket
     CRAWLQ_WORKER_FUNCTION     = local.function_names["worker"]
+    CRAWLQ_DISPATCH_FUNCTION   = local.function_names["dispatch"]
     CRAWLQ_API_FUNCTION_ARN    = local.function_arns["api"]
     CRAWLQ_SCHEDULE_GROUP      = var.name
     CRAWLQ_SCHEDULER_ROLE_ARN  = module.scheduler.role_arn
