@@ -41,6 +41,8 @@ const (
 
 // Errors callers branch on.
 var (
+	// ErrClosed is returned for a page finished after Close.
+	ErrClosed      = errors.New("crawl: crawler closed")
 	ErrRunNotFound = errors.New("crawl: run not found")
 	ErrRunFinished = errors.New("crawl: run already finished")
 	ErrInvalid     = errors.New("crawl: invalid input")
@@ -86,8 +88,12 @@ type Crawler struct {
 	slots    map[string]bool    // hosts whose politeness slots exist
 	command  CommandRunner
 
-	finishOnce sync.Once
-	finishQ    chan *finishReq // pages waiting for a batch (finish.go)
+	finishOnce    sync.Once
+	finishQ       chan *finishReq // pages waiting for a batch (finish.go)
+	finishers     sync.WaitGroup
+	closeOnce     sync.Once
+	closed        chan struct{} // Close was called
+	finishersDone chan struct{} // every finisher has returned
 }
 
 type fetcherKey struct {
@@ -110,7 +116,8 @@ func New(cfg Config) (*Crawler, error) {
 		cfg.Logger = slog.Default()
 	}
 	return &Crawler{cfg: cfg, log: cfg.Logger, robots: robots.NewCache(4096),
-		fetchers: map[fetcherKey]*fetch.Fetcher{}, runs: map[int64]*runInfo{}, slots: map[string]bool{}}, nil
+		fetchers: map[fetcherKey]*fetch.Fetcher{}, runs: map[int64]*runInfo{}, slots: map[string]bool{},
+		closed: make(chan struct{}), finishersDone: make(chan struct{})}, nil
 }
 
 // Register adds the crawl's job handlers to mux.

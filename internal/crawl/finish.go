@@ -51,6 +51,7 @@ func (c *Crawler) finish(ctx context.Context, r *finishReq) error {
 	c.finishOnce.Do(func() {
 		c.finishQ = make(chan *finishReq, maxFinishing*finishers)
 		for range finishers {
+			c.finishers.Add(1)
 			go c.finishLoop()
 		}
 	})
@@ -59,18 +60,52 @@ func (c *Crawler) finish(ctx context.Context, r *finishReq) error {
 	case c.finishQ <- r:
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-c.closed:
+		return ErrClosed
 	}
 	// Wait for the batch even if ctx ends meanwhile: it may commit, and the worker must not report
 	// on the job before knowing. The batch has its own timeout.
-	if err := <-r.done; err != nil {
-		return err
+	select {
+	case err := <-r.done:
+		if err != nil {
+			return err
+		}
+		return queue.ErrCompleted
+	case <-c.finishersDone:
+		// Closed with this page still queued: it was not finished (its lease will be released
+		// or expire, and it runs again).
+		select {
+		case err := <-r.done:
+			if err != nil {
+				return err
+			}
+			return queue.ErrCompleted
+		default:
+			return ErrClosed
+		}
 	}
-	return queue.ErrCompleted
+}
+
+// Close stops the crawler's finishers once the pages already handed to them are done. Call it
+// after the workers using the crawler have stopped; later pages get ErrClosed.
+func (c *Crawler) Close() {
+	c.closeOnce.Do(func() {
+		close(c.closed)
+		c.finishers.Wait()
+		close(c.finishersDone)
+	})
 }
 
 func (c *Crawler) finishLoop() {
+	defer c.finishers.Done()
 	batch := make([]*finishReq, 0, maxFinishing)
-	for r := range c.finishQ {
+	for {
+		var r *finishReq
+		select {
+		case r = <-c.finishQ:
+		case <-c.closed:
+			return
+		}
 		batch = append(batch[:0], r)
 	fill:
 		for len(batch) < maxFinishing {

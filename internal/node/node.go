@@ -226,6 +226,7 @@ func (n *Node) Run(ctx context.Context) error {
 	}()
 	wg.Wait()
 	<-upkeepDone
+	n.Crawler.Close()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	return n.Pipeline.Close(cctx)
