@@ -1,6 +1,8 @@
 package queue
 
 // Every query on crawlq_job, crawlq_job_count, crawlq_job_count_delta and crawlq_worker.
+// Statements that end with countDelta are variables only because a Go constant cannot call a
+// function; nothing assigns them after initialisation.
 // The table and its indexes are defined in internal/migrate/migrations/0001_queue.sql; each
 // comment below names the index a query relies on.
 
