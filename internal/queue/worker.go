@@ -291,12 +291,7 @@ func (w *Worker) claimLoop(ctx context.Context, ready chan *Job, wake chan struc
 			for i, j := range jobs {
 				leases[i] = j.Lease()
 			}
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			if _, err := w.c.Release(rctx, leases); err != nil {
-				w.log.Warn("release of a claim made while stopping failed; its leases will expire", "err", err)
-			}
-			cancel()
-			w.released.Add(int64(len(jobs)))
+			w.releaseLeases(context.WithoutCancel(ctx), leases)
 			return
 		}
 		if err != nil {
@@ -362,11 +357,7 @@ func (w *Worker) work(workCtx, runCtx context.Context, j *Job, done chan<- Lease
 	cancelNow := j.CancelRequested
 	w.mu.Unlock()
 	if runCtx.Err() != nil {
-		w.finish(workCtx, j, func(ctx context.Context) error {
-			_, err := w.c.Release(ctx, []Lease{j.Lease()})
-			w.released.Add(1)
-			return err
-		})
+		w.releaseJob(workCtx, j)
 		return
 	}
 	if cancelNow {
@@ -380,11 +371,7 @@ func (w *Worker) work(workCtx, runCtx context.Context, j *Job, done chan<- Lease
 			w.forget(j.ID)
 			return
 		case errors.Is(cause, ErrWorkerStopping):
-			w.finish(workCtx, j, func(ctx context.Context) error {
-				_, err := w.c.Release(ctx, []Lease{j.Lease()})
-				w.released.Add(1)
-				return err
-			})
+			w.releaseJob(workCtx, j)
 			return
 		}
 	}
@@ -584,13 +571,28 @@ func (w *Worker) releaseAll(ctx context.Context) {
 		delete(w.inflight, id)
 	}
 	w.mu.Unlock()
+	w.releaseLeases(ctx, leases)
+}
+
+// releaseJob hands one held job back (retrying briefly, see finish) without counting its attempt.
+func (w *Worker) releaseJob(ctx context.Context, j *Job) {
+	w.finish(ctx, j, func(ctx context.Context) error {
+		_, err := w.c.Release(ctx, []Lease{j.Lease()})
+		w.released.Add(1)
+		return err
+	})
+}
+
+// releaseLeases hands jobs back in one statement when stopping; if that fails their leases expire
+// and the rescue brings them back.
+func (w *Worker) releaseLeases(ctx context.Context, leases []Lease) {
 	if len(leases) == 0 {
 		return
 	}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if _, err := w.c.Release(rctx, leases); err != nil {
-		w.log.Warn("release on stop failed; leases will expire", "err", err)
+		w.log.Warn("release on stop failed; the leases will expire", "jobs", len(leases), "err", err)
 	}
 	w.released.Add(int64(len(leases)))
 }
