@@ -1,5 +1,5 @@
 // Package crawl runs spiders as fan-out page jobs on the queue. It owns runs (crawlq_run), the
-// per-run seen set of URLs, run stats, robots.txt storage and the politeness slots every worker
+// per-run seen set of URLs, run stats, robots.txt storage and the politeness state every worker
 // shares (see sql.go), and the job handlers for the "run" and "page" kinds.
 //
 // The path of a run: Schedule inserts the run and its run job in one transaction. The run job asks
@@ -85,7 +85,6 @@ type Crawler struct {
 	mu       sync.Mutex
 	fetchers map[fetcherKey]*fetch.Fetcher
 	runs     map[int64]*runInfo // immutable facts of runs this process has seen
-	slots    map[string]bool    // hosts whose politeness slots exist
 	command  CommandRunner
 
 	finishOnce    sync.Once
@@ -116,7 +115,7 @@ func New(cfg Config) (*Crawler, error) {
 		cfg.Logger = slog.Default()
 	}
 	return &Crawler{cfg: cfg, log: cfg.Logger, robots: robots.NewCache(4096),
-		fetchers: map[fetcherKey]*fetch.Fetcher{}, runs: map[int64]*runInfo{}, slots: map[string]bool{},
+		fetchers: map[fetcherKey]*fetch.Fetcher{}, runs: map[int64]*runInfo{},
 		closed: make(chan struct{}), finishersDone: make(chan struct{})}, nil
 }
 

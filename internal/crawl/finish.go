@@ -159,21 +159,13 @@ func (c *Crawler) finishBatch(batch []*finishReq) {
 	}
 }
 
-// afterBatch wakes local workers for queues that got new pages and checks whether runs that got
-// none are done.
+// afterBatch follows a committed batch: once per run in it (see enqueued).
 func (c *Crawler) afterBatch(batch []*finishReq, added map[int64]int) {
-	woken := map[string]bool{}
-	checked := map[int64]bool{}
+	done := map[int64]bool{}
 	for _, r := range batch {
-		id := r.ri.id
-		if added[id] > 0 {
-			if !woken[r.ri.queue] && c.cfg.OnEnqueue != nil {
-				woken[r.ri.queue] = true
-				c.cfg.OnEnqueue(r.ri.queue)
-			}
-		} else if !checked[id] {
-			checked[id] = true
-			c.finishCheck(context.Background(), id)
+		if !done[r.ri.id] {
+			done[r.ri.id] = true
+			c.enqueued(r.ri, added[r.ri.id])
 		}
 	}
 }

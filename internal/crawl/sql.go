@@ -1,6 +1,6 @@
 package crawl
 
-// Every query on crawlq_run, crawlq_run_stat, crawlq_seen, crawlq_robots and crawlq_domain_slot.
+// Every query on crawlq_run, crawlq_run_stat, crawlq_seen, crawlq_robots and crawlq_domain.
 // The tables and indexes are in internal/migrate/migrations/0002_crawl.sql. Jobs are reached only
 // through internal/queue.
 
@@ -139,35 +139,25 @@ const sqlRobotsStore = `UPDATE crawlq_robots SET status = $3, body = $4, fetched
 // sqlRobotsUnclaim gives up a claim (the fetch failed transiently), so another worker may try.
 const sqlRobotsUnclaim = `DELETE FROM crawlq_robots WHERE run_id = $1 AND origin = $2 AND status IS NULL`
 
-// sqlSlotsEnsure creates a host's politeness slots.
-const sqlSlotsEnsure = `
-INSERT INTO crawlq_domain_slot (host, slot)
-SELECT $1, s FROM generate_series(0, $2::int - 1) AS s
-ON CONFLICT DO NOTHING`
-
-// sqlSlotReserve takes a free slot of a host (not busy, its delay passed) for up to $3 microseconds
-// (the fetch timeout). SKIP LOCKED: workers racing for one host do not queue on each other.
+// sqlSlotReserve takes host $1 for a request, for up to $2 microseconds (the fetch timeout): a new
+// host, or one that is not busy and whose delay has passed. No row back: the host is taken.
 const sqlSlotReserve = `
-WITH s AS (
-    SELECT host, slot FROM crawlq_domain_slot
-    WHERE host = $1 AND slot < $2 AND next_at <= now() AND busy_until <= now()
-    ORDER BY slot LIMIT 1
-    FOR UPDATE SKIP LOCKED
-)
-UPDATE crawlq_domain_slot d SET busy_until = now() + $3::bigint * interval '1 microsecond', token = $4
-FROM s WHERE d.host = s.host AND d.slot = s.slot
-RETURNING d.slot`
+INSERT INTO crawlq_domain AS d (host, busy_until, token)
+VALUES ($1, now() + $2::bigint * interval '1 microsecond', $3)
+ON CONFLICT (host) DO UPDATE SET busy_until = EXCLUDED.busy_until, token = EXCLUDED.token
+WHERE d.next_at <= now() AND d.busy_until <= now()
+RETURNING 1`
 
-// sqlSlotWait estimates how long until a slot of the host frees: the earliest delay end, or, when
-// all are busy, one delay ($3 microseconds) from now.
+// sqlSlotWait estimates how long until the host frees: until its delay ends, or, while a request
+// is in flight, one delay ($2 microseconds) from now.
 const sqlSlotWait = `
-SELECT GREATEST(EXTRACT(EPOCH FROM (min(CASE WHEN busy_until > now() THEN now() + $3::bigint * interval '1 microsecond'
-                                             ELSE next_at END) - now())), 0)
-FROM crawlq_domain_slot WHERE host = $1 AND slot < $2`
+SELECT GREATEST(EXTRACT(EPOCH FROM (CASE WHEN busy_until > now() THEN now() + $2::bigint * interval '1 microsecond'
+                                         ELSE next_at END) - now()), 0)
+FROM crawlq_domain WHERE host = $1`
 
-// sqlSlotRelease frees a slot after its request: the next request on it may start $3 microseconds
-// from now, that is after this response arrived, so the gap measured at the server is at least the
+// sqlSlotRelease frees the host after its request: the next request may start $2 microseconds from
+// now, that is after this response arrived, so the gap measured at the server is at least the
 // delay. The token fences it.
 const sqlSlotRelease = `
-UPDATE crawlq_domain_slot SET next_at = now() + $3::bigint * interval '1 microsecond', busy_until = '-infinity', token = NULL
-WHERE host = $1 AND slot = $2 AND token = $4`
+UPDATE crawlq_domain SET next_at = now() + $2::bigint * interval '1 microsecond', busy_until = '-infinity', token = NULL
+WHERE host = $1 AND token = $3`

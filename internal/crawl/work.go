@@ -81,11 +81,7 @@ func (c *Crawler) workRun(ctx context.Context, job *queue.Job) error {
 		return err
 	}
 	c.log.Info("run started", "run", ri.id, "spider", ri.name, "start_pages", added)
-	if added == 0 {
-		c.finishCheck(ctx, ri.id)
-	} else if c.cfg.OnEnqueue != nil {
-		c.cfg.OnEnqueue(ri.queue)
-	}
+	c.enqueued(ri, added)
 	return queue.ErrCompleted
 }
 
@@ -130,6 +126,16 @@ func (c *Crawler) recordRunError(ctx context.Context, runID int64, err error) {
 
 func (c *Crawler) inTx(ctx context.Context, f func(pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, c.cfg.Pool, f)
+}
+
+// enqueued follows a committed transaction that added n page jobs to run ri: wake this process's
+// idle workers, or, when it added none, check whether that was the run's last job.
+func (c *Crawler) enqueued(ri *runInfo, n int) {
+	if n == 0 {
+		c.finishCheck(context.Background(), ri.id)
+	} else if c.cfg.OnEnqueue != nil {
+		c.cfg.OnEnqueue(ri.queue)
+	}
 }
 
 // finishCheck finishes the run if nothing of it is left; errors are left to the sweep.
@@ -378,44 +384,32 @@ func (c *Crawler) policy(ctx context.Context, ri *runInfo, f *fetch.Fetcher, pag
 	return p, 0, nil
 }
 
-// reserve takes a politeness slot of host. It returns the function that frees it after the request,
-// or how long to wait when every slot is busy or within its delay.
+// reserve takes host for one request. It returns the function that frees it after the request,
+// or how long to wait when a request to it is in flight or its delay has not passed.
 //
-// With a delay, a domain's requests are serial: one slot, so each starts at least the delay after
-// the previous response (Scrapy's download delay). Concurrency bounds in-flight requests only
-// when there is no delay, and then per worker, not through here.
+// With a delay, a domain's requests are serial, each starting at least the delay after the
+// previous response (Scrapy's download delay). Without one, requests are not paced through here;
+// worker concurrency bounds them.
 func (c *Crawler) reserve(ctx context.Context, host string, s spider.Settings) (func(), time.Duration, error) {
-	const conc = 1
-	c.mu.Lock()
-	ensured := c.slots[host]
-	c.mu.Unlock()
-	if !ensured {
-		if _, err := c.cfg.Pool.Exec(ctx, sqlSlotsEnsure, host, conc); err != nil {
-			return nil, 0, fmt.Errorf("politeness slots: %w", err)
-		}
-		c.mu.Lock()
-		c.slots[host] = true
-		c.mu.Unlock()
-	}
 	busyFor := c.fetchTimeout() + 5*time.Second
 	token := randToken()
-	var slot int32
-	err := c.cfg.Pool.QueryRow(ctx, sqlSlotReserve, host, conc, busyFor.Microseconds(), token).Scan(&slot)
+	var one int
+	err := c.cfg.Pool.QueryRow(ctx, sqlSlotReserve, host, busyFor.Microseconds(), token).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
 		var secs float64
-		if err := c.cfg.Pool.QueryRow(ctx, sqlSlotWait, host, conc, s.Delay.Microseconds()).Scan(&secs); err != nil {
+		if err := c.cfg.Pool.QueryRow(ctx, sqlSlotWait, host, s.Delay.Microseconds()).Scan(&secs); err != nil {
 			return nil, 0, fmt.Errorf("politeness wait: %w", err)
 		}
 		wait := time.Duration(secs*float64(time.Second)) + time.Duration(mrand.Int64N(int64(s.Delay/4)+1))
 		return nil, max(wait, 10*time.Millisecond), nil
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("politeness slot: %w", err)
+		return nil, 0, fmt.Errorf("politeness: %w", err)
 	}
 	release := func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		if _, err := c.cfg.Pool.Exec(rctx, sqlSlotRelease, host, slot, s.Delay.Microseconds(), token); err != nil {
+		if _, err := c.cfg.Pool.Exec(rctx, sqlSlotRelease, host, s.Delay.Microseconds(), token); err != nil {
 			c.log.Warn("release politeness slot; it frees when its busy window ends", "host", host, "err", err)
 		}
 	}

@@ -75,15 +75,14 @@ CREATE TABLE crawlq_robots (
     PRIMARY KEY (run_id, origin)
 );
 
--- Politeness shared by every worker: per host, Concurrency slots; a request may start only on a
--- slot that is free (not busy) and whose delay since the previous request on it has passed. The
+-- Politeness shared by every worker: one row per host. A request may start only when the host is not
+-- busy (no request in flight) and its delay since the previous response has passed; the request
+-- holds the row busy while in flight (up to the fetch timeout, so a worker that dies frees it). The
 -- holder's token fences the release, so a worker that outlived its busy window cannot shorten
 -- someone else's.
-CREATE TABLE crawlq_domain_slot (
-    host       text NOT NULL,
-    slot       integer NOT NULL,
+CREATE TABLE crawlq_domain (
+    host       text PRIMARY KEY,
     next_at    timestamptz NOT NULL DEFAULT '-infinity',
     busy_until timestamptz NOT NULL DEFAULT '-infinity',
-    token      bigint,
-    PRIMARY KEY (host, slot)
-) WITH (fillfactor = 50); -- every request updates its slot twice; room on the page keeps updates HOT.
+    token      bigint
+) WITH (fillfactor = 50); -- every request updates its host twice; room on the page keeps updates HOT.
