@@ -186,24 +186,34 @@ func params(n, offset int, queueName string) []queue.EnqueueParams {
 
 // insert enqueues cfg.Jobs jobs in batches from two connections at once.
 func insert(ctx context.Context, c *queue.Client, cfg Config) (Result, error) {
+	return timed(cfg, "insert", cfg.Jobs, func(from, n int) (int, error) {
+		_, err := c.EnqueueMany(ctx, params(n, from, "bench"))
+		return n, err
+	})
+}
+
+// timed times op: [0, span) is split between two concurrent streams (connections), each going
+// through its part in batches of cfg.Batch with do, which returns how many jobs it enqueued.
+func timed(cfg Config, op string, span int, do func(from, n int) (int, error)) (Result, error) {
 	const streams = 2
-	per := (cfg.Jobs + streams - 1) / streams
+	per := (span + streams - 1) / streams
+	var done atomic.Int64
+	stopProgress := progress(cfg, op, &done, cfg.Jobs)
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, streams)
-	var done atomic.Int64
-	stopProgress := progress(cfg, "insert", &done, cfg.Jobs)
 	for s := range streams {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := s * per; i < min((s+1)*per, cfg.Jobs); i += cfg.Batch {
-				n := min(cfg.Batch, min((s+1)*per, cfg.Jobs)-i)
-				if _, err := c.EnqueueMany(ctx, params(n, i, "bench")); err != nil {
+			end := min((s+1)*per, span)
+			for i := s * per; i < end; i += cfg.Batch {
+				k, err := do(i, min(cfg.Batch, end-i))
+				if err != nil {
 					errs <- err
 					return
 				}
-				done.Add(int64(n))
+				done.Add(int64(k))
 			}
 		}()
 	}
@@ -215,7 +225,7 @@ func insert(ctx context.Context, c *queue.Client, cfg Config) (Result, error) {
 		return Result{}, err
 	default:
 	}
-	return Result{Op: "insert", Jobs: cfg.Jobs, Seconds: el, PerSec: float64(cfg.Jobs) / el}, nil
+	return Result{Op: op, Jobs: cfg.Jobs, Seconds: el, PerSec: float64(cfg.Jobs) / el}, nil
 }
 
 // work burns the queue down with workers in this process and times it, then measures claim
@@ -311,38 +321,15 @@ func unique(ctx context.Context, c *queue.Client, pool *pgxpool.Pool, cfg Config
 		}
 		return ps
 	}
-	var done atomic.Int64
-	stopProgress := progress(cfg, "unique", &done, cfg.Jobs)
-	start := time.Now()
-	const streams = 2
-	var wg sync.WaitGroup
-	errs := make(chan error, streams)
-	for s := range streams {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// Each stream owns half of the keys, so the two never wait on each other's rows.
-			for i := s * half / streams; i < (s+1)*half/streams; i += cfg.Batch {
-				n := min(cfg.Batch, (s+1)*half/streams-i)
-				for _, from := range []int{i, i + half} {
-					if _, err := c.EnqueueMany(ctx, mk(from, n)); err != nil {
-						errs <- err
-						return
-					}
-					done.Add(int64(n))
-				}
+	// Each stream owns its own keys (from and from+half), so the two never wait on each other's rows.
+	return timed(cfg, "unique", half, func(from, n int) (int, error) {
+		for _, f := range []int{from, from + half} {
+			if _, err := c.EnqueueMany(ctx, mk(f, n)); err != nil {
+				return 0, err
 			}
-		}()
-	}
-	wg.Wait()
-	stopProgress()
-	el := time.Since(start).Seconds()
-	select {
-	case err := <-errs:
-		return Result{}, err
-	default:
-	}
-	return Result{Op: "unique", Jobs: cfg.Jobs, Seconds: el, PerSec: float64(cfg.Jobs) / el}, nil
+		}
+		return 2 * n, nil
+	})
 }
 
 // backlog adds cfg.Backlog delayed and cfg.Backlog finished jobs to the bench queue, in bulk SQL
