@@ -218,7 +218,8 @@ func (c *Crawler) Schedule(ctx context.Context, p ScheduleParams) (Scheduled, er
 	if err != nil {
 		return out, err
 	}
-	if _, err := p.Settings.apply(settings); err != nil {
+	effective, err := p.Settings.apply(settings)
+	if err != nil {
 		return out, err
 	}
 	if p.Priority < queue.MinPriority || p.Priority > queue.MaxPriority {
@@ -248,10 +249,7 @@ func (c *Crawler) Schedule(ctx context.Context, p ScheduleParams) (Scheduled, er
 		return out, fmt.Errorf("%w: args and settings exceed %d bytes", ErrInvalid, queue.MaxArgsBytes)
 	}
 	q := runQueue(settings)
-	budget := int64(0)
-	if mp := settingsMaxPages(settings, p.Settings); mp > 0 {
-		budget = int64(mp)
-	}
+	budget := int64(max(effective.MaxPages, 0)) // 0: no page budget
 	tx, err := c.cfg.Pool.Begin(ctx)
 	if err != nil {
 		return out, fmt.Errorf("schedule: %w", err)
@@ -289,13 +287,6 @@ func (c *Crawler) Schedule(ctx context.Context, p ScheduleParams) (Scheduled, er
 		return out, fmt.Errorf("schedule: %w", err)
 	}
 	return out, nil
-}
-
-func settingsMaxPages(s spider.Settings, o Overrides) int {
-	if o.MaxPages != nil {
-		return *o.MaxPages
-	}
-	return s.MaxPages
 }
 
 // runQueue is the queue of a spider's jobs: its own, else "long" for ECS spiders, else "crawl".

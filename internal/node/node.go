@@ -7,11 +7,7 @@ package node
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
-	"path"
 	"sync"
 	"time"
 
@@ -71,71 +67,18 @@ type Node struct {
 }
 
 // LoadSpiders returns a registry of the embedded specs plus those in dir (if dir is not empty).
+// A spec in dir may not reuse an embedded spider's name.
 func LoadSpiders(dir string) (*spider.Registry, error) {
 	reg := spider.NewRegistry()
-	entries, err := fs.ReadDir(spiders.FS, ".")
-	if err != nil {
-		return nil, err
-	}
-	var errs []error
-	for _, e := range entries {
-		data, err := spiders.FS.ReadFile(e.Name())
-		if err != nil {
-			return nil, err
-		}
-		if err := registerSpec(reg, data, "spiders/"+e.Name()); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := reg.LoadFS(spiders.FS); err != nil {
 		return nil, err
 	}
 	if dir != "" {
-		if _, err := os.Stat(dir); err != nil {
-			return nil, fmt.Errorf("spider directory: %w", err)
-		}
-		extra := spider.NewRegistry()
-		if err := extra.LoadDir(dir); err != nil {
+		if err := reg.LoadDir(dir); err != nil {
 			return nil, err
-		}
-		for _, name := range extra.Names() {
-			if spec, settings, ok := extra.Command(name); ok {
-				err = reg.RegisterCommand(name, settings, spec)
-			} else {
-				var sp spider.Spider
-				if sp, err = extra.Lookup(name); err == nil {
-					err = reg.Register(sp)
-				}
-			}
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", path.Join(dir, name), err)
-			}
 		}
 	}
 	return reg, nil
-}
-
-func registerSpec(reg *spider.Registry, data []byte, source string) error {
-	spec, err := spider.ParseSpec(data, source)
-	if err != nil {
-		return err
-	}
-	if spec.IsCommand() {
-		cs, err := spec.CommandSpec()
-		if err != nil {
-			return err
-		}
-		st, err := spec.Settings()
-		if err != nil {
-			return err
-		}
-		return reg.RegisterCommand(spec.Name, st, cs)
-	}
-	sp, err := spider.Compile(spec)
-	if err != nil {
-		return err
-	}
-	return reg.Register(sp)
 }
 
 // New assembles a node; Run starts it.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -125,7 +126,15 @@ func (r *Registry) Names() []string {
 // all or nothing: if any spec is invalid or a name is taken, nothing is registered and
 // the error lists every problem, file by file.
 func (r *Registry) LoadDir(dir string) error {
-	entries, err := os.ReadDir(dir)
+	if _, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("load spiders: %w", err)
+	}
+	return r.LoadFS(os.DirFS(dir))
+}
+
+// LoadFS is LoadDir for the top directory of fsys (an embedded set of specs, for one).
+func (r *Registry) LoadFS(fsys fs.FS) error {
+	entries, err := fs.ReadDir(fsys, ".")
 	if err != nil {
 		return fmt.Errorf("load spiders: %w", err)
 	}
@@ -144,8 +153,7 @@ func (r *Registry) LoadDir(dir string) error {
 		if e.IsDir() || (ext != ".yaml" && ext != ".yml" && ext != ".json") {
 			continue
 		}
-		path := filepath.Join(dir, e.Name())
-		data, err := readLimited(path)
+		data, err := readLimited(fsys, e.Name())
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -196,8 +204,8 @@ func (r *Registry) LoadDir(dir string) error {
 // maxSpecBytes bounds a spec file; real specs are a few kilobytes.
 const maxSpecBytes = 1 << 20
 
-func readLimited(path string) ([]byte, error) {
-	f, err := os.Open(path)
+func readLimited(fsys fs.FS, path string) ([]byte, error) {
+	f, err := fsys.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("load spiders: %w", err)
 	}
