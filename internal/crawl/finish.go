@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"crawlq/internal/items"
 	"crawlq/internal/queue"
@@ -28,18 +29,17 @@ const (
 
 // finishReq is one page waiting to be finished.
 type finishReq struct {
-	job      *queue.Job
-	ri       *runInfo
-	o        outcome
-	follow   []pageArgs
-	markOnly []string
-	items    []items.Item // written in the batch's transaction (Config.TxSink)
-	done     chan error
+	job    *queue.Job
+	ri     *runInfo
+	o      outcome
+	follow []pageArgs
+	items  []items.Item // written in the batch's transaction (Config.TxSink)
+	done   chan error
 }
 
 // finishPage finishes a page in the next batch and returns queue.ErrCompleted once it committed.
-func (c *Crawler) finishPage(ctx context.Context, job *queue.Job, ri *runInfo, o outcome, follow []pageArgs, markOnly []string) error {
-	return c.finish(ctx, &finishReq{job: job, ri: ri, o: o, follow: follow, markOnly: markOnly})
+func (c *Crawler) finishPage(ctx context.Context, job *queue.Job, ri *runInfo, o outcome, follow []pageArgs) error {
+	return c.finish(ctx, &finishReq{job: job, ri: ri, o: o, follow: follow})
 }
 
 // finishPageItems is finishPage with the page's items, written in the same transaction.
@@ -170,171 +170,226 @@ func (c *Crawler) afterBatch(batch []*finishReq, added map[int64]int) {
 	}
 }
 
-// pageAdd is a page to enqueue (or only mark seen) for a run.
-type pageAdd struct {
-	ri       *runInfo
-	page     pageArgs
-	markOnly bool
-}
+// commitBatch runs one batch's transaction in two round trips: statements of several packages
+// go in one pgx batch each. It returns the pages added per run, or the ids of pages whose lease
+// was lost (then nothing was committed).
+func (c *Crawler) commitBatch(ctx context.Context, batch []*finishReq) (added map[int64]int, lost map[int64]bool, err error) {
+	conn, err := c.cfg.Pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("finish pages: %w", err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			rollback(conn)
+		}
+		conn.Release()
+	}()
+	n := len(batch)
+	leases := make([]queue.Lease, n)
+	var adds []pageAdd
+	for i, r := range batch {
+		leases[i] = r.job.Lease()
+		for _, p := range r.follow {
+			adds = append(adds, pageAdd{ri: r.ri, page: p})
+		}
+	}
+	links := newLinkSet(adds)
 
-// commitBatch runs one batch's transaction. It returns the pages added per run, or the ids of
-// pages whose lease was lost (then nothing was committed).
-func (c *Crawler) commitBatch(ctx context.Context, batch []*finishReq) (map[int64]int, map[int64]bool, error) {
-	var added map[int64]int
-	var lost map[int64]bool
-	err := c.inTx(ctx, func(tx pgx.Tx) error {
-		var withLinks []int64
-		for _, r := range batch {
-			if len(r.follow) > 0 {
-				withLinks = append(withLinks, r.ri.id)
-			}
+	// Round trip 1: begin, complete the pages (fenced by their leases), mark their links seen.
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	var lostIDs []int64
+	c.cfg.Queue.CompleteManyBatch(b, leases, &lostIDs)
+	var fresh []seenKey
+	links.queueSeen(b, &fresh)
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return nil, nil, fmt.Errorf("finish pages: %w", err)
+	}
+	if len(lostIDs) > 0 {
+		lost = make(map[int64]bool, len(lostIDs))
+		for _, id := range lostIDs {
+			lost[id] = true
 		}
-		cancelled := map[int64]bool{}
-		if len(withLinks) > 0 {
-			rows, err := tx.Query(ctx, sqlCancelledRuns, withLinks)
-			if err != nil {
-				return fmt.Errorf("read runs: %w", err)
-			}
-			ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-			if err != nil {
-				return fmt.Errorf("read runs: %w", err)
-			}
-			for _, id := range ids {
-				cancelled[id] = true // being cancelled: add nothing more (the sweep catches a race)
-			}
-		}
-		var adds []pageAdd
-		for _, r := range batch {
-			if !cancelled[r.ri.id] {
-				for _, p := range r.follow {
-					adds = append(adds, pageAdd{ri: r.ri, page: p})
-				}
-			}
-			for _, u := range r.markOnly {
-				adds = append(adds, pageAdd{ri: r.ri, page: pageArgs{URL: u}, markOnly: true})
-			}
-		}
-		var err error
-		if added, err = c.addPagesTx(ctx, tx, adds); err != nil {
-			return err
-		}
-		n := len(batch)
-		runs, pages, nItems, errs, retries := make([]int64, n), make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
-		bytes, kinds := make([]int64, n), make([]string, n)
-		leases := make([]queue.Lease, n)
-		for i, r := range batch {
-			runs[i], pages[i], nItems[i], errs[i], retries[i] = r.ri.id, int32(r.o.pages), int32(r.o.items), int32(r.o.errors), int32(r.o.retries)
-			bytes[i], kinds[i] = r.o.bytes, r.o.kind
-			leases[i] = r.job.Lease()
-		}
-		if _, err := tx.Exec(ctx, sqlAddStats, runs, pages, nItems, bytes, errs, retries, kinds); err != nil {
-			return fmt.Errorf("record stats: %w", err)
-		}
-		var its []items.Item
-		for _, r := range batch {
-			its = append(its, r.items...)
-		}
-		if len(its) > 0 {
-			if err := c.cfg.TxSink.WriteTx(ctx, tx, its); err != nil {
-				return err
-			}
-		}
-		l, err := c.cfg.Queue.CompleteManyTx(ctx, tx, leases)
-		if err != nil {
-			return err
-		}
-		if len(l) > 0 {
-			lost = map[int64]bool{}
-			for _, id := range l {
-				lost[id] = true
-			}
-			return errLostInBatch
-		}
-		return nil
-	})
-	if errors.Is(err, errLostInBatch) {
 		return nil, lost, nil
 	}
-	return added, nil, err
+	todo, err := c.grant(ctx, conn, links.newPages(fresh))
+	if err != nil {
+		return nil, nil, err
+	}
+
+	// Round trip 2: enqueue the new pages, record stats and items, commit.
+	b = &pgx.Batch{}
+	ps, added := c.pageJobs(todo)
+	if err := c.cfg.Queue.EnqueueManyBatch(b, ps, make([]queue.EnqueueResult, len(ps))); err != nil {
+		return nil, nil, err
+	}
+	runs, pages, nItems, errs, retries := make([]int64, n), make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
+	bytes, kinds := make([]int64, n), make([]string, n)
+	var its []items.Item
+	for i, r := range batch {
+		runs[i], pages[i], nItems[i], errs[i], retries[i] = r.ri.id, int32(r.o.pages), int32(r.o.items), int32(r.o.errors), int32(r.o.retries)
+		bytes[i], kinds[i] = r.o.bytes, r.o.kind
+		its = append(its, r.items...)
+	}
+	b.Queue(sqlAddStats, runs, pages, nItems, bytes, errs, retries, kinds)
+	if len(its) > 0 {
+		if err := c.cfg.TxSink.WriteBatch(b, its); err != nil {
+			return nil, nil, err
+		}
+	}
+	b.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return nil, nil, fmt.Errorf("finish pages: %w", err)
+	}
+	committed = true
+	return added, nil, nil
 }
 
-// errLostInBatch rolls a batch back when one of its pages lost its lease.
-var errLostInBatch = errors.New("a page of the batch lost its lease")
+// rollback ends conn's transaction, if any, after a failed batch; a connection that cannot is
+// closed, so the pool drops it.
+func rollback(conn *pgxpool.Conn) {
+	if conn.Conn().PgConn().TxStatus() == 'I' {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
+		_ = conn.Conn().Close(ctx)
+	}
+}
 
-// addPagesTx marks pages seen for their runs and enqueues the new ones as page jobs, within each
-// run's page budget, in one statement per step whatever the number of runs. It returns how many
-// it enqueued per run.
-func (c *Crawler) addPagesTx(ctx context.Context, tx pgx.Tx, adds []pageAdd) (map[int64]int, error) {
-	added := map[int64]int{}
-	if len(adds) == 0 {
-		return added, nil
-	}
-	type key struct {
-		run int64
-		h   [16]byte
-	}
-	byKey := make(map[key]pageAdd, len(adds))
-	runIDs := make([]int64, 0, len(adds))
-	hashes := make([]pgtype.UUID, 0, len(adds))
+// pageAdd is a page to enqueue for a run.
+type pageAdd struct {
+	ri   *runInfo
+	page pageArgs
+}
+
+// seenKey is a URL (by hash) of a run's seen set.
+type seenKey struct {
+	Run int64
+	H   pgtype.UUID
+}
+
+// linkSet is the links found by a set of pages, deduplicated per run.
+type linkSet struct {
+	byKey  map[seenKey]pageAdd
+	runIDs []int64
+	hashes []pgtype.UUID
+}
+
+func newLinkSet(adds []pageAdd) *linkSet {
+	l := &linkSet{byKey: make(map[seenKey]pageAdd, len(adds))}
 	for _, a := range adds {
-		k := key{a.ri.id, urlHash(a.page.URL)}
-		if prev, dup := byKey[k]; dup && !prev.markOnly {
+		k := seenKey{a.ri.id, pgtype.UUID{Bytes: urlHash(a.page.URL), Valid: true}}
+		if _, dup := l.byKey[k]; dup {
 			continue
 		}
-		if _, dup := byKey[k]; !dup {
-			runIDs = append(runIDs, k.run)
-			hashes = append(hashes, pgtype.UUID{Bytes: k.h, Valid: true})
+		l.byKey[k] = a
+		l.runIDs = append(l.runIDs, k.Run)
+		l.hashes = append(l.hashes, k.H)
+	}
+	return l
+}
+
+// queueSeen queues on b the statement that marks the links seen; *fresh receives those that were
+// not seen before.
+func (l *linkSet) queueSeen(b *pgx.Batch, fresh *[]seenKey) {
+	if len(l.runIDs) == 0 {
+		return
+	}
+	b.Queue(sqlSeenMany, l.runIDs, l.hashes).Query(func(rows pgx.Rows) error {
+		got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[seenKey])
+		if err != nil {
+			return fmt.Errorf("mark seen: %w", err)
 		}
-		byKey[k] = a
-	}
-	rows, err := tx.Query(ctx, sqlSeenMany, runIDs, hashes)
-	if err != nil {
-		return nil, fmt.Errorf("mark seen: %w", err)
-	}
-	type fresh struct {
-		Run int64
-		H   pgtype.UUID
-	}
-	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[fresh])
-	if err != nil {
-		return nil, fmt.Errorf("mark seen: %w", err)
-	}
-	todo := map[int64][]pageAdd{}
-	var order []int64
-	for _, f := range got {
-		a, ok := byKey[key{f.Run, f.H.Bytes}]
-		if !ok || a.markOnly {
+		*fresh = got
+		return nil
+	})
+}
+
+// newPages groups the fresh links by run, in the order they were found.
+func (l *linkSet) newPages(fresh []seenKey) []runPages {
+	var out []runPages
+	at := map[int64]int{}
+	for _, f := range fresh {
+		a, ok := l.byKey[f]
+		if !ok {
 			continue
 		}
-		if todo[f.Run] == nil {
-			order = append(order, f.Run)
+		i, ok := at[f.Run]
+		if !ok {
+			i = len(out)
+			at[f.Run] = i
+			out = append(out, runPages{ri: a.ri})
 		}
-		todo[f.Run] = append(todo[f.Run], a)
+		out[i].pages = append(out[i].pages, a.page)
 	}
+	return out
+}
+
+// runPages is the new pages of one run.
+type runPages struct {
+	ri    *runInfo
+	pages []pageArgs
+}
+
+// grant trims each run's new pages to what is left of its page budget (runs with max_pages take
+// a round trip each; the others have no budget).
+func (c *Crawler) grant(ctx context.Context, db queue.DB, todo []runPages) ([]runPages, error) {
+	for i := range todo {
+		t := &todo[i]
+		if t.ri.settings.MaxPages <= 0 {
+			continue
+		}
+		var granted int64
+		err := db.QueryRow(ctx, sqlTakeBudget, t.ri.id, len(t.pages)).Scan(&granted)
+		if err == nil {
+			t.pages = t.pages[:granted]
+		} else if !errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("page budget: %w", err)
+		}
+	}
+	return todo, nil
+}
+
+// pageJobs returns the page jobs of todo and how many there are per run.
+func (c *Crawler) pageJobs(todo []runPages) ([]queue.EnqueueParams, map[int64]int) {
+	added := map[int64]int{}
 	var ps []queue.EnqueueParams
-	for _, run := range order {
-		list := todo[run]
-		ri := list[0].ri
-		if ri.settings.MaxPages > 0 {
-			var granted int64
-			err := tx.QueryRow(ctx, sqlTakeBudget, run, len(list)).Scan(&granted)
-			if err == nil {
-				list = list[:granted]
-			} else if !errors.Is(err, pgx.ErrNoRows) {
-				return nil, fmt.Errorf("page budget: %w", err)
-			}
+	for _, t := range todo {
+		for _, p := range t.pages {
+			args, _ := json.Marshal(p)
+			ps = append(ps, queue.EnqueueParams{Queue: t.ri.queue, Kind: KindPage, Args: args, Priority: t.ri.priority,
+				ParentID: t.ri.id, MaxAttempts: c.cfg.PageAttempts})
 		}
-		for _, a := range list {
-			args, _ := json.Marshal(a.page)
-			ps = append(ps, queue.EnqueueParams{Queue: ri.queue, Kind: KindPage, Args: args, Priority: ri.priority,
-				ParentID: ri.id, MaxAttempts: c.cfg.PageAttempts})
-		}
-		added[run] = len(list)
+		added[t.ri.id] = len(t.pages)
 	}
+	return ps, added
+}
+
+// addPages marks pages seen for run ri and enqueues the new ones, within tx (the start of a run).
+func (c *Crawler) addPages(ctx context.Context, tx pgx.Tx, ri *runInfo, pages []pageArgs) (int, error) {
+	adds := make([]pageAdd, len(pages))
+	for i, p := range pages {
+		adds[i] = pageAdd{ri: ri, page: p}
+	}
+	links := newLinkSet(adds)
+	b := &pgx.Batch{}
+	var fresh []seenKey
+	links.queueSeen(b, &fresh)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return 0, err
+	}
+	todo, err := c.grant(ctx, tx, links.newPages(fresh))
+	if err != nil {
+		return 0, err
+	}
+	ps, added := c.pageJobs(todo)
 	if len(ps) > 0 {
 		if _, err := c.cfg.Queue.EnqueueManyTx(ctx, tx, ps); err != nil {
-			return nil, err
+			return 0, err
 		}
 	}
-	return added, nil
+	return added[ri.id], nil
 }

@@ -107,10 +107,12 @@ const sqlAddStat = `
 INSERT INTO crawlq_run_stat (run_id, pages, items, bytes, errors, retries, kind)
 VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, ''))`
 
-// sqlSeenMany marks URLs (by hash) as seen for their runs and returns the pairs that were new.
+// sqlSeenMany marks URLs (by hash) as seen for their runs and returns the pairs that were new. A run
+// asked to cancel adds nothing more (the sweep re-cancels what a page adds while the cancel lands).
 const sqlSeenMany = `
 INSERT INTO crawlq_seen (run_id, h)
-SELECT * FROM unnest($1::bigint[], $2::uuid[])
+SELECT x.r, x.h FROM unnest($1::bigint[], $2::uuid[]) AS x(r, h)
+WHERE NOT EXISTS (SELECT 1 FROM crawlq_run r WHERE r.id = x.r AND r.cancel_requested)
 ON CONFLICT DO NOTHING
 RETURNING run_id, h`
 
@@ -119,9 +121,6 @@ const sqlAddStats = `
 INSERT INTO crawlq_run_stat (run_id, pages, items, bytes, errors, retries, kind)
 SELECT r, p, i, b, e, t, NULLIF(k, '')
 FROM unnest($1::bigint[], $2::int[], $3::int[], $4::bigint[], $5::int[], $6::int[], $7::text[]) AS x(r, p, i, b, e, t, k)`
-
-// sqlCancelledRuns returns which of the given runs were asked to cancel.
-const sqlCancelledRuns = `SELECT id FROM crawlq_run WHERE id = ANY($1::bigint[]) AND cancel_requested`
 
 // sqlRobotsGet reads a run's stored robots.txt for an origin.
 const sqlRobotsGet = `SELECT status, body, claimed_at > now() - interval '60 seconds' FROM crawlq_robots WHERE run_id = $1 AND origin = $2`

@@ -145,16 +145,6 @@ func (c *Crawler) finishCheck(ctx context.Context, runID int64) {
 	}
 }
 
-// addPages marks reqs seen for the run and enqueues the new ones (see addPagesTx).
-func (c *Crawler) addPages(ctx context.Context, tx pgx.Tx, ri *runInfo, reqs []pageArgs) (int, error) {
-	adds := make([]pageAdd, len(reqs))
-	for i, r := range reqs {
-		adds[i] = pageAdd{ri: ri, page: r}
-	}
-	added, err := c.addPagesTx(ctx, tx, adds)
-	return added[ri.id], err
-}
-
 // outcome is what one page adds to its run's stats.
 type outcome struct {
 	pages, items, errors, retries int
@@ -192,7 +182,7 @@ func (c *Crawler) workPage(ctx context.Context, job *queue.Job) error {
 			return queue.Snooze(wait)
 		}
 		if u, perr := url.Parse(a.URL); perr == nil && !pol.Allowed(s.UserAgent, u.RequestURI()) {
-			return c.finishPage(ctx, job, ri, outcome{kind: "robots_disallowed"}, nil, nil)
+			return c.finishPage(ctx, job, ri, outcome{kind: "robots_disallowed"}, nil)
 		}
 	}
 	host := urlx.Host(a.URL)
@@ -235,7 +225,7 @@ func (c *Crawler) workPage(ctx context.Context, job *queue.Job) error {
 		if res != nil {
 			o.bytes = res.Bytes
 		}
-		return c.finishPage(ctx, job, ri, o, nil, nil)
+		return c.finishPage(ctx, job, ri, o, nil)
 	}
 	if res.Location != "" {
 		return c.redirect(ctx, job, ri, a, res)
@@ -245,7 +235,7 @@ func (c *Crawler) workPage(ctx context.Context, job *queue.Job) error {
 	})
 	if perr != nil {
 		if errors.Is(perr, spider.ErrBadPage) {
-			return c.finishPage(ctx, job, ri, outcome{pages: 1, errors: 1, bytes: res.Bytes, kind: "bad_page"}, nil, nil)
+			return c.finishPage(ctx, job, ri, outcome{pages: 1, errors: 1, bytes: res.Bytes, kind: "bad_page"}, nil)
 		}
 		return perr
 	}
@@ -279,7 +269,7 @@ func (c *Crawler) workPage(ctx context.Context, job *queue.Job) error {
 			return err
 		}
 	}
-	return c.finishPage(ctx, job, ri, outcome{pages: 1, items: len(result.Items), bytes: res.Bytes}, toPages(result.Follow), nil)
+	return c.finishPage(ctx, job, ri, outcome{pages: 1, items: len(result.Items), bytes: res.Bytes}, toPages(result.Follow))
 }
 
 // redirect turns a redirect into a page job for its target (same depth, one more hop), so the
@@ -290,15 +280,15 @@ func (c *Crawler) redirect(ctx context.Context, job *queue.Job, ri *runInfo, a p
 	switch {
 	case err != nil:
 		o.errors, o.kind = 1, "redirect_invalid"
-		return c.finishPage(ctx, job, ri, o, nil, nil)
+		return c.finishPage(ctx, job, ri, o, nil)
 	case a.Hops+1 > maxHops:
 		o.errors, o.kind = 1, "redirects"
-		return c.finishPage(ctx, job, ri, o, nil, nil)
+		return c.finishPage(ctx, job, ri, o, nil)
 	case len(ri.settings.AllowedDomains) > 0 && !urlx.InDomains(urlx.Hostname(target), ri.settings.AllowedDomains):
 		o.kind = "redirect_offsite"
-		return c.finishPage(ctx, job, ri, o, nil, nil)
+		return c.finishPage(ctx, job, ri, o, nil)
 	}
-	return c.finishPage(ctx, job, ri, o, []pageArgs{{URL: target, Depth: a.Depth, Hops: a.Hops + 1}}, nil)
+	return c.finishPage(ctx, job, ri, o, []pageArgs{{URL: target, Depth: a.Depth, Hops: a.Hops + 1}})
 }
 
 // fetcher returns the shared fetcher for a spider's user agent and address policy.

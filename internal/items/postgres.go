@@ -31,31 +31,41 @@ func (s *PostgresSink) Name() string { return "postgres" }
 // commit together (exactly once) and no separate commit is spent on them.
 type TxSink interface {
 	Sink
-	WriteTx(ctx context.Context, tx pgx.Tx, batch []Item) error
+	// WriteBatch validates batch (Item.Validate) and queues its insert on b, which the caller
+	// sends with its own statements in one round trip. When the database refuses the items for
+	// what they hold, reading b's results returns an error wrapping ErrInvalidItem.
+	WriteBatch(b *pgx.Batch, batch []Item) error
 }
 
 // Write inserts batch in one statement (one round trip, one implicit transaction, so a
 // batch is all or nothing); items already present are skipped.
 func (s *PostgresSink) Write(ctx context.Context, batch []Item) error {
-	return s.write(ctx, s.pool, batch)
+	if len(batch) == 0 {
+		return nil
+	}
+	_, err := s.pool.Exec(ctx, insertItemsSQL, itemArgs(batch)...)
+	return insertError(len(batch), err)
 }
 
-// WriteTx is Write inside tx. It validates the items first (Item.Validate).
-func (s *PostgresSink) WriteTx(ctx context.Context, tx pgx.Tx, batch []Item) error {
+// WriteBatch implements TxSink.
+func (s *PostgresSink) WriteBatch(b *pgx.Batch, batch []Item) error {
 	for i := range batch {
 		if err := batch[i].Validate(); err != nil {
 			return err
 		}
 	}
-	return s.write(ctx, tx, batch)
-}
-
-func (s *PostgresSink) write(ctx context.Context, db interface {
-	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
-}, batch []Item) error {
 	if len(batch) == 0 {
 		return nil
 	}
+	b.Queue(insertItemsSQL, itemArgs(batch)...).Fn = func(br pgx.BatchResults) error {
+		_, err := br.Exec()
+		return insertError(len(batch), err)
+	}
+	return nil
+}
+
+// itemArgs returns the arguments of insertItemsSQL for batch.
+func itemArgs(batch []Item) []any {
 	runIDs := make([]int64, len(batch))
 	keys := make([]string, len(batch))
 	spiders := make([]string, len(batch))
@@ -65,13 +75,19 @@ func (s *PostgresSink) write(ctx context.Context, db interface {
 		it := &batch[i]
 		runIDs[i], keys[i], spiders[i], urls[i], data[i] = it.RunID, it.Key, it.Spider, it.URL, string(it.Data)
 	}
-	if _, err := db.Exec(ctx, insertItemsSQL, runIDs, keys, spiders, urls, data); err != nil {
-		if rejectsData(err) {
-			return fmt.Errorf("insert %d items: %w: %w", len(batch), ErrInvalidItem, err)
-		}
-		return fmt.Errorf("insert %d items: %w", len(batch), err)
+	return []any{runIDs, keys, spiders, urls, data}
+}
+
+// insertError wraps the error of inserting n items, marking what no retry can fix.
+func insertError(n int, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case rejectsData(err):
+		return fmt.Errorf("insert %d items: %w: %w", n, ErrInvalidItem, err)
+	default:
+		return fmt.Errorf("insert %d items: %w", n, err)
 	}
-	return nil
 }
 
 // rejectsData reports whether Postgres refused the batch for what it holds (a data

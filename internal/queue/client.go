@@ -161,6 +161,35 @@ func (c *Client) EnqueueManyTx(ctx context.Context, db DB, ps []EnqueueParams) (
 	return results, nil
 }
 
+// EnqueueManyBatch queues the insert of ps on b, so that a caller can send it in one round trip
+// with statements of its own (in its own transaction, or b's implicit one). The jobs must not have
+// unique keys: folding duplicates needs the answers of earlier statements. Invalid params are
+// reported at once and queue nothing; out (len(ps)) receives the ids when b's results are read.
+func (c *Client) EnqueueManyBatch(b *pgx.Batch, ps []EnqueueParams, out []EnqueueResult) error {
+	if len(out) != len(ps) {
+		return fmt.Errorf("%w: enqueue batch: %d results for %d jobs", ErrInvalid, len(out), len(ps))
+	}
+	var errs []error
+	seen := names{}
+	idx := make([]int, len(ps))
+	for i := range ps {
+		idx[i] = i
+		err := ps[i].validate(seen)
+		if err == nil && ps[i].UniqueKey != "" {
+			err = fmt.Errorf("%w: unique key %q: use EnqueueManyTx for jobs with unique keys", ErrInvalid, ps[i].UniqueKey)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("job %d: %w", i, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil || len(ps) == 0 {
+		return err
+	}
+	sql, args, uniq := insertStatement(Keep, ps, idx)
+	b.Queue(sql, args...).Query(func(rows pgx.Rows) error { return scanInserted(rows, uniq, idx, out) })
+	return nil
+}
+
 // earlier reports whether a's requested start is before b's, comparing like with like where
 // both are relative delays and falling back to wall-clock for absolute times.
 func earlier(a, b *EnqueueParams) bool {
@@ -177,6 +206,17 @@ func (c *Client) insert(ctx context.Context, db DB, mode DuplicateMode, ps []Enq
 	if copier, ok := db.(copyDB); ok && len(idx) >= copyMin && plain(ps, idx) {
 		return c.copyInsert(ctx, copier, ps, idx, out)
 	}
+	sql, args, uniq := insertStatement(mode, ps, idx)
+	rows, err := db.Query(ctx, sql, args...)
+	if err != nil {
+		return fmt.Errorf("enqueue: %w", err)
+	}
+	return scanInserted(rows, uniq, idx, out)
+}
+
+// insertStatement returns the insert of the jobs ps[idx] with its arguments, and their unique
+// keys in the order the rows come back.
+func insertStatement(mode DuplicateMode, ps []EnqueueParams, idx []int) (string, []any, []string) {
 	n := len(idx)
 	queues, kinds, uniq, args := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	prios, maxes := make([]int16, n), make([]int32, n)
@@ -207,11 +247,13 @@ func (c *Client) insert(ctx context.Context, db DB, mode DuplicateMode, ps []Enq
 	case Earliest:
 		action = onConflictEarliest
 	}
-	rows, err := db.Query(ctx, fmt.Sprintf(sqlInsert, action), queues, kinds, prios, runAts, delays, maxes, uniq, parents, args)
-	if err != nil {
-		return fmt.Errorf("enqueue: %w", err)
-	}
+	return fmt.Sprintf(sqlInsert, action), []any{queues, kinds, prios, runAts, delays, maxes, uniq, parents, args}, uniq
+}
+
+// scanInserted reads an insert's rows into out (see insertStatement).
+func scanInserted(rows pgx.Rows, uniq []string, idx []int, out []EnqueueResult) error {
 	defer rows.Close()
+	n := len(idx)
 	j := 0
 	for rows.Next() {
 		var r EnqueueResult
@@ -408,6 +450,26 @@ func (c *Client) fenced(ctx context.Context, db DB, verb, sql string, leases []L
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", verb, err)
 	}
+	return lostLeases(verb, rows, leases)
+}
+
+// CompleteManyBatch queues on b the completion of held jobs (CompleteMany), so that a caller can
+// send it in one round trip with statements of its own. When b's results are read, *lost receives
+// the ids whose lease was lost; the caller decides whether to commit.
+func (c *Client) CompleteManyBatch(b *pgx.Batch, leases []Lease, lost *[]int64) {
+	if len(leases) == 0 {
+		return
+	}
+	ids, tokens := split(leases)
+	b.Queue(sqlComplete, ids, tokens).Query(func(rows pgx.Rows) error {
+		l, err := lostLeases("complete", rows, leases)
+		*lost = l
+		return err
+	})
+}
+
+// lostLeases reads the leases a fenced statement changed and returns the ids of the others.
+func lostLeases(verb string, rows pgx.Rows, leases []Lease) ([]int64, error) {
 	done, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Lease])
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", verb, err)
