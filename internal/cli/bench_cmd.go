@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 
@@ -12,7 +14,7 @@ import (
 
 func benchCmd() *Command {
 	return &Command{
-		Name: "bench", Synopsis: "measure queue (and crawl) throughput beside the peers", Usage: "[--jobs N] [--op insert,work,unique|crawl] [--backlog M]",
+		Name: "bench", Synopsis: "measure queue (and crawl) throughput beside the peers", Usage: "[--jobs N] [--op insert,work,unique|crawl] [--backlog M] [--cpuprofile FILE]",
 		Help: `Measures the queue on the database at DATABASE_URL, in a schema of its own (--schema, emptied
 first): inserts --jobs no-op jobs, then burns them down with workers in this process, and prints
 RESULT lines in the format of ../shared/bench/peers/run.sh so the figures sit beside River's,
@@ -26,7 +28,9 @@ already present. --backlog M first adds M delayed and M finished jobs. After the
 claim_latency times 1000 one-job claims (each with its commit) on the otherwise idle queue,
 backlog still present: what a deep backlog costs a claim. --op crawl --url URL crawls the synthetic catalogue of
 ../shared/bench/site at URL with spiders/benchsite.yaml and prints
-RESULT system=crawlq op=crawl pages=N items=M seconds=S pages_per_s=R.`,
+RESULT system=crawlq op=crawl pages=N items=M seconds=S pages_per_s=R.
+
+--cpuprofile FILE writes a CPU profile of the whole command (read it with go tool pprof).`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			url := fs.String("database-url", "", "PostgreSQL URL (default $DATABASE_URL)")
 			var cfg bench.Config
@@ -39,9 +43,21 @@ RESULT system=crawlq op=crawl pages=N items=M seconds=S pages_per_s=R.`,
 			fs.StringVar(&cfg.Schema, "schema", "crawlq_bench", "schema to work in (dropped and recreated)")
 			site := fs.String("url", "", "with --op crawl: the bench site's base URL")
 			quiet := fs.Bool("quiet", false, "no progress lines")
+			cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
 			return func(ctx context.Context, args []string) error {
 				if err := noArgs(args); err != nil {
 					return err
+				}
+				if *cpuprofile != "" {
+					f, err := os.Create(*cpuprofile)
+					if err != nil {
+						return err
+					}
+					defer f.Close()
+					if err := pprof.StartCPUProfile(f); err != nil {
+						return fmt.Errorf("cpu profile: %w", err)
+					}
+					defer pprof.StopCPUProfile()
 				}
 				cfg.URL = *url
 				if cfg.URL == "" {
