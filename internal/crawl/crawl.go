@@ -72,6 +72,10 @@ type Config struct {
 	// OnEnqueue, when set, is called after this process committed new jobs to a queue, so local
 	// idle workers can claim them at once.
 	OnEnqueue func(queue string)
+	// Reserve, when set, sets aside room for up to n jobs of a queue in one of this process's
+	// workers, or returns nil. Pages a page finds go to that room already leased (see
+	// queue.Reservation) instead of waiting in the queue for a claim.
+	Reserve func(queue string, n int) *queue.Reservation
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }

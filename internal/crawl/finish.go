@@ -124,7 +124,7 @@ func (c *Crawler) finishLoop() {
 func (c *Crawler) finishBatch(batch []*finishReq) {
 	for len(batch) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		added, lost, err := c.commitBatch(ctx, batch)
+		res, lost, err := c.commitBatch(ctx, batch)
 		cancel()
 		if err != nil && len(batch) > 1 && errors.Is(err, items.ErrInvalidItem) {
 			// The database refused one page's items: finish the pages one by one, so only that
@@ -144,7 +144,7 @@ func (c *Crawler) finishBatch(batch []*finishReq) {
 			for _, r := range batch {
 				r.done <- nil
 			}
-			c.afterBatch(batch, added)
+			c.afterBatch(batch, res)
 			return
 		}
 		keep := batch[:0]
@@ -159,24 +159,31 @@ func (c *Crawler) finishBatch(batch []*finishReq) {
 	}
 }
 
+// batchResult is what a committed batch added: pages per run, and the queues that got pages
+// waiting for a claim (rather than handed to this process's workers).
+type batchResult struct {
+	added  map[int64]int
+	queued map[string]bool
+}
+
 // afterBatch follows a committed batch: once per run in it (see enqueued).
-func (c *Crawler) afterBatch(batch []*finishReq, added map[int64]int) {
+func (c *Crawler) afterBatch(batch []*finishReq, res batchResult) {
 	done := map[int64]bool{}
 	for _, r := range batch {
 		if !done[r.ri.id] {
 			done[r.ri.id] = true
-			c.enqueued(r.ri, added[r.ri.id])
+			c.enqueued(r.ri, res.added[r.ri.id], res.queued[r.ri.queue])
 		}
 	}
 }
 
 // commitBatch runs one batch's transaction in two round trips: statements of several packages
-// go in one pgx batch each. It returns the pages added per run, or the ids of pages whose lease
-// was lost (then nothing was committed).
-func (c *Crawler) commitBatch(ctx context.Context, batch []*finishReq) (added map[int64]int, lost map[int64]bool, err error) {
+// go in one pgx batch each. It returns what the batch added, or the ids of pages whose lease was
+// lost (then nothing was committed).
+func (c *Crawler) commitBatch(ctx context.Context, batch []*finishReq) (res batchResult, lost map[int64]bool, err error) {
 	conn, err := c.cfg.Pool.Acquire(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("finish pages: %w", err)
+		return batchResult{}, nil, fmt.Errorf("finish pages: %w", err)
 	}
 	committed := false
 	defer func() {
@@ -204,25 +211,60 @@ func (c *Crawler) commitBatch(ctx context.Context, batch []*finishReq) (added ma
 	var fresh []seenKey
 	links.queueSeen(b, &fresh)
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		return nil, nil, fmt.Errorf("finish pages: %w", err)
+		return batchResult{}, nil, fmt.Errorf("finish pages: %w", err)
 	}
 	if len(lostIDs) > 0 {
 		lost = make(map[int64]bool, len(lostIDs))
 		for _, id := range lostIDs {
 			lost[id] = true
 		}
-		return nil, lost, nil
+		return batchResult{}, lost, nil
 	}
 	todo, err := c.grant(ctx, conn, links.newPages(fresh))
 	if err != nil {
-		return nil, nil, err
+		return batchResult{}, nil, err
 	}
 
-	// Round trip 2: enqueue the new pages, record stats and items, commit.
+	// Round trip 2: enqueue the new pages (as many as this process has idle room for already
+	// leased to it), record stats and items, commit.
 	b = &pgx.Batch{}
 	ps, added := c.pageJobs(todo)
-	if err := c.cfg.Queue.EnqueueManyBatch(b, ps, make([]queue.EnqueueResult, len(ps))); err != nil {
-		return nil, nil, err
+	res = batchResult{added: added, queued: map[string]bool{}}
+	var held []*queue.Reservation
+	defer func() {
+		for _, r := range held {
+			if committed {
+				r.Hand()
+			} else {
+				r.Cancel()
+			}
+		}
+	}()
+	queued := ps[:0:0]
+	for len(ps) > 0 {
+		q := ps[0].Queue
+		end := 1
+		for end < len(ps) && ps[end].Queue == q {
+			end++
+		}
+		group := ps[:end]
+		ps = ps[end:]
+		if c.cfg.Reserve != nil {
+			if r := c.cfg.Reserve(q, len(group)); r != nil {
+				held = append(held, r)
+				if err := r.EnqueueBatch(b, group[:r.Len()]); err != nil {
+					return batchResult{}, nil, err
+				}
+				group = group[r.Len():]
+			}
+		}
+		queued = append(queued, group...)
+		if len(group) > 0 {
+			res.queued[q] = true
+		}
+	}
+	if err := c.cfg.Queue.EnqueueManyBatch(b, queued, make([]queue.EnqueueResult, len(queued))); err != nil {
+		return batchResult{}, nil, err
 	}
 	runs, pages, nItems, errs, retries := make([]int64, n), make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
 	bytes, kinds := make([]int64, n), make([]string, n)
@@ -235,15 +277,15 @@ func (c *Crawler) commitBatch(ctx context.Context, batch []*finishReq) (added ma
 	b.Queue(sqlAddStats, runs, pages, nItems, bytes, errs, retries, kinds)
 	if len(its) > 0 {
 		if err := c.cfg.TxSink.WriteBatch(b, its); err != nil {
-			return nil, nil, err
+			return batchResult{}, nil, err
 		}
 	}
 	b.Queue("COMMIT")
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		return nil, nil, fmt.Errorf("finish pages: %w", err)
+		return batchResult{}, nil, fmt.Errorf("finish pages: %w", err)
 	}
 	committed = true
-	return added, nil, nil
+	return res, nil, nil
 }
 
 // rollback ends conn's transaction, if any, after a failed batch; a connection that cannot is

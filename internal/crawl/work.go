@@ -81,7 +81,7 @@ func (c *Crawler) workRun(ctx context.Context, job *queue.Job) error {
 		return err
 	}
 	c.log.Info("run started", "run", ri.id, "spider", ri.name, "start_pages", added)
-	c.enqueued(ri, added)
+	c.enqueued(ri, added, true)
 	return queue.ErrCompleted
 }
 
@@ -129,11 +129,12 @@ func (c *Crawler) inTx(ctx context.Context, f func(pgx.Tx) error) error {
 }
 
 // enqueued follows a committed transaction that added n page jobs to run ri: wake this process's
-// idle workers, or, when it added none, check whether that was the run's last job.
-func (c *Crawler) enqueued(ri *runInfo, n int) {
+// idle workers when some wait in the queue, or, when it added none, check whether that was the
+// run's last job.
+func (c *Crawler) enqueued(ri *runInfo, n int, queued bool) {
 	if n == 0 {
 		c.finishCheck(context.Background(), ri.id)
-	} else if c.cfg.OnEnqueue != nil {
+	} else if queued && c.cfg.OnEnqueue != nil {
 		c.cfg.OnEnqueue(ri.queue)
 	}
 }

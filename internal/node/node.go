@@ -64,6 +64,7 @@ type Node struct {
 
 	mu      sync.Mutex
 	workers []*queue.Worker
+	next    int // where reserve starts looking
 }
 
 // LoadSpiders returns a registry of the embedded specs plus those in dir (if dir is not empty).
@@ -127,7 +128,7 @@ func New(cfg Config) (*Node, error) {
 	qc := queue.New(cfg.Pool, cfg.Queue)
 	n := &Node{cfg: cfg, Queue: qc, Spiders: reg, Pipeline: pl, Mux: queue.NewMux()}
 	cr, err := crawl.New(crawl.Config{Pool: cfg.Pool, Queue: qc, Spiders: reg, Pipeline: pl, TxSink: txSink, Fetch: cfg.Fetch,
-		OnFinish: cfg.OnFinish, OnEnqueue: n.poke, ItemTimeout: cfg.ItemTimeout, Logger: cfg.Logger})
+		OnFinish: cfg.OnFinish, OnEnqueue: n.poke, Reserve: n.reserve, ItemTimeout: cfg.ItemTimeout, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -184,6 +185,24 @@ func (n *Node) poke(q string) {
 			w.Poke()
 		}
 	}
+}
+
+// reserve sets aside room for up to k jobs of queue q in one of this node's workers (see
+// queue.Worker.Reserve), trying them in turn from a rotating start so the work spreads.
+func (n *Node) reserve(q string, k int) *queue.Reservation {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.next++
+	for i := range n.workers {
+		w := n.workers[(n.next+i)%len(n.workers)]
+		if w.Queue() != q {
+			continue
+		}
+		if r := w.Reserve(k); r != nil {
+			return r
+		}
+	}
+	return nil
 }
 
 // Stats sums the counters of the node's workers.

@@ -1,6 +1,7 @@
 package queue_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -95,5 +96,103 @@ func TestEnqueueManyBatchRejectsBadInput(t *testing.T) {
 	b := &pgx.Batch{}
 	if err := c.EnqueueManyBatch(b, []queue.EnqueueParams{{Queue: "q", Kind: "k"}}, nil); !errors.Is(err, queue.ErrInvalid) || b.Len() != 0 {
 		t.Errorf("short results slice: err %v", err)
+	}
+}
+
+// A job handed to a worker through a reservation runs there without a claim, exactly once, with
+// its lease kept alive; a cancelled reservation gives its room back; a worker that stopped
+// releases what it is handed.
+func TestReservationHandsJobsToTheWorker(t *testing.T) {
+	t.Parallel()
+	c, pool := newClient(t)
+	ctx := ctxT(t)
+	ran := make(chan *queue.Job, 100)
+	w, err := queue.NewWorker(c, queue.WorkerConfig{Queue: "q", Concurrency: 2, BatchSize: 4, Lease: 600 * time.Millisecond,
+		HeartbeatInterval: 100 * time.Millisecond, PollInterval: time.Hour}, func(ctx context.Context, j *queue.Job) error {
+		time.Sleep(time.Second) // longer than the lease: only heartbeats keep it
+		ran <- j
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); w.Run(wctx) }()
+
+	// Once the worker's first claim (which finds nothing) is over, all its room is free.
+	var r *queue.Reservation
+	waitFor(t, 10*time.Second, func() bool {
+		if r = w.Reserve(100); r != nil && r.Len() == 4 {
+			return true
+		}
+		r.Cancel()
+		return false
+	})
+	if w.Reserve(1) != nil {
+		t.Fatal("reserved beyond the worker's room")
+	}
+	r.Cancel()
+	r = w.Reserve(3)
+	if r == nil || r.Len() != 3 {
+		t.Fatalf("room not given back by Cancel: %v", r)
+	}
+	for name, ps := range map[string][]queue.EnqueueParams{
+		"too many":    {{Queue: "q", Kind: "k"}, {Queue: "q", Kind: "k"}, {Queue: "q", Kind: "k"}, {Queue: "q", Kind: "k"}},
+		"unique key":  {{Queue: "q", Kind: "k", UniqueKey: "u"}},
+		"delayed":     {{Queue: "q", Kind: "k", Delay: time.Second}},
+		"other queue": {{Queue: "other", Kind: "k"}},
+	} {
+		b := &pgx.Batch{}
+		if err := r.EnqueueBatch(b, ps); !errors.Is(err, queue.ErrInvalid) || b.Len() != 0 {
+			t.Errorf("%s: err %v, %d statements; want ErrInvalid and none", name, err, b.Len())
+		}
+	}
+	b := &pgx.Batch{}
+	if err := r.EnqueueBatch(b, []queue.EnqueueParams{{Queue: "q", Kind: "k", Args: []byte(`{"n":1}`)}, {Queue: "q", Kind: "k", Priority: 7}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.SendBatch(ctx, b).Close(); err != nil {
+		t.Fatal(err)
+	}
+	r.Hand()
+	got := map[int64]bool{}
+	for range 2 {
+		select {
+		case j := <-ran:
+			if j.Attempt != 1 || j.Kind != "k" || j.LeaseToken == 0 {
+				t.Fatalf("handed job %+v", j)
+			}
+			got[j.ID] = true
+		case <-time.After(30 * time.Second):
+			t.Fatal("handed jobs did not run")
+		}
+	}
+	waitFor(t, 10*time.Second, func() bool { return stats(t, c).Succeeded == 2 })
+	if s := stats(t, c); s.Running != 0 || s.Available != 0 || w.Stats().Lost != 0 || w.Stats().Claimed != 2 {
+		t.Fatalf("stats %+v, worker %+v; want 2 succeeded, none lost", s, w.Stats())
+	}
+
+	// Handed to a stopped worker: released for others, attempt not counted.
+	r = w.Reserve(1)
+	stop()
+	<-stopped
+	b = &pgx.Batch{}
+	if err := r.EnqueueBatch(b, []queue.EnqueueParams{{Queue: "q", Kind: "k"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.SendBatch(ctx, b).Close(); err != nil {
+		t.Fatal(err)
+	}
+	r.Hand()
+	if w.Reserve(1) != nil {
+		t.Fatal("a stopped worker took a reservation")
+	}
+	jobs := claim(t, c, 10, time.Minute)
+	if len(jobs) != 1 || jobs[0].Attempt != 1 {
+		t.Fatalf("after hand to a stopped worker, claimed %+v; want the job, on attempt 1", jobs)
+	}
+	if a, s := actualCounts(t, pool), statCounts(t, c); fmt.Sprint(a) != fmt.Sprint(s) {
+		t.Fatalf("counts %v, rows %v", s, a)
 	}
 }

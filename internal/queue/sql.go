@@ -61,6 +61,26 @@ RETURNING id, (xmax <> 0) AS dup, COALESCE(unique_key, '') AS key, queue, state,
 )
 SELECT id, dup, key FROM ins`
 
+// sqlInsertHeld inserts jobs that start out running, leased to worker $9 with token $8 for $7
+// milliseconds: work a process found for itself and hands to its own idle handlers, skipping the
+// claim (Reservation). They count as running from the start.
+var sqlInsertHeld = `
+WITH ins AS (
+INSERT INTO crawlq_job (queue, kind, state, priority, run_at, max_attempts, parent_id, args,
+                        attempt, lease_until, lease_token, worker, started_at)
+SELECT q, k, 'running', p, now(), m, NULLIF(par, 0), a::jsonb,
+       1, now() + $7::bigint * interval '1 millisecond', $8, $9, now()
+FROM unnest($1::text[], $2::text[], $3::smallint[], $4::int[], $5::bigint[], $6::text[])
+     WITH ORDINALITY AS t(q, k, p, m, par, a, o)
+ORDER BY o
+RETURNING id, kind, args, priority, run_at, attempt, max_attempts, lease_until, COALESCE(parent_id, 0) AS parent_id,
+          created_at, started_at, queue, state
+), cnt AS (
+    INSERT INTO crawlq_job_count_delta (queue, state, n)
+    SELECT queue, state, count(*) FROM ins GROUP BY queue, state
+)
+SELECT id, kind, args, priority, run_at, attempt, max_attempts, lease_until, parent_id, created_at, started_at FROM ins`
+
 // sqlCopyDelta records the count change of a COPY of n plain jobs into queue $1.
 const sqlCopyDelta = `INSERT INTO crawlq_job_count_delta (queue, state, n) VALUES ($1, 'available', $2)`
 

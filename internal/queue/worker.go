@@ -148,9 +148,16 @@ type Worker struct {
 	log *slog.Logger
 
 	poke chan struct{} // Poke: new work may be due, claim now rather than after PollInterval
+	wake chan struct{} // room in ready has freed up
+
+	// ready holds claimed jobs until a handler takes them. Producers (the claim loop and
+	// reservations) take room in it first, so a send never blocks: len(ready)+reserved <= cap.
+	ready chan *Job
 
 	mu       sync.Mutex
 	inflight map[int64]*held // claimed and not yet finished, including those waiting for a handler
+	reserved int             // room in ready taken by producers and not yet filled
+	stopped  bool            // ready is closed
 
 	claimed, succeeded, failed, snoozed, released, lost atomic.Int64
 }
@@ -170,7 +177,7 @@ func NewWorker(c *Client, cfg WorkerConfig, h Handler) (*Worker, error) {
 		return nil, err
 	}
 	return &Worker{c: c, cfg: cfg, h: h, log: cfg.Logger.With("worker", cfg.ID, "queue", cfg.Queue),
-		poke: make(chan struct{}, 1), inflight: map[int64]*held{}}, nil
+		poke: make(chan struct{}, 1), wake: make(chan struct{}, 1), ready: make(chan *Job, cfg.BatchSize), inflight: map[int64]*held{}}, nil
 }
 
 // Poke tells an idle worker that new jobs may be due, so it claims at once instead of waiting
@@ -203,9 +210,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	workCtx, stopWork := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stopWork(nil)
 
-	ready := make(chan *Job, w.cfg.BatchSize)
+	ready := w.ready
 	done := make(chan Lease, w.cfg.CompleteBatch*2)
-	wake := make(chan struct{}, 1)
 
 	var handlers sync.WaitGroup
 	for range w.cfg.Concurrency {
@@ -213,10 +219,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		go func() {
 			defer handlers.Done()
 			for j := range ready {
-				select {
-				case wake <- struct{}{}:
-				default:
-				}
+				w.wakeClaimer()
 				w.work(workCtx, ctx, j, done)
 			}
 		}()
@@ -233,8 +236,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.heartbeatLoop(hbCtx)
 	}()
 
-	w.claimLoop(ctx, ready, wake)
+	w.claimLoop(ctx)
+	w.mu.Lock()
+	w.stopped = true
 	close(ready)
+	w.mu.Unlock()
 
 	// Release what is buffered but unstarted: the handlers skip jobs once ctx is done.
 	finished := make(chan struct{})
@@ -260,24 +266,26 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-func (w *Worker) claimLoop(ctx context.Context, ready chan *Job, wake chan struct{}) {
+func (w *Worker) claimLoop(ctx context.Context) {
 	var lastPromote time.Time
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		if w.cfg.MaxJobs > 0 && w.claimed.Load() >= int64(w.cfg.MaxJobs) {
 			return
 		}
-		room := cap(ready) - len(ready)
-		if room < max(1, cap(ready)/2) {
+		want := cap(w.ready)
+		if w.cfg.MaxJobs > 0 {
+			want = min(want, w.cfg.MaxJobs-int(w.claimed.Load()))
+		}
+		room := w.takeRoom(want)
+		if room < min(want, max(1, cap(w.ready)/2)) {
+			w.giveBack(room)
 			select {
-			case <-wake:
+			case <-w.wake:
 			case <-ctx.Done():
 				return
 			}
 			continue
-		}
-		if w.cfg.MaxJobs > 0 {
-			room = min(room, w.cfg.MaxJobs-int(w.claimed.Load()))
 		}
 		// The claim must not be cancelled by Run's context: a claim the server committed but whose
 		// answer we dropped would leave its jobs leased to nobody until the lease expired, and the
@@ -286,16 +294,16 @@ func (w *Worker) claimLoop(ctx context.Context, ready chan *Job, wake chan struc
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		jobs, err := w.c.Claim(cctx, ClaimParams{Queue: w.cfg.Queue, Worker: w.cfg.ID, Limit: room, Lease: w.cfg.Lease})
 		cancel()
-		if err == nil && ctx.Err() != nil && len(jobs) > 0 {
-			leases := make([]Lease, len(jobs))
-			for i, j := range jobs {
-				leases[i] = j.Lease()
-			}
-			w.releaseLeases(context.WithoutCancel(ctx), leases)
-			return
-		}
-		if err != nil {
+		if err != nil || ctx.Err() != nil {
+			w.giveBack(room)
 			if ctx.Err() != nil {
+				if len(jobs) > 0 {
+					leases := make([]Lease, len(jobs))
+					for i, j := range jobs {
+						leases[i] = j.Lease()
+					}
+					w.releaseLeases(context.WithoutCancel(ctx), leases)
+				}
 				return
 			}
 			w.log.Warn("claim failed; retrying", "err", err, "in", backoff)
@@ -304,15 +312,7 @@ func (w *Worker) claimLoop(ctx context.Context, ready chan *Job, wake chan struc
 			continue
 		}
 		backoff = 100 * time.Millisecond
-		w.claimed.Add(int64(len(jobs)))
-		w.mu.Lock()
-		for _, j := range jobs {
-			w.inflight[j.ID] = &held{job: j}
-		}
-		w.mu.Unlock()
-		for _, j := range jobs {
-			ready <- j
-		}
+		w.hand(jobs, room)
 		if len(jobs) < room && time.Since(lastPromote) > w.cfg.PollInterval/2 {
 			lastPromote = time.Now()
 			if n, err := w.c.Promote(ctx, 1000); err != nil && ctx.Err() == nil {
@@ -331,6 +331,55 @@ func (w *Worker) claimLoop(ctx context.Context, ready chan *Job, wake chan struc
 			t.Stop()
 		}
 	}
+}
+
+// takeRoom takes up to n free places in ready for a producer and returns how many it took.
+func (w *Worker) takeRoom(n int) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return 0
+	}
+	k := max(min(n, cap(w.ready)-len(w.ready)-w.reserved), 0)
+	w.reserved += k
+	return k
+}
+
+// giveBack frees n places a producer took and did not fill.
+func (w *Worker) giveBack(n int) {
+	w.mu.Lock()
+	w.reserved -= n
+	w.mu.Unlock()
+	w.wakeClaimer()
+}
+
+// wakeClaimer tells a claim loop waiting for room that some may have freed up.
+func (w *Worker) wakeClaimer() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// hand gives held jobs to the handlers, filling places taken with takeRoom (room of them,
+// len(jobs) <= room); what is left of room is freed. It reports false, doing nothing else, when
+// the worker has stopped: the caller then still holds the jobs.
+func (w *Worker) hand(jobs []*Job, room int) bool {
+	if len(jobs) < room {
+		defer w.wakeClaimer()
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.reserved -= room
+	if w.stopped {
+		return false
+	}
+	w.claimed.Add(int64(len(jobs)))
+	for _, j := range jobs {
+		w.inflight[j.ID] = &held{job: j}
+		w.ready <- j // never blocks: the room was taken
+	}
+	return true
 }
 
 func sleep(ctx context.Context, d time.Duration) {

@@ -1,0 +1,148 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// A process that finds new work while handling a job (a crawl page finding links) can hand some
+// of it to its own idle handlers instead of sending it through the queue: Worker.Reserve sets
+// aside room, the caller inserts the jobs already leased to the worker in its own transaction
+// (Reservation.EnqueueBatch), and once that committed, Hand gives them to the handlers. They skip
+// the claim: no claim statement, no wait for the next poll or poke. A crash loses nothing: the
+// jobs are leased like claimed ones and the rescue brings them back when the lease expires.
+//
+// The handed jobs run before jobs waiting in the queue, whatever their priority; only room that
+// the worker would otherwise fill by claiming is handed out, and other workers claim the rest.
+
+// Reservation is room set aside in a worker for jobs its process inserts itself.
+type Reservation struct {
+	w     *Worker
+	n     int
+	token int64
+	jobs  []*Job
+	done  bool
+}
+
+// Reserve sets aside room for up to n jobs, or returns nil when the worker has none (or is
+// stopping, or recycles after MaxJobs). The caller must end the reservation with Hand or Cancel.
+func (w *Worker) Reserve(n int) *Reservation {
+	if n <= 0 || w.cfg.MaxJobs > 0 {
+		return nil
+	}
+	k := w.takeRoom(n)
+	if k == 0 {
+		return nil
+	}
+	return &Reservation{w: w, n: k, token: newToken()}
+}
+
+// Len is how many jobs the reservation has room for.
+func (r *Reservation) Len() int { return r.n }
+
+// EnqueueBatch queues on b the insert of ps (at most Len, due now, without unique keys) as jobs
+// already running under the reservation's lease. Invalid params are reported at once and queue
+// nothing.
+func (r *Reservation) EnqueueBatch(b *pgx.Batch, ps []EnqueueParams) error {
+	if len(ps) > r.n {
+		return fmt.Errorf("%w: %d jobs for a reservation of %d", ErrInvalid, len(ps), r.n)
+	}
+	var errs []error
+	seen := names{}
+	for i := range ps {
+		p := &ps[i]
+		err := p.validate(seen)
+		if err == nil && (p.UniqueKey != "" || p.Delay != 0 || !p.RunAt.IsZero()) {
+			err = fmt.Errorf("%w: a held job is due now and has no unique key", ErrInvalid)
+		}
+		if err == nil && p.Queue != r.w.cfg.Queue {
+			err = fmt.Errorf("%w: queue %q: the reservation is on queue %q", ErrInvalid, p.Queue, r.w.cfg.Queue)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("job %d: %w", i, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil || len(ps) == 0 {
+		return err
+	}
+	n := len(ps)
+	queues, kinds, args := make([]string, n), make([]string, n), make([]string, n)
+	prios, maxes, parents := make([]int16, n), make([]int32, n), make([]int64, n)
+	for i := range ps {
+		p := &ps[i]
+		queues[i], kinds[i], args[i] = p.Queue, p.Kind, "{}"
+		if len(p.Args) > 0 {
+			args[i] = string(p.Args)
+		}
+		prios[i], parents[i] = int16(p.Priority), p.ParentID
+		maxes[i] = int32(p.MaxAttempts)
+		if maxes[i] == 0 {
+			maxes[i] = DefaultMaxAttempts
+		}
+	}
+	cfg := &r.w.cfg
+	b.Queue(sqlInsertHeld, queues, kinds, prios, maxes, parents, args, cfg.Lease.Milliseconds(), r.token, cfg.ID).Query(func(rows pgx.Rows) error {
+		jobs, err := scanHeld(rows, cfg.Queue, r.token, cfg.ID)
+		if err != nil {
+			return err
+		}
+		if len(jobs) != n {
+			return fmt.Errorf("enqueue held: %d rows for %d jobs", len(jobs), n)
+		}
+		r.jobs = jobs
+		return nil
+	})
+	return nil
+}
+
+func scanHeld(rows pgx.Rows, queue string, token int64, worker string) ([]*Job, error) {
+	defer rows.Close()
+	var jobs []*Job
+	for rows.Next() {
+		j := &Job{Queue: queue, State: StateRunning, LeaseToken: token, Worker: worker}
+		var prio int16
+		var lease, started time.Time
+		if err := rows.Scan(&j.ID, &j.Kind, &j.Args, &prio, &j.RunAt, &j.Attempt, &j.MaxAttempts, &lease,
+			&j.ParentID, &j.CreatedAt, &started); err != nil {
+			return nil, fmt.Errorf("enqueue held: %w", err)
+		}
+		j.Priority = int(prio)
+		j.LeaseUntil, j.StartedAt = &lease, &started
+		jobs = append(jobs, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("enqueue held: %w", err)
+	}
+	return jobs, nil
+}
+
+// Hand gives the inserted jobs to the worker's handlers; call it once the transaction that
+// inserted them has committed. Unused room is freed. A worker that has stopped meanwhile releases
+// the jobs instead, for others to claim.
+func (r *Reservation) Hand() {
+	if r == nil || r.done {
+		return
+	}
+	r.done = true
+	if r.w.hand(r.jobs, r.n) {
+		return
+	}
+	leases := make([]Lease, len(r.jobs))
+	for i, j := range r.jobs {
+		leases[i] = j.Lease()
+	}
+	r.w.releaseLeases(context.Background(), leases)
+}
+
+// Cancel frees the room; call it when the transaction did not commit.
+func (r *Reservation) Cancel() {
+	if r == nil || r.done {
+		return
+	}
+	r.done = true
+	r.w.giveBack(r.n)
+}
