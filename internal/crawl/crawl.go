@@ -90,9 +90,13 @@ type Crawler struct {
 	fetchers map[fetcherKey]*fetch.Fetcher
 	runs     map[int64]*runInfo // immutable facts of runs this process has seen
 	command  CommandRunner
+	// active counts, per run, the pages being handled in this process (see settle).
+	active map[int64]int
+	seen   *seenCache
 
 	finishOnce    sync.Once
-	finishQ       chan *finishReq // pages waiting for a batch (finish.go)
+	finishBranch  chan *finishReq // pages with links to add, waiting for a batch (finish.go)
+	finishLeaf    chan *finishReq // pages without, waiting for a batch
 	finishers     sync.WaitGroup
 	closeOnce     sync.Once
 	closed        chan struct{} // Close was called
@@ -119,7 +123,7 @@ func New(cfg Config) (*Crawler, error) {
 		cfg.Logger = slog.Default()
 	}
 	return &Crawler{cfg: cfg, log: cfg.Logger, robots: robots.NewCache(4096),
-		fetchers: map[fetcherKey]*fetch.Fetcher{}, runs: map[int64]*runInfo{},
+		fetchers: map[fetcherKey]*fetch.Fetcher{}, runs: map[int64]*runInfo{}, active: map[int64]int{}, seen: newSeenCache(seenCacheSize),
 		closed: make(chan struct{}), finishersDone: make(chan struct{})}, nil
 }
 

@@ -21,10 +21,16 @@ import (
 // completion, which is what completion detection relies on; a page whose lease turns out lost
 // makes the batch roll back and go again without it. One transaction per batch instead of per page
 // is what lets a crawl go at thousands of pages a second.
+//
+// Pages with links to add ("branch" pages, after dropping links this process knows are seen) have
+// a finisher of their own: the crawl's frontier grows only through them, so a listing page must
+// not wait behind a batch of item pages. One finisher for the other ("leaf") pages lets their
+// batches grow with the load: fewer, larger transactions cost the database less per page.
 
 const (
-	finishers    = 4   // batches in flight at once
-	maxFinishing = 256 // pages per batch
+	leafFinishers = 1      // batches in flight at once for pages without links to add
+	maxFinishing  = 256    // pages per batch
+	seenCacheSize = 200000 // links remembered as seen per generation (seen.go): ~25 MB at most
 )
 
 // finishReq is one page waiting to be finished.
@@ -49,15 +55,22 @@ func (c *Crawler) finishPageItems(ctx context.Context, job *queue.Job, ri *runIn
 
 func (c *Crawler) finish(ctx context.Context, r *finishReq) error {
 	c.finishOnce.Do(func() {
-		c.finishQ = make(chan *finishReq, maxFinishing*finishers)
-		for range finishers {
-			c.finishers.Add(1)
-			go c.finishLoop()
+		c.finishBranch = make(chan *finishReq, maxFinishing)
+		c.finishLeaf = make(chan *finishReq, maxFinishing*leafFinishers)
+		c.finishers.Add(1 + leafFinishers)
+		go c.finishLoop(c.finishBranch)
+		for range leafFinishers {
+			go c.finishLoop(c.finishLeaf)
 		}
 	})
 	r.done = make(chan error, 1)
+	r.follow = c.seen.unknown(r.ri.id, r.follow)
+	lane := c.finishLeaf
+	if len(r.follow) > 0 {
+		lane = c.finishBranch
+	}
 	select {
-	case c.finishQ <- r:
+	case lane <- r:
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-c.closed:
@@ -96,13 +109,15 @@ func (c *Crawler) Close() {
 	})
 }
 
-func (c *Crawler) finishLoop() {
+// finishLoop commits batches of the pages waiting in lane. Lanes are kept apart so that a branch
+// page's batch stays small and quick.
+func (c *Crawler) finishLoop(lane chan *finishReq) {
 	defer c.finishers.Done()
 	batch := make([]*finishReq, 0, maxFinishing)
 	for {
 		var r *finishReq
 		select {
-		case r = <-c.finishQ:
+		case r = <-lane:
 		case <-c.closed:
 			return
 		}
@@ -110,7 +125,7 @@ func (c *Crawler) finishLoop() {
 	fill:
 		for len(batch) < maxFinishing {
 			select {
-			case r := <-c.finishQ:
+			case r := <-lane:
 				batch = append(batch, r)
 			default:
 				break fill
@@ -141,10 +156,18 @@ func (c *Crawler) finishBatch(batch []*finishReq) {
 			return
 		}
 		if len(lost) == 0 {
+			check := c.settle(batch, res)
 			for _, r := range batch {
 				r.done <- nil
 			}
-			c.afterBatch(batch, res)
+			for _, ri := range check {
+				c.finishCheck(context.Background(), ri.id)
+			}
+			for q := range res.queued {
+				if c.cfg.OnEnqueue != nil {
+					c.cfg.OnEnqueue(q)
+				}
+			}
 			return
 		}
 		keep := batch[:0]
@@ -166,15 +189,47 @@ type batchResult struct {
 	queued map[string]bool
 }
 
-// afterBatch follows a committed batch: once per run in it (see enqueued).
-func (c *Crawler) afterBatch(batch []*finishReq, res batchResult) {
-	done := map[int64]bool{}
+// pageStarted counts a page of run in as being handled in this process.
+func (c *Crawler) pageStarted(run int64) {
+	c.mu.Lock()
+	c.active[run]++
+	c.mu.Unlock()
+}
+
+// pageEnded counts out a page that ended without committing (a retry, a snooze, a lost lease).
+func (c *Crawler) pageEnded(run int64) {
+	c.mu.Lock()
+	if c.active[run]--; c.active[run] <= 0 {
+		delete(c.active, run)
+	}
+	c.mu.Unlock()
+}
+
+// settle counts out the pages of a committed batch and returns the runs that may have just
+// finished: the batch added nothing to them and no other page of theirs is being handled here.
+//
+// Skipping the others is safe: a page still being handled is a running job of the run, so the run
+// is not finished; when it ends, either it commits (and its own batch settles, and checks if it is
+// the last) or its job stays unfinished (retried, snoozed, held by another worker) and is finished
+// later, by whoever then checks. Only the last page of a burst costs a check, not every batch.
+func (c *Crawler) settle(batch []*finishReq, res batchResult) []*runInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, r := range batch {
-		if !done[r.ri.id] {
-			done[r.ri.id] = true
-			c.enqueued(r.ri, res.added[r.ri.id], res.queued[r.ri.queue])
+		if c.active[r.ri.id]--; c.active[r.ri.id] <= 0 {
+			delete(c.active, r.ri.id)
 		}
 	}
+	var check []*runInfo
+	seen := map[int64]bool{}
+	for _, r := range batch {
+		id := r.ri.id
+		if !seen[id] && res.added[id] == 0 && c.active[id] == 0 {
+			check = append(check, r.ri)
+		}
+		seen[id] = true
+	}
+	return check
 }
 
 // commitBatch runs one batch's transaction in two round trips: statements of several packages
@@ -203,11 +258,27 @@ func (c *Crawler) commitBatch(ctx context.Context, batch []*finishReq) (res batc
 	}
 	links := newLinkSet(adds)
 
-	// Round trip 1: begin, complete the pages (fenced by their leases), mark their links seen.
+	// Round trip 1: begin, complete the pages (fenced by their leases), record their stats and
+	// items, mark their links seen. Round trip 2 then only enqueues the new pages and commits, so
+	// a page with links waits as little as possible between the two.
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	var lostIDs []int64
 	c.cfg.Queue.CompleteManyBatch(b, leases, &lostIDs)
+	runs, pages, nItems, errs, retries := make([]int64, n), make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
+	bytes, kinds := make([]int64, n), make([]string, n)
+	var its []items.Item
+	for i, r := range batch {
+		runs[i], pages[i], nItems[i], errs[i], retries[i] = r.ri.id, int32(r.o.pages), int32(r.o.items), int32(r.o.errors), int32(r.o.retries)
+		bytes[i], kinds[i] = r.o.bytes, r.o.kind
+		its = append(its, r.items...)
+	}
+	b.Queue(sqlAddStats, runs, pages, nItems, bytes, errs, retries, kinds)
+	if len(its) > 0 {
+		if err := c.cfg.TxSink.WriteBatch(b, its); err != nil {
+			return batchResult{}, nil, err
+		}
+	}
 	var fresh []seenKey
 	links.queueSeen(b, &fresh)
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
@@ -226,7 +297,7 @@ func (c *Crawler) commitBatch(ctx context.Context, batch []*finishReq) (res batc
 	}
 
 	// Round trip 2: enqueue the new pages (as many as this process has idle room for already
-	// leased to it), record stats and items, commit.
+	// leased to it) and commit.
 	b = &pgx.Batch{}
 	ps, added := c.pageJobs(todo)
 	res = batchResult{added: added, queued: map[string]bool{}}
@@ -266,25 +337,12 @@ func (c *Crawler) commitBatch(ctx context.Context, batch []*finishReq) (res batc
 	if err := c.cfg.Queue.EnqueueManyBatch(b, queued, make([]queue.EnqueueResult, len(queued))); err != nil {
 		return batchResult{}, nil, err
 	}
-	runs, pages, nItems, errs, retries := make([]int64, n), make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
-	bytes, kinds := make([]int64, n), make([]string, n)
-	var its []items.Item
-	for i, r := range batch {
-		runs[i], pages[i], nItems[i], errs[i], retries[i] = r.ri.id, int32(r.o.pages), int32(r.o.items), int32(r.o.errors), int32(r.o.retries)
-		bytes[i], kinds[i] = r.o.bytes, r.o.kind
-		its = append(its, r.items...)
-	}
-	b.Queue(sqlAddStats, runs, pages, nItems, bytes, errs, retries, kinds)
-	if len(its) > 0 {
-		if err := c.cfg.TxSink.WriteBatch(b, its); err != nil {
-			return batchResult{}, nil, err
-		}
-	}
 	b.Queue("COMMIT")
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return batchResult{}, nil, fmt.Errorf("finish pages: %w", err)
 	}
 	committed = true
+	c.seen.add(links.byKey)
 	return res, nil, nil
 }
 
@@ -323,7 +381,7 @@ type linkSet struct {
 func newLinkSet(adds []pageAdd) *linkSet {
 	l := &linkSet{byKey: make(map[seenKey]pageAdd, len(adds))}
 	for _, a := range adds {
-		k := seenKey{a.ri.id, pgtype.UUID{Bytes: urlHash(a.page.URL), Valid: true}}
+		k := seenKeyOf(a.ri.id, a.page.URL)
 		if _, dup := l.byKey[k]; dup {
 			continue
 		}

@@ -81,7 +81,7 @@ func (c *Crawler) workRun(ctx context.Context, job *queue.Job) error {
 		return err
 	}
 	c.log.Info("run started", "run", ri.id, "spider", ri.name, "start_pages", added)
-	c.enqueued(ri, added, true)
+	c.enqueued(ri, added)
 	return queue.ErrCompleted
 }
 
@@ -128,13 +128,12 @@ func (c *Crawler) inTx(ctx context.Context, f func(pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, c.cfg.Pool, f)
 }
 
-// enqueued follows a committed transaction that added n page jobs to run ri: wake this process's
-// idle workers when some wait in the queue, or, when it added none, check whether that was the
-// run's last job.
-func (c *Crawler) enqueued(ri *runInfo, n int, queued bool) {
+// enqueued follows the transaction that started run ri with n page jobs: wake this process's idle
+// workers, or, when it added none, finish the run.
+func (c *Crawler) enqueued(ri *runInfo, n int) {
 	if n == 0 {
 		c.finishCheck(context.Background(), ri.id)
-	} else if queued && c.cfg.OnEnqueue != nil {
+	} else if c.cfg.OnEnqueue != nil {
 		c.cfg.OnEnqueue(ri.queue)
 	}
 }
@@ -169,6 +168,16 @@ func (c *Crawler) workPage(ctx context.Context, job *queue.Job) error {
 	if ri.spider == nil {
 		return queue.Permanent(fmt.Errorf("page job %d: spider %q is not an in-process spider", job.ID, ri.name))
 	}
+	c.pageStarted(ri.id)
+	err = c.crawlPage(ctx, job, ri, a)
+	if !errors.Is(err, queue.ErrCompleted) {
+		c.pageEnded(ri.id) // a committed page was counted out by its batch (settle)
+	}
+	return err
+}
+
+// crawlPage fetches, parses and stores one page of run ri.
+func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a pageArgs) error {
 	s := ri.settings
 	fetcher, err := c.fetcher(s)
 	if err != nil {

@@ -1,0 +1,42 @@
+package crawl
+
+import (
+	"fmt"
+	"testing"
+)
+
+func TestSeenCacheKnowsCommittedLinksWithinItsBound(t *testing.T) {
+	c := newSeenCache(4)
+	pages := func(urls ...string) []pageArgs {
+		ps := make([]pageArgs, len(urls))
+		for i, u := range urls {
+			ps[i] = pageArgs{URL: u}
+		}
+		return ps
+	}
+	commit := func(run int64, urls ...string) {
+		keys := map[seenKey]pageAdd{}
+		for _, u := range urls {
+			keys[seenKeyOf(run, u)] = pageAdd{}
+		}
+		c.add(keys)
+	}
+	commit(1, "http://a/1", "http://a/2")
+	got := c.unknown(1, pages("http://a/1", "http://a/3", "http://a/2"))
+	if len(got) != 1 || got[0].URL != "http://a/3" {
+		t.Fatalf("unknown = %v, want only http://a/3", got)
+	}
+	if got := c.unknown(2, pages("http://a/1")); len(got) != 1 {
+		t.Fatalf("a link seen in run 1 is unknown in run 2; got %v", got)
+	}
+	// Filling the current generation twice over drops the oldest links, never more than 2*max.
+	for i := range 8 {
+		commit(1, fmt.Sprintf("http://b/%d", i))
+	}
+	if n := len(c.cur) + len(c.prev); n > 8 {
+		t.Fatalf("cache holds %d links, bound 8", n)
+	}
+	if got := c.unknown(1, pages("http://a/1", "http://b/7")); len(got) != 1 || got[0].URL != "http://a/1" {
+		t.Fatalf("after eviction unknown = %v, want the oldest link only", got)
+	}
+}
