@@ -40,6 +40,9 @@ type Config struct {
 	// ExecMode is the pgx query exec mode: "exec" (default: unnamed statements,
 	// safe behind RDS Proxy without pinning), "simple" (simple protocol),
 	// "cache_describe", or "cache_statement" (fastest, pins RDS Proxy connections).
+	// When empty, a default_query_exec_mode parameter in URL (pgx's own) is honoured:
+	// a worker that connects straight to Postgres can set cache_statement there, so
+	// statements are planned once per connection instead of on every execution.
 	ExecMode string
 	// MaxConns bounds the pool. Default 10.
 	MaxConns int32
@@ -101,7 +104,9 @@ func (c Config) PoolConfig() (*pgxpool.Config, error) {
 	default:
 		return nil, ErrNoDatabase
 	}
-	pc.ConnConfig.DefaultQueryExecMode = mode
+	if c.ExecMode != "" || c.URL == "" || !strings.Contains(c.URL, "default_query_exec_mode=") {
+		pc.ConnConfig.DefaultQueryExecMode = mode
+	}
 	if c.MaxConns > 0 {
 		pc.MaxConns = c.MaxConns
 	} else if c.URL == "" || !strings.Contains(c.URL, "pool_max_conns") {
