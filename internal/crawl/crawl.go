@@ -1,16 +1,16 @@
-// Package crawl runs spiders as fan-out page jobs on the queue. It owns runs (crawlq_run), the
-// per-run seen set of URLs, run stats, robots.txt storage and the politeness state every worker
-// shares (see sql.go), and the job handlers for the "run" and "page" kinds.
+// Package crawl runs spiders as fan-out page jobs on the queue. It owns runs (crawlq_run), run
+// stats, robots.txt storage and the politeness state every worker shares (see sql.go), and the job
+// handlers for the "run" and "page" kinds.
 //
 // The path of a run: Schedule inserts the run and its run job in one transaction. The run job asks
-// the spider for its start requests and enqueues them as page jobs (children of the run). A page
-// job fetches its URL (after robots.txt and a politeness slot), parses it, writes its items
-// through the item pipeline (durably, before going on), and then, in one transaction, marks the
-// links it found as seen, enqueues the new ones, records its stats and completes itself, fenced by
-// its lease. Since a page adds its children in the same transaction that completes it, a run's set
-// of unfinished jobs is never empty while anyone may still add to it; so "no unfinished job" means
-// done, and the run finishes exactly once, by a conditional update, from whichever worker
-// (or sweep, after a crash) sees that first.
+// the spider for its start requests and enqueues them as page jobs (children of the run, each with
+// its URL as once key, so a URL is queued at most once per run). A page job fetches its URL (after
+// robots.txt and a politeness slot) and parses it. It then commits the new pages it found, while
+// it still runs, and finally completes in a batch with its stats and items (see finish.go), fenced
+// by its lease. Since a page's children are committed before it completes, a run's set of
+// unfinished jobs is never empty while anyone may still add to it; so "no unfinished job" means
+// done, and the run finishes exactly once, by a conditional update, from whichever worker (or
+// sweep, after a crash) sees that first.
 package crawl
 
 import (
@@ -91,12 +91,12 @@ type Crawler struct {
 	runs     map[int64]*runInfo // immutable facts of runs this process has seen
 	command  CommandRunner
 	// active counts, per run, the pages being handled in this process (see settle).
-	active map[int64]int
-	seen   *seenCache
+	active    map[int64]int
+	seen      *seenCache
+	cancelled map[int64]bool // runs asked to cancel, as the last batch said
 
 	finishOnce    sync.Once
-	finishBranch  chan *finishReq // pages with links to add, waiting for a batch (finish.go)
-	finishLeaf    chan *finishReq // pages without, waiting for a batch
+	finishQ       chan *finishReq // pages waiting for a batch (finish.go)
 	finishers     sync.WaitGroup
 	closeOnce     sync.Once
 	closed        chan struct{} // Close was called
@@ -123,7 +123,7 @@ func New(cfg Config) (*Crawler, error) {
 		cfg.Logger = slog.Default()
 	}
 	return &Crawler{cfg: cfg, log: cfg.Logger, robots: robots.NewCache(4096),
-		fetchers: map[fetcherKey]*fetch.Fetcher{}, runs: map[int64]*runInfo{}, active: map[int64]int{}, seen: newSeenCache(seenCacheSize),
+		fetchers: map[fetcherKey]*fetch.Fetcher{}, runs: map[int64]*runInfo{}, active: map[int64]int{}, seen: newSeenCache(seenCacheSize), cancelled: map[int64]bool{},
 		closed: make(chan struct{}), finishersDone: make(chan struct{})}, nil
 }
 

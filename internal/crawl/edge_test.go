@@ -237,3 +237,26 @@ func TestCompletionExactlyOnce(t *testing.T) {
 		t.Fatalf("finishes %q; want exactly [%q]", finishes, want)
 	}
 }
+
+// A page budget is exact under concurrency: a run with max_pages N on a larger site queues
+// exactly N page jobs, however many workers add pages at once.
+func TestPageBudgetIsExact(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	_, base := serveDemo(t, demosite.Config{Items: 600, PerPage: 50})
+	n, _ := startNode(t, pool, node.Config{Workers: 4, Worker: queue.WorkerConfig{Concurrency: 8}})
+	budget := 40
+	s, err := n.Crawler.Schedule(context.Background(), crawl.ScheduleParams{Spider: "demo",
+		Args: map[string]string{"base_url": base}, Settings: crawl.Overrides{MaxPages: &budget}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := waitRun(t, n.Crawler, s.RunID, time.Minute)
+	var jobs int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM crawlq_job WHERE parent_id = $1 AND kind = 'page'`, s.RunID).Scan(&jobs); err != nil {
+		t.Fatal(err)
+	}
+	if r.State != "succeeded" || jobs != budget {
+		t.Fatalf("run %s with %d page jobs; want succeeded with exactly max_pages=%d", r.State, jobs, budget)
+	}
+}

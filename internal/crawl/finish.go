@@ -8,29 +8,30 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"crawlq/internal/items"
 	"crawlq/internal/queue"
 )
 
-// Finishing pages is group-committed: the pages of this process that are ready to finish wait for
-// one transaction that marks all their links seen, enqueues the new ones, records their stats and
-// completes them (fenced by their leases). Each page's links still commit together with its
-// completion, which is what completion detection relies on; a page whose lease turns out lost
-// makes the batch roll back and go again without it. One transaction per batch instead of per page
-// is what lets a crawl go at thousands of pages a second.
+// A page ends in two steps. First it adds the new pages it found (discover): its links become page
+// jobs, with the URL as once key so that a URL the run has already queued is skipped in the same
+// statement, and as many as this process has idle room for go to its own workers, already leased
+// (queue.Reservation). That commits while the page is still running, so the run always has an
+// unfinished job while pages may still be added to it: completion detection relies on this. Then
+// the page is finished in a group commit: the pages of this process that are ready wait for one
+// transaction that completes them (fenced by their leases) and records their stats and items. A
+// page whose lease turns out lost makes the batch roll back and go again without it.
 //
-// Pages with links to add ("branch" pages, after dropping links this process knows are seen) have
-// a finisher of their own: the crawl's frontier grows only through them, so a listing page must
-// not wait behind a batch of item pages. One finisher for the other ("leaf") pages lets their
-// batches grow with the load: fewer, larger transactions cost the database less per page.
+// Discovery is on the crawl's critical path (a paginated listing is a chain of pages each found by
+// the one before), so it is one statement in one round trip, sent by the page's own handler. The
+// finishing batches are not: one finisher lets them grow with the load, and fewer, larger
+// transactions cost the database less per page.
 
 const (
-	leafFinishers = 1      // batches in flight at once for pages without links to add
+	finishers     = 1      // batches in flight at once
 	maxFinishing  = 256    // pages per batch
-	seenCacheSize = 200000 // links remembered as seen per generation (seen.go): ~25 MB at most
+	seenCacheSize = 200000 // links remembered as queued per generation (seen.go): ~25 MB at most
 )
 
 // finishReq is one page waiting to be finished.
@@ -38,7 +39,7 @@ type finishReq struct {
 	job    *queue.Job
 	ri     *runInfo
 	o      outcome
-	follow []pageArgs
+	follow []pageArgs   // links found, added by discover before the page joins a batch
 	items  []items.Item // written in the batch's transaction (Config.TxSink)
 	done   chan error
 }
@@ -55,22 +56,18 @@ func (c *Crawler) finishPageItems(ctx context.Context, job *queue.Job, ri *runIn
 
 func (c *Crawler) finish(ctx context.Context, r *finishReq) error {
 	c.finishOnce.Do(func() {
-		c.finishBranch = make(chan *finishReq, maxFinishing)
-		c.finishLeaf = make(chan *finishReq, maxFinishing*leafFinishers)
-		c.finishers.Add(1 + leafFinishers)
-		go c.finishLoop(c.finishBranch)
-		for range leafFinishers {
-			go c.finishLoop(c.finishLeaf)
+		c.finishQ = make(chan *finishReq, maxFinishing*finishers)
+		c.finishers.Add(finishers)
+		for range finishers {
+			go c.finishLoop()
 		}
 	})
-	r.done = make(chan error, 1)
-	r.follow = c.seen.unknown(r.ri.id, r.follow)
-	lane := c.finishLeaf
-	if len(r.follow) > 0 {
-		lane = c.finishBranch
+	if err := c.discover(ctx, r.ri, r.follow); err != nil {
+		return err
 	}
+	r.done = make(chan error, 1)
 	select {
-	case lane <- r:
+	case c.finishQ <- r:
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-c.closed:
@@ -109,15 +106,14 @@ func (c *Crawler) Close() {
 	})
 }
 
-// finishLoop commits batches of the pages waiting in lane. Lanes are kept apart so that a branch
-// page's batch stays small and quick.
-func (c *Crawler) finishLoop(lane chan *finishReq) {
+// finishLoop commits batches of the pages waiting to finish.
+func (c *Crawler) finishLoop() {
 	defer c.finishers.Done()
 	batch := make([]*finishReq, 0, maxFinishing)
 	for {
 		var r *finishReq
 		select {
-		case r = <-lane:
+		case r = <-c.finishQ:
 		case <-c.closed:
 			return
 		}
@@ -125,7 +121,7 @@ func (c *Crawler) finishLoop(lane chan *finishReq) {
 	fill:
 		for len(batch) < maxFinishing {
 			select {
-			case r := <-lane:
+			case r := <-c.finishQ:
 				batch = append(batch, r)
 			default:
 				break fill
@@ -139,7 +135,7 @@ func (c *Crawler) finishLoop(lane chan *finishReq) {
 func (c *Crawler) finishBatch(batch []*finishReq) {
 	for len(batch) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		res, lost, err := c.commitBatch(ctx, batch)
+		lost, err := c.commitBatch(ctx, batch)
 		cancel()
 		if err != nil && len(batch) > 1 && errors.Is(err, items.ErrInvalidItem) {
 			// The database refused one page's items: finish the pages one by one, so only that
@@ -156,17 +152,12 @@ func (c *Crawler) finishBatch(batch []*finishReq) {
 			return
 		}
 		if len(lost) == 0 {
-			check := c.settle(batch, res)
+			check := c.settle(batch)
 			for _, r := range batch {
 				r.done <- nil
 			}
 			for _, ri := range check {
 				c.finishCheck(context.Background(), ri.id)
-			}
-			for q := range res.queued {
-				if c.cfg.OnEnqueue != nil {
-					c.cfg.OnEnqueue(q)
-				}
 			}
 			return
 		}
@@ -182,11 +173,17 @@ func (c *Crawler) finishBatch(batch []*finishReq) {
 	}
 }
 
-// batchResult is what a committed batch added: pages per run, and the queues that got pages
-// waiting for a claim (rather than handed to this process's workers).
-type batchResult struct {
-	added  map[int64]int
-	queued map[string]bool
+// markCancelled notes that run has been asked to cancel: its pages here finish without fetching.
+func (c *Crawler) markCancelled(run int64) {
+	c.mu.Lock()
+	c.cancelled[run] = true
+	c.mu.Unlock()
+}
+
+func (c *Crawler) isCancelled(run int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cancelled[run]
 }
 
 // pageStarted counts a page of run in as being handled in this process.
@@ -206,13 +203,13 @@ func (c *Crawler) pageEnded(run int64) {
 }
 
 // settle counts out the pages of a committed batch and returns the runs that may have just
-// finished: the batch added nothing to them and no other page of theirs is being handled here.
+// finished: no other page of theirs is being handled here.
 //
 // Skipping the others is safe: a page still being handled is a running job of the run, so the run
 // is not finished; when it ends, either it commits (and its own batch settles, and checks if it is
 // the last) or its job stays unfinished (retried, snoozed, held by another worker) and is finished
 // later, by whoever then checks. Only the last page of a burst costs a check, not every batch.
-func (c *Crawler) settle(batch []*finishReq, res batchResult) []*runInfo {
+func (c *Crawler) settle(batch []*finishReq) []*runInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, r := range batch {
@@ -224,7 +221,7 @@ func (c *Crawler) settle(batch []*finishReq, res batchResult) []*runInfo {
 	seen := map[int64]bool{}
 	for _, r := range batch {
 		id := r.ri.id
-		if !seen[id] && res.added[id] == 0 && c.active[id] == 0 {
+		if !seen[id] && c.active[id] == 0 {
 			check = append(check, r.ri)
 		}
 		seen[id] = true
@@ -232,118 +229,170 @@ func (c *Crawler) settle(batch []*finishReq, res batchResult) []*runInfo {
 	return check
 }
 
-// commitBatch runs one batch's transaction in two round trips: statements of several packages
-// go in one pgx batch each. It returns what the batch added, or the ids of pages whose lease was
-// lost (then nothing was committed).
-func (c *Crawler) commitBatch(ctx context.Context, batch []*finishReq) (res batchResult, lost map[int64]bool, err error) {
-	conn, err := c.cfg.Pool.Acquire(ctx)
-	if err != nil {
-		return batchResult{}, nil, fmt.Errorf("finish pages: %w", err)
-	}
-	committed := false
-	defer func() {
-		if !committed {
-			rollback(conn)
-		}
-		conn.Release()
-	}()
+// commitBatch runs one batch's transaction in one round trip: BEGIN, the pages' completions
+// (fenced: a lost lease aborts the transaction), their stats and items, COMMIT. It returns the ids
+// of pages whose lease was lost (then nothing was committed).
+func (c *Crawler) commitBatch(ctx context.Context, batch []*finishReq) (lost map[int64]bool, err error) {
 	n := len(batch)
 	leases := make([]queue.Lease, n)
-	var adds []pageAdd
-	for i, r := range batch {
-		leases[i] = r.job.Lease()
-		for _, p := range r.follow {
-			adds = append(adds, pageAdd{ri: r.ri, page: p})
-		}
-	}
-	links := newLinkSet(adds)
-
-	// Round trip 1: begin, complete the pages (fenced by their leases), record their stats and
-	// items, mark their links seen. Round trip 2 then only enqueues the new pages and commits, so
-	// a page with links waits as little as possible between the two.
-	b := &pgx.Batch{}
-	b.Queue("BEGIN")
-	var lostIDs []int64
-	c.cfg.Queue.CompleteManyBatch(b, leases, &lostIDs)
 	runs, pages, nItems, errs, retries := make([]int64, n), make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
 	bytes, kinds := make([]int64, n), make([]string, n)
 	var its []items.Item
 	for i, r := range batch {
+		leases[i] = r.job.Lease()
 		runs[i], pages[i], nItems[i], errs[i], retries[i] = r.ri.id, int32(r.o.pages), int32(r.o.items), int32(r.o.errors), int32(r.o.retries)
 		bytes[i], kinds[i] = r.o.bytes, r.o.kind
 		its = append(its, r.items...)
 	}
-	b.Queue(sqlAddStats, runs, pages, nItems, bytes, errs, retries, kinds)
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	c.cfg.Queue.CompleteAllBatch(b, leases)
+	b.Queue(sqlAddStats, runs, pages, nItems, bytes, errs, retries, kinds).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var run int64
+			var cancel bool
+			if err := rows.Scan(&run, &cancel); err != nil {
+				return err
+			}
+			if cancel {
+				c.markCancelled(run)
+			}
+		}
+		return rows.Err()
+	})
 	if len(its) > 0 {
 		if err := c.cfg.TxSink.WriteBatch(b, its); err != nil {
-			return batchResult{}, nil, err
+			return nil, err
 		}
-	}
-	var fresh []seenKey
-	links.queueSeen(b, &fresh)
-	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		return batchResult{}, nil, fmt.Errorf("finish pages: %w", err)
-	}
-	if len(lostIDs) > 0 {
-		lost = make(map[int64]bool, len(lostIDs))
-		for _, id := range lostIDs {
-			lost[id] = true
-		}
-		return batchResult{}, lost, nil
-	}
-	todo, err := c.grant(ctx, conn, links.newPages(fresh))
-	if err != nil {
-		return batchResult{}, nil, err
-	}
-
-	// Round trip 2: enqueue the new pages (as many as this process has idle room for already
-	// leased to it) and commit.
-	b = &pgx.Batch{}
-	ps, added := c.pageJobs(todo)
-	res = batchResult{added: added, queued: map[string]bool{}}
-	var held []*queue.Reservation
-	defer func() {
-		for _, r := range held {
-			if committed {
-				r.Hand()
-			} else {
-				r.Cancel()
-			}
-		}
-	}()
-	queued := ps[:0:0]
-	for len(ps) > 0 {
-		q := ps[0].Queue
-		end := 1
-		for end < len(ps) && ps[end].Queue == q {
-			end++
-		}
-		group := ps[:end]
-		ps = ps[end:]
-		if c.cfg.Reserve != nil {
-			if r := c.cfg.Reserve(q, len(group)); r != nil {
-				held = append(held, r)
-				if err := r.EnqueueBatch(b, group[:r.Len()]); err != nil {
-					return batchResult{}, nil, err
-				}
-				group = group[r.Len():]
-			}
-		}
-		queued = append(queued, group...)
-		if len(group) > 0 {
-			res.queued[q] = true
-		}
-	}
-	if err := c.cfg.Queue.EnqueueManyBatch(b, queued, make([]queue.EnqueueResult, len(queued))); err != nil {
-		return batchResult{}, nil, err
 	}
 	b.Queue("COMMIT")
-	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		return batchResult{}, nil, fmt.Errorf("finish pages: %w", err)
+	conn, err := c.cfg.Pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("finish pages: %w", err)
 	}
-	committed = true
+	defer conn.Release()
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		rollback(conn)
+		var ll *queue.LeaseLostError
+		if errors.As(err, &ll) {
+			lost = make(map[int64]bool, len(ll.IDs))
+			for _, id := range ll.IDs {
+				lost[id] = true
+			}
+			return lost, nil
+		}
+		return nil, fmt.Errorf("finish pages: %w", err)
+	}
+	return nil, nil
+}
+
+// discover adds the pages of run ri that a page found, before that page is finished (see the
+// top of this file). Links this process knows the run has queued are dropped first.
+func (c *Crawler) discover(ctx context.Context, ri *runInfo, found []pageArgs) error {
+	found = c.seen.unknown(ri.id, found)
+	if len(found) == 0 {
+		return nil
+	}
+	adds := make([]pageAdd, len(found))
+	for i, p := range found {
+		adds[i] = pageAdd{ri: ri, page: p}
+	}
+	links := newLinkSet(adds)
+	pages := links.runs[0].pages
+	var added addedPages
+	if ri.settings.MaxPages > 0 {
+		err := c.inTx(ctx, func(tx pgx.Tx) error {
+			var left int64
+			if err := tx.QueryRow(ctx, sqlLockBudget, ri.id).Scan(&left); err != nil {
+				return fmt.Errorf("page budget: %w", err)
+			}
+			if left == 0 {
+				return nil
+			}
+			if left < 0 || left > int64(len(pages)) {
+				left = int64(len(pages))
+			}
+			b := &pgx.Batch{}
+			_, count, err := c.queuePages(b, ri, pages, int(left))
+			if err != nil {
+				return err
+			}
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+				return fmt.Errorf("add pages: %w", err)
+			}
+			count(&added)
+			_, err = tx.Exec(ctx, sqlSpendBudget, ri.id, added.n)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	} else {
+		// One statement per destination, in one round trip and b's implicit transaction.
+		b := &pgx.Batch{}
+		r, count, err := c.queuePages(b, ri, pages, 0)
+		if err == nil {
+			err = c.cfg.Pool.SendBatch(ctx, b).Close()
+		}
+		if err != nil {
+			r.Cancel()
+			return fmt.Errorf("add pages: %w", err)
+		}
+		r.Hand()
+		count(&added)
+	}
 	c.seen.add(links.byKey)
-	return res, nil, nil
+	if added.queued && c.cfg.OnEnqueue != nil {
+		c.cfg.OnEnqueue(ri.queue)
+	}
+	return nil
+}
+
+// addedPages is what queuePages inserted.
+type addedPages struct {
+	n      int
+	queued bool // some wait in the queue (not all were handed to this process)
+}
+
+// queuePages queues on b the page jobs of run ri's new links: as many as this process has idle
+// room for, already leased to it (the reservation, which the caller ends with Hand or Cancel), the
+// others for any worker to claim; with limit > 0 (a page budget), at most limit, all through the
+// queue. The returned function reports what was inserted once b's results are read.
+func (c *Crawler) queuePages(b *pgx.Batch, ri *runInfo, pages []pageArgs, limit int) (*queue.Reservation, func(*addedPages), error) {
+	ps := make([]queue.EnqueueParams, len(pages))
+	for i, p := range pages {
+		args, _ := json.Marshal(p)
+		ps[i] = queue.EnqueueParams{Queue: ri.queue, Kind: KindPage, Args: args, Priority: ri.priority,
+			ParentID: ri.id, MaxAttempts: c.cfg.PageAttempts, OnceKey: p.URL}
+	}
+	var r *queue.Reservation
+	mine := 0
+	if limit == 0 && c.cfg.Reserve != nil {
+		if r = c.cfg.Reserve(ri.queue, len(ps)); r != nil {
+			mine = r.Len()
+			if err := r.EnqueueBatch(b, ps[:mine]); err != nil {
+				return r, nil, err
+			}
+		}
+	}
+	rest := ps[mine:]
+	out := make([]queue.EnqueueResult, len(rest))
+	if len(rest) > 0 {
+		if err := c.cfg.Queue.EnqueueManyBatch(b, rest, limit, out); err != nil {
+			return r, nil, err
+		}
+	}
+	return r, func(a *addedPages) {
+		if r != nil {
+			a.n += len(r.Jobs())
+		}
+		for _, o := range out {
+			if o.ID != 0 {
+				a.n++
+				a.queued = true
+			}
+		}
+	}, nil
 }
 
 // rollback ends conn's transaction, if any, after a failed batch; a connection that cannot is
@@ -365,67 +414,16 @@ type pageAdd struct {
 	page pageArgs
 }
 
-// seenKey is a URL (by hash) of a run's seen set.
+// seenKey is a URL (by hash) of a run: the key of the seen cache.
 type seenKey struct {
 	Run int64
-	H   pgtype.UUID
+	H   [16]byte
 }
 
-// linkSet is the links found by a set of pages, deduplicated per run.
+// linkSet is links found by pages, deduplicated per run, in the order found.
 type linkSet struct {
-	byKey  map[seenKey]pageAdd
-	runIDs []int64
-	hashes []pgtype.UUID
-}
-
-func newLinkSet(adds []pageAdd) *linkSet {
-	l := &linkSet{byKey: make(map[seenKey]pageAdd, len(adds))}
-	for _, a := range adds {
-		k := seenKeyOf(a.ri.id, a.page.URL)
-		if _, dup := l.byKey[k]; dup {
-			continue
-		}
-		l.byKey[k] = a
-		l.runIDs = append(l.runIDs, k.Run)
-		l.hashes = append(l.hashes, k.H)
-	}
-	return l
-}
-
-// queueSeen queues on b the statement that marks the links seen; *fresh receives those that were
-// not seen before.
-func (l *linkSet) queueSeen(b *pgx.Batch, fresh *[]seenKey) {
-	if len(l.runIDs) == 0 {
-		return
-	}
-	b.Queue(sqlSeenMany, l.runIDs, l.hashes).Query(func(rows pgx.Rows) error {
-		got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[seenKey])
-		if err != nil {
-			return fmt.Errorf("mark seen: %w", err)
-		}
-		*fresh = got
-		return nil
-	})
-}
-
-// newPages groups the fresh links by run, in the order they were found.
-func (l *linkSet) newPages(fresh []seenKey) []runPages {
-	var out []runPages
-	at := map[int64]int{}
-	for _, f := range fresh {
-		a, ok := l.byKey[f]
-		if !ok {
-			continue
-		}
-		i, ok := at[f.Run]
-		if !ok {
-			i = len(out)
-			at[f.Run] = i
-			out = append(out, runPages{ri: a.ri})
-		}
-		out[i].pages = append(out[i].pages, a.page)
-	}
-	return out
+	byKey map[seenKey]pageAdd
+	runs  []runPages
 }
 
 // runPages is the new pages of one run.
@@ -434,62 +432,57 @@ type runPages struct {
 	pages []pageArgs
 }
 
-// grant trims each run's new pages to what is left of its page budget (runs with max_pages take
-// a round trip each; the others have no budget).
-func (c *Crawler) grant(ctx context.Context, db queue.DB, todo []runPages) ([]runPages, error) {
-	for i := range todo {
-		t := &todo[i]
-		if t.ri.settings.MaxPages <= 0 {
+func newLinkSet(adds []pageAdd) *linkSet {
+	l := &linkSet{byKey: make(map[seenKey]pageAdd, len(adds))}
+	at := map[int64]int{}
+	for _, a := range adds {
+		k := seenKeyOf(a.ri.id, a.page.URL)
+		if _, dup := l.byKey[k]; dup {
 			continue
 		}
-		var granted int64
-		err := db.QueryRow(ctx, sqlTakeBudget, t.ri.id, len(t.pages)).Scan(&granted)
-		if err == nil {
-			t.pages = t.pages[:granted]
-		} else if !errors.Is(err, pgx.ErrNoRows) {
-			return nil, fmt.Errorf("page budget: %w", err)
+		l.byKey[k] = a
+		i, ok := at[a.ri.id]
+		if !ok {
+			i = len(l.runs)
+			at[a.ri.id] = i
+			l.runs = append(l.runs, runPages{ri: a.ri})
 		}
+		l.runs[i].pages = append(l.runs[i].pages, a.page)
 	}
-	return todo, nil
+	return l
 }
 
-// pageJobs returns the page jobs of todo and how many there are per run.
-func (c *Crawler) pageJobs(todo []runPages) ([]queue.EnqueueParams, map[int64]int) {
-	added := map[int64]int{}
-	var ps []queue.EnqueueParams
-	for _, t := range todo {
-		for _, p := range t.pages {
-			args, _ := json.Marshal(p)
-			ps = append(ps, queue.EnqueueParams{Queue: t.ri.queue, Kind: KindPage, Args: args, Priority: t.ri.priority,
-				ParentID: t.ri.id, MaxAttempts: c.cfg.PageAttempts})
-		}
-		added[t.ri.id] = len(t.pages)
-	}
-	return ps, added
-}
-
-// addPages marks pages seen for run ri and enqueues the new ones, within tx (the start of a run).
+// addPages enqueues the start pages of run ri within tx, as many as its page budget allows. A new
+// run has seen nothing yet, so every distinct page is new.
 func (c *Crawler) addPages(ctx context.Context, tx pgx.Tx, ri *runInfo, pages []pageArgs) (int, error) {
 	adds := make([]pageAdd, len(pages))
 	for i, p := range pages {
 		adds[i] = pageAdd{ri: ri, page: p}
 	}
 	links := newLinkSet(adds)
-	b := &pgx.Batch{}
-	var fresh []seenKey
-	links.queueSeen(b, &fresh)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return 0, err
+	if len(links.runs) == 0 {
+		return 0, nil
 	}
-	todo, err := c.grant(ctx, tx, links.newPages(fresh))
-	if err != nil {
-		return 0, err
+	list := links.runs[0].pages
+	if ri.settings.MaxPages > 0 {
+		var granted int64
+		err := tx.QueryRow(ctx, sqlTakeBudget, ri.id, len(list)).Scan(&granted)
+		if err == nil {
+			list = list[:granted]
+		} else if !errors.Is(err, pgx.ErrNoRows) {
+			return 0, fmt.Errorf("page budget: %w", err)
+		}
 	}
-	ps, added := c.pageJobs(todo)
+	ps := make([]queue.EnqueueParams, len(list))
+	for i, p := range list {
+		args, _ := json.Marshal(p)
+		ps[i] = queue.EnqueueParams{Queue: ri.queue, Kind: KindPage, Args: args, Priority: ri.priority,
+			ParentID: ri.id, MaxAttempts: c.cfg.PageAttempts, OnceKey: p.URL}
+	}
 	if len(ps) > 0 {
 		if _, err := c.cfg.Queue.EnqueueManyTx(ctx, tx, ps); err != nil {
 			return 0, err
 		}
 	}
-	return added[ri.id], nil
+	return len(ps), nil
 }

@@ -1,15 +1,11 @@
 package crawl
 
-import (
-	"sync"
+import "sync"
 
-	"github.com/jackc/pgx/v5/pgtype"
-)
-
-// seenCache remembers links this process knows are in their run's seen set, so pages need not
-// send them again: a site's navigation links appear on every page, and without it each page
-// would re-insert them all. Only links whose seen row has committed are added, and a run's seen
-// set only grows, so a hit is always right; a miss costs a conflicting insert. Two generations
+// seenCache remembers links this process knows its run has queued (their once keys have
+// committed), so pages need not send them again: a site's navigation links appear on every page,
+// and without it each page would re-send them all. A run's once keys are never forgotten, so a hit
+// is always right; a miss costs a skipped insert. Two generations
 // bound the memory: when the current one fills up it becomes the previous one, and the older is
 // dropped.
 type seenCache struct {
@@ -22,9 +18,7 @@ func newSeenCache(max int) *seenCache {
 	return &seenCache{cur: map[seenKey]struct{}{}, max: max}
 }
 
-func seenKeyOf(run int64, url string) seenKey {
-	return seenKey{run, pgtype.UUID{Bytes: urlHash(url), Valid: true}}
-}
+func seenKeyOf(run int64, url string) seenKey { return seenKey{run, urlHash(url)} }
 
 // unknown returns the pages of run not known to be seen (reusing the slice).
 func (s *seenCache) unknown(run int64, pages []pageArgs) []pageArgs {

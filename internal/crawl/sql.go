@@ -1,6 +1,6 @@
 package crawl
 
-// Every query on crawlq_run, crawlq_run_stat, crawlq_seen, crawlq_robots and crawlq_domain.
+// Every query on crawlq_run, crawlq_run_stat, crawlq_robots and crawlq_domain.
 // The tables and indexes are in internal/migrate/migrations/0002_crawl.sql. Jobs are reached only
 // through internal/queue.
 
@@ -107,20 +107,20 @@ const sqlAddStat = `
 INSERT INTO crawlq_run_stat (run_id, pages, items, bytes, errors, retries, kind)
 VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, ''))`
 
-// sqlSeenMany marks URLs (by hash) as seen for their runs and returns the pairs that were new. A run
-// asked to cancel adds nothing more (the sweep re-cancels what a page adds while the cancel lands).
-const sqlSeenMany = `
-INSERT INTO crawlq_seen (run_id, h)
-SELECT x.r, x.h FROM unnest($1::bigint[], $2::uuid[]) AS x(r, h)
-WHERE NOT EXISTS (SELECT 1 FROM crawlq_run r WHERE r.id = x.r AND r.cancel_requested)
-ON CONFLICT DO NOTHING
-RETURNING run_id, h`
-
-// sqlAddStats records a batch of pages' contributions to their runs' stats.
+// sqlAddStats records a batch of pages' contributions to their runs' stats, and says which of the
+// runs have been asked to cancel (their pages stop fetching, see Crawler.cancelled).
 const sqlAddStats = `
 INSERT INTO crawlq_run_stat (run_id, pages, items, bytes, errors, retries, kind)
 SELECT r, p, i, b, e, t, NULLIF(k, '')
-FROM unnest($1::bigint[], $2::int[], $3::int[], $4::bigint[], $5::int[], $6::int[], $7::text[]) AS x(r, p, i, b, e, t, k)`
+FROM unnest($1::bigint[], $2::int[], $3::int[], $4::bigint[], $5::int[], $6::int[], $7::text[]) AS x(r, p, i, b, e, t, k)
+RETURNING run_id, (SELECT cancel_requested FROM crawlq_run WHERE id = run_id)`
+
+// sqlLockBudget reads a run's page budget (-1: none) and locks it until commit, so concurrent pages
+// of the run take from it one after the other.
+const sqlLockBudget = `SELECT COALESCE(page_budget, -1) FROM crawlq_run WHERE id = $1 FOR UPDATE`
+
+// sqlSpendBudget takes the pages a page added from its run's budget.
+const sqlSpendBudget = `UPDATE crawlq_run SET page_budget = GREATEST(page_budget - $2::bigint, 0) WHERE id = $1`
 
 // sqlRobotsGet reads a run's stored robots.txt for an origin.
 const sqlRobotsGet = `SELECT status, body, claimed_at > now() - interval '60 seconds' FROM crawlq_robots WHERE run_id = $1 AND origin = $2`

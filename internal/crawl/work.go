@@ -178,6 +178,10 @@ func (c *Crawler) workPage(ctx context.Context, job *queue.Job) error {
 
 // crawlPage fetches, parses and stores one page of run ri.
 func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a pageArgs) error {
+	if c.isCancelled(ri.id) {
+		// Found before the cancel reached this process: finish it without fetching, adding nothing.
+		return c.finishPage(ctx, job, ri, outcome{}, nil)
+	}
 	s := ri.settings
 	fetcher, err := c.fetcher(s)
 	if err != nil {
@@ -283,7 +287,7 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 }
 
 // redirect turns a redirect into a page job for its target (same depth, one more hop), so the
-// target is deduplicated by the seen set and paced by politeness like any other page.
+// target is deduplicated by its once key and paced by politeness like any other page.
 func (c *Crawler) redirect(ctx context.Context, job *queue.Job, ri *runInfo, a pageArgs, res *fetch.Result) error {
 	o := outcome{bytes: res.Bytes, kind: "redirect"}
 	target, err := urlx.Canonical(res.Location)

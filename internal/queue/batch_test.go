@@ -12,8 +12,9 @@ import (
 	"crawlq/internal/queue"
 )
 
-// The batched variants go out with the caller's own statements in one round trip and report
-// what the unbatched ones do: lost leases, new ids, exact counts.
+// The batched variants go out with the caller's own statements in one round trip: a lost lease
+// aborts the whole transaction and names the job; otherwise completions and inserts commit
+// together with exact counts.
 func TestBatchedCompleteAndEnqueue(t *testing.T) {
 	t.Parallel()
 	c, pool := newClient(t)
@@ -33,35 +34,38 @@ func TestBatchedCompleteAndEnqueue(t *testing.T) {
 	leases := []queue.Lease{jobs[0].Lease(), jobs[1].Lease(), jobs[2].Lease()}
 	ps := []queue.EnqueueParams{{Queue: "q", Kind: "child", ParentID: jobs[1].ID}, {Queue: "q", Kind: "child", Priority: 3}}
 
-	// A lost lease is reported once the results are read; the caller rolls back.
-	tx, err := pool.Begin(ctx)
+	send := func(leases []queue.Lease) ([]queue.EnqueueResult, error) {
+		b := &pgx.Batch{}
+		b.Queue("BEGIN")
+		c.CompleteAllBatch(b, leases)
+		out := make([]queue.EnqueueResult, len(ps))
+		if err := c.EnqueueManyBatch(b, ps, 0, out); err != nil {
+			t.Fatal(err)
+		}
+		b.Queue("COMMIT")
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Release()
+		err = conn.SendBatch(ctx, b).Close()
+		if err != nil {
+			conn.Exec(ctx, "ROLLBACK")
+		}
+		return out, err
+	}
+	_, err := send(leases)
+	var lost *queue.LeaseLostError
+	if !errors.As(err, &lost) || !errors.Is(err, queue.ErrLeaseLost) || fmt.Sprint(lost.IDs) != fmt.Sprint([]int64{jobs[0].ID}) {
+		t.Fatalf("err %v; want a LeaseLostError for job %d", err, jobs[0].ID)
+	}
+	if s := stats(t, c); s.Running != 3 || s.Succeeded != 0 || s.Available != 0 {
+		t.Fatalf("after the aborted batch: %+v; want nothing changed", s)
+	}
+
+	out, err := send(leases[1:])
 	if err != nil {
 		t.Fatal(err)
-	}
-	b := &pgx.Batch{}
-	var lost []int64
-	c.CompleteManyBatch(b, leases, &lost)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		t.Fatal(err)
-	}
-	if fmt.Sprint(lost) != fmt.Sprint([]int64{jobs[0].ID}) {
-		t.Fatalf("lost %v, want [%d]", lost, jobs[0].ID)
-	}
-	tx.Rollback(ctx)
-
-	// The held leases complete and the children are inserted in one implicit transaction.
-	b = &pgx.Batch{}
-	lost = nil
-	c.CompleteManyBatch(b, leases[1:], &lost)
-	out := make([]queue.EnqueueResult, len(ps))
-	if err := c.EnqueueManyBatch(b, ps, out); err != nil {
-		t.Fatal(err)
-	}
-	if err := pool.SendBatch(ctx, b).Close(); err != nil {
-		t.Fatal(err)
-	}
-	if len(lost) != 0 {
-		t.Fatalf("lost %v", lost)
 	}
 	for i, r := range out {
 		got, err := c.Get(ctx, r.ID)
@@ -79,6 +83,57 @@ func TestBatchedCompleteAndEnqueue(t *testing.T) {
 	}
 }
 
+// A once key holds per parent for good, after its job has finished; within one call the first
+// job with it wins; a limit takes the first new jobs and still uses the keys of the rest.
+func TestOnceKeys(t *testing.T) {
+	t.Parallel()
+	c, pool := newClient(t)
+	ctx := ctxT(t)
+	p := func(parent int64, key string) queue.EnqueueParams {
+		return queue.EnqueueParams{Queue: "q", Kind: "page", ParentID: parent, OnceKey: key}
+	}
+	res, err := c.EnqueueMany(ctx, []queue.EnqueueParams{p(1, "a"), p(1, "b"), p(1, "a"), p(2, "a"), {Queue: "q", Kind: "plain"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].ID == 0 || res[1].ID == 0 || !res[2].Duplicate || res[2].ID != 0 || res[3].ID == 0 || res[4].ID == 0 {
+		t.Fatalf("first enqueue: %+v", res)
+	}
+	// Finished jobs still hold their keys.
+	for _, j := range claim(t, c, 10, time.Minute) {
+		if err := c.Complete(ctx, j.Lease()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err = c.EnqueueMany(ctx, []queue.EnqueueParams{p(1, "a"), p(1, "c")})
+	if err != nil || !res[0].Duplicate || res[0].ID != 0 || res[1].Duplicate || res[1].ID == 0 {
+		t.Fatalf("after completion: %+v %v", res, err)
+	}
+
+	b := &pgx.Batch{}
+	ps := []queue.EnqueueParams{p(1, "b"), p(1, "d"), p(1, "e"), p(1, "f")}
+	out := make([]queue.EnqueueResult, len(ps))
+	if err := c.EnqueueManyBatch(b, ps, 2, out); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.SendBatch(ctx, b).Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !out[0].Duplicate || out[1].ID == 0 || out[2].ID == 0 || out[3].ID != 0 || out[3].Duplicate {
+		t.Fatalf("limit 2: %+v; want b duplicate, d and e in, f past the limit", out)
+	}
+	res, err = c.EnqueueMany(ctx, []queue.EnqueueParams{p(1, "f")})
+	if err != nil || !res[0].Duplicate {
+		t.Fatalf("a key past the limit is used all the same: %+v %v", res, err)
+	}
+	if _, err := c.EnqueueMany(ctx, []queue.EnqueueParams{{Queue: "q", Kind: "k", OnceKey: "x", UniqueKey: "x"}}); !errors.Is(err, queue.ErrInvalid) {
+		t.Fatalf("once and unique key together: %v", err)
+	}
+	if a, s := actualCounts(t, pool), statCounts(t, c); fmt.Sprint(a) != fmt.Sprint(s) {
+		t.Fatalf("counts %v, rows %v", s, a)
+	}
+}
+
 func TestEnqueueManyBatchRejectsBadInput(t *testing.T) {
 	t.Parallel()
 	c, _ := newClient(t)
@@ -88,13 +143,13 @@ func TestEnqueueManyBatchRejectsBadInput(t *testing.T) {
 		"bad queue":  {{Queue: "no spaces", Kind: "k"}},
 	} {
 		b := &pgx.Batch{}
-		err := c.EnqueueManyBatch(b, ps, make([]queue.EnqueueResult, len(ps)))
+		err := c.EnqueueManyBatch(b, ps, 0, make([]queue.EnqueueResult, len(ps)))
 		if !errors.Is(err, queue.ErrInvalid) || b.Len() != 0 {
 			t.Errorf("%s: err %v, %d statements queued; want ErrInvalid and none", name, err, b.Len())
 		}
 	}
 	b := &pgx.Batch{}
-	if err := c.EnqueueManyBatch(b, []queue.EnqueueParams{{Queue: "q", Kind: "k"}}, nil); !errors.Is(err, queue.ErrInvalid) || b.Len() != 0 {
+	if err := c.EnqueueManyBatch(b, []queue.EnqueueParams{{Queue: "q", Kind: "k"}}, 0, nil); !errors.Is(err, queue.ErrInvalid) || b.Len() != 0 {
 		t.Errorf("short results slice: err %v", err)
 	}
 }
@@ -148,12 +203,20 @@ func TestReservationHandsJobsToTheWorker(t *testing.T) {
 			t.Errorf("%s: err %v, %d statements; want ErrInvalid and none", name, err, b.Len())
 		}
 	}
+	// A once key used before: that job is skipped, and its room given back with Hand.
+	if _, err := c.EnqueueMany(ctx, []queue.EnqueueParams{{Queue: "other", Kind: "k", ParentID: 9, OnceKey: "used"}}); err != nil {
+		t.Fatal(err)
+	}
 	b := &pgx.Batch{}
-	if err := r.EnqueueBatch(b, []queue.EnqueueParams{{Queue: "q", Kind: "k", Args: []byte(`{"n":1}`)}, {Queue: "q", Kind: "k", Priority: 7}}); err != nil {
+	if err := r.EnqueueBatch(b, []queue.EnqueueParams{{Queue: "q", Kind: "k", Args: []byte(`{"n":1}`)}, {Queue: "q", Kind: "k", Priority: 7, ParentID: 9, OnceKey: "new"},
+		{Queue: "q", Kind: "k", ParentID: 9, OnceKey: "used"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := pool.SendBatch(ctx, b).Close(); err != nil {
 		t.Fatal(err)
+	}
+	if len(r.Jobs()) != 2 {
+		t.Fatalf("inserted %d held jobs, want 2 (one once key was used)", len(r.Jobs()))
 	}
 	r.Hand()
 	got := map[int64]bool{}

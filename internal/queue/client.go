@@ -3,6 +3,7 @@ package queue
 import (
 	"cmp"
 	"context"
+	"crypto/md5"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
@@ -10,11 +11,13 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -117,8 +120,13 @@ func (c *Client) EnqueueManyTx(ctx context.Context, db DB, ps []EnqueueParams) (
 	}
 	byKey := map[[2]string]*slot{}
 	var send [3][]int // indexes to send, per duplicate mode
+	var once []int    // indexes with once keys, sent in a statement of their own
 	for i := range ps {
 		p := &ps[i]
+		if p.OnceKey != "" {
+			once = append(once, i)
+			continue
+		}
 		if p.UniqueKey != "" {
 			k := [2]string{p.Queue, p.UniqueKey}
 			if s, ok := byKey[k]; ok {
@@ -153,6 +161,16 @@ func (c *Client) EnqueueManyTx(ctx context.Context, db DB, ps []EnqueueParams) (
 			return nil, err
 		}
 	}
+	if len(once) > 0 {
+		sql, args, read := insertOnceStatement(ps, once, 0, results)
+		rows, err := db.Query(ctx, sql, args...)
+		if err != nil {
+			return nil, fmt.Errorf("enqueue: %w", err)
+		}
+		if err := read(rows); err != nil {
+			return nil, err
+		}
+	}
 	for _, s := range byKey {
 		for _, d := range s.dups {
 			results[d] = EnqueueResult{ID: results[s.first].ID, Duplicate: true}
@@ -163,11 +181,13 @@ func (c *Client) EnqueueManyTx(ctx context.Context, db DB, ps []EnqueueParams) (
 
 // EnqueueManyBatch queues the insert of ps on b, so that a caller can send it in one round trip
 // with statements of its own (in its own transaction, or b's implicit one). The jobs must not have
-// unique keys: folding duplicates needs the answers of earlier statements. Invalid params are
-// reported at once and queue nothing; out (len(ps)) receives the ids when b's results are read.
-func (c *Client) EnqueueManyBatch(b *pgx.Batch, ps []EnqueueParams, out []EnqueueResult) error {
-	if len(out) != len(ps) {
-		return fmt.Errorf("%w: enqueue batch: %d results for %d jobs", ErrInvalid, len(out), len(ps))
+// unique keys: folding duplicates needs the answers of earlier statements; once keys are fine.
+// With limit > 0 at most limit jobs are inserted, the first ones not skipped for their once key
+// (the once keys of those past the limit are used all the same). Invalid params are reported at once and queue nothing; out (len(ps)) receives the results when
+// b's results are read: a job not inserted has ID 0, and Duplicate set if its once key was used.
+func (c *Client) EnqueueManyBatch(b *pgx.Batch, ps []EnqueueParams, limit int, out []EnqueueResult) error {
+	if len(out) != len(ps) || limit < 0 {
+		return fmt.Errorf("%w: enqueue batch: %d results for %d jobs, limit %d", ErrInvalid, len(out), len(ps), limit)
 	}
 	var errs []error
 	seen := names{}
@@ -185,9 +205,89 @@ func (c *Client) EnqueueManyBatch(b *pgx.Batch, ps []EnqueueParams, out []Enqueu
 	if err := errors.Join(errs...); err != nil || len(ps) == 0 {
 		return err
 	}
-	sql, args, uniq := insertStatement(Keep, ps, idx)
-	b.Queue(sql, args...).Query(func(rows pgx.Rows) error { return scanInserted(rows, uniq, idx, out) })
+	sql, args, read := insertOnceStatement(ps, idx, limit, out)
+	b.Queue(sql, args...).Query(read)
 	return nil
+}
+
+// onceHash is how a once key is stored.
+func onceHash(key string) pgtype.UUID {
+	if key == "" {
+		return pgtype.UUID{}
+	}
+	return pgtype.UUID{Bytes: md5.Sum([]byte(key)), Valid: true}
+}
+
+// insertOnceStatement returns sqlInsertOnce for the jobs ps[idx] (at most limit, 0 for all) with its
+// arguments, and the function that reads its rows into out. A once key repeated within idx is
+// sent once; the later jobs with it are duplicates.
+func insertOnceStatement(ps []EnqueueParams, idx []int, limit int, out []EnqueueResult) (string, []any, func(pgx.Rows) error) {
+	type once struct {
+		parent int64
+		key    string
+	}
+	first := map[once]bool{}
+	var send []int
+	for _, i := range idx {
+		out[i] = EnqueueResult{}
+		if k := ps[i].OnceKey; k != "" {
+			o := once{ps[i].ParentID, k}
+			if first[o] {
+				out[i].Duplicate = true
+				continue
+			}
+			first[o] = true
+		}
+		send = append(send, i)
+	}
+	n := len(send)
+	queues, kinds, args := make([]string, n), make([]string, n), make([]string, n)
+	prios, maxes := make([]int16, n), make([]int32, n)
+	runAts, delays, parents := make([]time.Time, n), make([]int64, n), make([]int64, n)
+	hashes := make([]pgtype.UUID, n)
+	for j, i := range send {
+		p := &ps[i]
+		queues[j], kinds[j], args[j] = p.Queue, p.Kind, "{}"
+		if len(p.Args) > 0 {
+			args[j] = string(p.Args)
+		}
+		prios[j], maxes[j] = int16(p.Priority), int32(p.MaxAttempts)
+		if maxes[j] == 0 {
+			maxes[j] = DefaultMaxAttempts
+		}
+		if !p.RunAt.IsZero() {
+			runAts[j] = p.RunAt
+		}
+		delays[j], parents[j], hashes[j] = p.Delay.Microseconds(), p.ParentID, onceHash(p.OnceKey)
+	}
+	read := func(rows pgx.Rows) error {
+		defer rows.Close()
+		inserted := make([]bool, n)
+		for rows.Next() {
+			var id, o int64
+			if err := rows.Scan(&id, &o); err != nil {
+				return fmt.Errorf("enqueue: %w", err)
+			}
+			if o < 1 || o > int64(n) {
+				return fmt.Errorf("enqueue: result for job %d of %d", o, n)
+			}
+			out[send[o-1]].ID, inserted[o-1] = id, true
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("enqueue: %w", err)
+		}
+		// Not inserted: a used once key, or past the limit (only jobs after the limit was reached).
+		taken := 0
+		for j, ok := range inserted {
+			if ok {
+				taken++
+			} else if ps[send[j]].OnceKey != "" && (limit == 0 || taken < limit) {
+				out[send[j]].Duplicate = true
+			}
+		}
+		return nil
+	}
+	return sqlInsertOnce, []any{queues, kinds, prios, runAts, delays, maxes, parents, args, hashes, limit}, read
 }
 
 // earlier reports whether a's requested start is before b's, comparing like with like where
@@ -453,20 +553,43 @@ func (c *Client) fenced(ctx context.Context, db DB, verb, sql string, leases []L
 	return lostLeases(verb, rows, leases)
 }
 
-// CompleteManyBatch queues on b the completion of held jobs (CompleteMany), so that a caller can
-// send it in one round trip with statements of its own. When b's results are read, *lost receives
-// the ids whose lease was lost; the caller decides whether to commit.
-func (c *Client) CompleteManyBatch(b *pgx.Batch, leases []Lease, lost *[]int64) {
+// CompleteAllBatch queues on b the completion of held jobs, for a caller that sends it with its
+// own statements and its COMMIT in one round trip: if any lease was lost, the statement fails
+// with a *LeaseLostError naming them (errors.Is ErrLeaseLost), which aborts the transaction, so
+// nothing after it commits.
+func (c *Client) CompleteAllBatch(b *pgx.Batch, leases []Lease) {
 	if len(leases) == 0 {
 		return
 	}
 	ids, tokens := split(leases)
-	b.Queue(sqlComplete, ids, tokens).Query(func(rows pgx.Rows) error {
-		l, err := lostLeases("complete", rows, leases)
-		*lost = l
-		return err
-	})
+	b.Queue(sqlCompleteAll, ids, tokens).Fn = func(br pgx.BatchResults) error {
+		_, err := br.Exec()
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "CQ001" {
+			lost := &LeaseLostError{}
+			for _, f := range strings.Split(pgErr.Detail, ",") {
+				if id, perr := strconv.ParseInt(f, 10, 64); perr == nil {
+					lost.IDs = append(lost.IDs, id)
+				}
+			}
+			return lost
+		}
+		if err != nil {
+			return fmt.Errorf("complete: %w", err)
+		}
+		return nil
+	}
 }
+
+// LeaseLostError names the jobs whose lease was lost in a CompleteAllBatch.
+type LeaseLostError struct{ IDs []int64 }
+
+func (e *LeaseLostError) Error() string {
+	return fmt.Sprintf("queue: lease lost for %d job(s) %v", len(e.IDs), e.IDs)
+}
+
+// Is makes errors.Is(err, ErrLeaseLost) true.
+func (e *LeaseLostError) Is(target error) bool { return target == ErrLeaseLost }
 
 // lostLeases reads the leases a fenced statement changed and returns the ids of the others.
 func lostLeases(verb string, rows pgx.Rows, leases []Lease) ([]int64, error) {
@@ -953,7 +1076,7 @@ type copyDB interface {
 // database to decide per row, so COPY can insert them.
 func plain(ps []EnqueueParams, idx []int) bool {
 	for _, i := range idx {
-		if p := &ps[i]; p.UniqueKey != "" || p.Delay != 0 || !p.RunAt.IsZero() {
+		if p := &ps[i]; p.UniqueKey != "" || p.OnceKey != "" || p.Delay != 0 || !p.RunAt.IsZero() {
 			return false
 		}
 	}

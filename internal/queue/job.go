@@ -68,6 +68,7 @@ const (
 	MinPriority     = -1000
 	MaxPriority     = 1000
 	MaxUniqueKeyLen = 512
+	MaxOnceKeyLen   = 64 << 10
 	MaxMaxAttempts  = 1000
 	// DefaultMaxAttempts is used when EnqueueParams.MaxAttempts is 0.
 	DefaultMaxAttempts = 25
@@ -143,6 +144,11 @@ type EnqueueParams struct {
 	OnDuplicate DuplicateMode
 	// ParentID links the job to a spider run (0 = none).
 	ParentID int64
+	// OnceKey, when set, makes the job enqueued at most once per (ParentID, OnceKey), ever: unlike
+	// a unique key it still holds after the job has finished (or been deleted). A later enqueue
+	// with the same pair is a no-op, reported as Duplicate with ID 0. Not with UniqueKey; at most
+	// MaxOnceKeyLen bytes.
+	OnceKey string
 }
 
 // names remembers queue and kind names already checked in one batch: a batch usually repeats
@@ -199,6 +205,12 @@ func (p *EnqueueParams) validate(seen names) error {
 	if len(p.UniqueKey) > MaxUniqueKeyLen {
 		errs = append(errs, fmt.Errorf("%w: unique_key: %d bytes, more than %d", ErrInvalid, len(p.UniqueKey), MaxUniqueKeyLen))
 	}
+	if len(p.OnceKey) > MaxOnceKeyLen {
+		errs = append(errs, fmt.Errorf("%w: once_key: %d bytes, more than %d", ErrInvalid, len(p.OnceKey), MaxOnceKeyLen))
+	}
+	if p.OnceKey != "" && p.UniqueKey != "" {
+		errs = append(errs, fmt.Errorf("%w: set unique_key or once_key, not both", ErrInvalid))
+	}
 	if p.OnDuplicate < Keep || p.OnDuplicate > Earliest {
 		errs = append(errs, fmt.Errorf("%w: duplicate mode %d", ErrInvalid, p.OnDuplicate))
 	}
@@ -211,8 +223,9 @@ func (p *EnqueueParams) validate(seen names) error {
 // EnqueueResult is the outcome of one enqueue.
 type EnqueueResult struct {
 	ID int64
-	// Duplicate is true when an unfinished job with the same unique key already existed;
-	// ID is then that job's id, changed according to the duplicate mode.
+	// Duplicate is true when an unfinished job with the same unique key already existed (ID is
+	// then that job's id, changed according to the duplicate mode), or when the once key had been
+	// used (ID is then 0).
 	Duplicate bool
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // A process that finds new work while handling a job (a crawl page finding links) can hand some
@@ -44,9 +45,12 @@ func (w *Worker) Reserve(n int) *Reservation {
 // Len is how many jobs the reservation has room for.
 func (r *Reservation) Len() int { return r.n }
 
+// Jobs returns the jobs inserted through EnqueueBatch, once its results have been read.
+func (r *Reservation) Jobs() []*Job { return r.jobs }
+
 // EnqueueBatch queues on b the insert of ps (at most Len, due now, without unique keys) as jobs
-// already running under the reservation's lease. Invalid params are reported at once and queue
-// nothing.
+// already running under the reservation's lease; those whose once key was used before are skipped.
+// Invalid params are reported at once and queue nothing.
 func (r *Reservation) EnqueueBatch(b *pgx.Batch, ps []EnqueueParams) error {
 	if len(ps) > r.n {
 		return fmt.Errorf("%w: %d jobs for a reservation of %d", ErrInvalid, len(ps), r.n)
@@ -72,8 +76,22 @@ func (r *Reservation) EnqueueBatch(b *pgx.Batch, ps []EnqueueParams) error {
 	n := len(ps)
 	queues, kinds, args := make([]string, n), make([]string, n), make([]string, n)
 	prios, maxes, parents := make([]int16, n), make([]int32, n), make([]int64, n)
+	hashes := make([]pgtype.UUID, n)
+	type once struct {
+		parent int64
+		key    string
+	}
+	keys := map[once]bool{}
 	for i := range ps {
 		p := &ps[i]
+		if p.OnceKey != "" {
+			o := once{p.ParentID, p.OnceKey}
+			if keys[o] {
+				return fmt.Errorf("%w: job %d: once key %q repeated in one reservation", ErrInvalid, i, p.OnceKey)
+			}
+			keys[o] = true
+		}
+		hashes[i] = onceHash(p.OnceKey)
 		queues[i], kinds[i], args[i] = p.Queue, p.Kind, "{}"
 		if len(p.Args) > 0 {
 			args[i] = string(p.Args)
@@ -85,16 +103,10 @@ func (r *Reservation) EnqueueBatch(b *pgx.Batch, ps []EnqueueParams) error {
 		}
 	}
 	cfg := &r.w.cfg
-	b.Queue(sqlInsertHeld, queues, kinds, prios, maxes, parents, args, cfg.Lease.Milliseconds(), r.token, cfg.ID).Query(func(rows pgx.Rows) error {
+	b.Queue(sqlInsertHeld, queues, kinds, prios, maxes, parents, args, cfg.Lease.Milliseconds(), r.token, cfg.ID, hashes).Query(func(rows pgx.Rows) error {
 		jobs, err := scanHeld(rows, cfg.Queue, r.token, cfg.ID)
-		if err != nil {
-			return err
-		}
-		if len(jobs) != n {
-			return fmt.Errorf("enqueue held: %d rows for %d jobs", len(jobs), n)
-		}
 		r.jobs = jobs
-		return nil
+		return err
 	})
 	return nil
 }

@@ -61,17 +61,59 @@ RETURNING id, (xmax <> 0) AS dup, COALESCE(unique_key, '') AS key, queue, state,
 )
 SELECT id, dup, key FROM ins`
 
+// onceCTEs are the first CTEs of the statements that insert jobs with once keys: src is the
+// jobs ($N::uuid[] holds the MD5 of each once key, NULL for none), once records the keys not
+// used before and returns them. A job with a once key goes on only if its key is in once.
+const onceCTE = `once AS (
+    INSERT INTO crawlq_job_once (parent_id, h)
+    SELECT par, h FROM src WHERE h IS NOT NULL
+    ON CONFLICT DO NOTHING
+    RETURNING parent_id, h
+)`
+
+// sqlInsertOnce inserts jobs without unique keys, skipping those whose once key was used before,
+// and at most $10 of them (0: all), the first in order. Index: crawlq_job_once's primary key.
+// It returns the id and the 1-based position in the input of each job it inserted: RETURNING
+// keeps the insertion order (ORDER BY o), and both sides are numbered in that order.
+var sqlInsertOnce = `
+WITH src AS (
+    SELECT q, k, p, COALESCE(NULLIF(ra, '0001-01-01 00:00:00+00'::timestamptz), now() + d * interval '1 microsecond') AS r,
+           m, par, a, h, o
+    FROM unnest($1::text[], $2::text[], $3::smallint[], $4::timestamptz[], $5::bigint[], $6::int[], $7::bigint[], $8::text[], $9::uuid[])
+         WITH ORDINALITY AS t(q, k, p, ra, d, m, par, a, h, o)
+), ` + onceCTE + `, pick AS (
+    SELECT src.* FROM src
+    WHERE src.h IS NULL OR EXISTS (SELECT 1 FROM once WHERE once.parent_id = src.par AND once.h = src.h)
+    ORDER BY src.o
+    LIMIT NULLIF($10::int, 0)
+), ins AS (
+    INSERT INTO crawlq_job (queue, kind, state, priority, run_at, max_attempts, parent_id, args)
+    SELECT q, k, (CASE WHEN r <= now() THEN 'available' ELSE 'scheduled' END)::crawlq_job_state, p, r, m,
+           NULLIF(par, 0), a::jsonb
+    FROM pick ORDER BY o
+    RETURNING id, queue, state
+), cnt AS (
+    INSERT INTO crawlq_job_count_delta (queue, state, n)
+    SELECT queue, state, count(*) FROM ins GROUP BY queue, state
+)
+SELECT i.id, p.o FROM (SELECT id, row_number() OVER () AS n FROM ins) i
+JOIN (SELECT o, row_number() OVER (ORDER BY o) AS n FROM pick) p USING (n)`
+
 // sqlInsertHeld inserts jobs that start out running, leased to worker $9 with token $8 for $7
 // milliseconds: work a process found for itself and hands to its own idle handlers, skipping the
-// claim (Reservation). They count as running from the start.
+// claim (Reservation). They count as running from the start. Jobs whose once key ($10) was used
+// before are skipped.
 var sqlInsertHeld = `
-WITH ins AS (
+WITH src AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::smallint[], $4::int[], $5::bigint[], $6::text[], $10::uuid[])
+         WITH ORDINALITY AS t(q, k, p, m, par, a, h, o)
+), ` + onceCTE + `, ins AS (
 INSERT INTO crawlq_job (queue, kind, state, priority, run_at, max_attempts, parent_id, args,
                         attempt, lease_until, lease_token, worker, started_at)
 SELECT q, k, 'running', p, now(), m, NULLIF(par, 0), a::jsonb,
        1, now() + $7::bigint * interval '1 millisecond', $8, $9, now()
-FROM unnest($1::text[], $2::text[], $3::smallint[], $4::int[], $5::bigint[], $6::text[])
-     WITH ORDINALITY AS t(q, k, p, m, par, a, o)
+FROM src
+WHERE src.h IS NULL OR EXISTS (SELECT 1 FROM once WHERE once.parent_id = src.par AND once.h = src.h)
 ORDER BY o
 RETURNING id, kind, args, priority, run_at, attempt, max_attempts, lease_until, COALESCE(parent_id, 0) AS parent_id,
           created_at, started_at, queue, state
@@ -171,6 +213,20 @@ WITH done AS (
     RETURNING j.id, l.token, j.queue, j.state
 ), ` + countDelta("done", "'running'::crawlq_job_state") + `
 SELECT id, token FROM done`
+
+// sqlCompleteAll is sqlComplete for a caller that commits in the same round trip: when a lease
+// was lost it raises CQ001 (crawlq_lease_lost), aborting the transaction, instead of reporting.
+var sqlCompleteAll = `
+WITH done AS (
+    UPDATE crawlq_job j
+    SET state = 'succeeded', finished_at = now(), lease_until = NULL, lease_token = NULL
+    FROM unnest($1::bigint[], $2::bigint[]) AS l(id, token)
+    WHERE j.id = l.id AND j.lease_token = l.token AND j.state = 'running'
+    RETURNING j.id, j.queue, j.state
+), ` + countDelta("done", "'running'::crawlq_job_state") + `
+SELECT crawlq_lease_lost(array_agg(l.id)) FROM unnest($1::bigint[]) AS l(id)
+WHERE l.id NOT IN (SELECT id FROM done)
+HAVING count(*) > 0`
 
 // sqlFail records a failed attempt. $3 is the retry delay in microseconds, chosen by the client
 // (backoff with jitter, or the server's Retry-After); $5 forces the job dead. A job asked to

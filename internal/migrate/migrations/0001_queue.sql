@@ -71,6 +71,26 @@ CREATE INDEX crawlq_job_finished ON crawlq_job (queue, finished_at)
 -- Redrive and the dead-job listing without scanning the (much larger) succeeded rows.
 CREATE INDEX crawlq_job_dead ON crawlq_job (queue, id) WHERE state = 'dead';
 
+-- Once keys: a job enqueued with a once key is enqueued at most once per (parent, key), ever, where a
+-- unique key only holds while its job is unfinished. A crawl gives each page job its URL as once key,
+-- so a URL is fetched once per run however often it is found. Keys are stored as their MD5 (16 bytes)
+-- so the index stays small for long keys. The primary key is the lookup.
+CREATE TABLE crawlq_job_once (
+    parent_id bigint NOT NULL,
+    h         uuid NOT NULL,
+    PRIMARY KEY (parent_id, h)
+);
+
+-- crawlq_lease_lost aborts the statement that calls it, and so its transaction, naming the jobs
+-- whose lease was lost (SQLSTATE CQ001, ids in DETAIL). A caller that sends a completion and its
+-- COMMIT in one round trip relies on it: the rest of its work must not commit without the
+-- completion.
+CREATE FUNCTION crawlq_lease_lost(ids bigint[]) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'crawlq: lease lost' USING ERRCODE = 'CQ001', DETAIL = array_to_string(ids, ',');
+END
+$$;
+
 -- Counts per queue and state, so stats never count job rows. Every statement of internal/queue that
 -- changes a job's state also appends its net change per (queue, state) to crawlq_job_count_delta, in
 -- the same statement (a CTE over its RETURNING rows): an insert, so concurrent workers never wait on

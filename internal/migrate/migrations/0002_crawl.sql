@@ -55,14 +55,6 @@ CREATE TABLE crawlq_run_stat (
 -- Summing one run's rows (status of a live run, folding at finish).
 CREATE INDEX crawlq_run_stat_run ON crawlq_run_stat (run_id);
 
--- URLs a run has already queued: a URL (canonical) is fetched at most once per run. Keyed by the
--- MD5 of the URL as a uuid (16 bytes) so the index stays small for long URLs.
-CREATE TABLE crawlq_seen (
-    run_id bigint NOT NULL,
-    h      uuid NOT NULL,
-    PRIMARY KEY (run_id, h)
-);
-
 -- robots.txt, fetched once per site per run. A row with a NULL status is a claim: one worker is
 -- fetching it (claimed_at), the others wait; a stale claim can be taken over.
 CREATE TABLE crawlq_robots (
