@@ -294,6 +294,9 @@ func (c *Crawler) Schedule(ctx context.Context, p ScheduleParams) (Scheduled, er
 	if err := tx.Commit(ctx); err != nil {
 		return out, fmt.Errorf("schedule: %w", err)
 	}
+	if p.RunAt.IsZero() && p.Delay == 0 && c.cfg.OnEnqueue != nil {
+		c.cfg.OnEnqueue(q) // a run due now starts at once in this process, not at the next poll
+	}
 	return out, nil
 }
 

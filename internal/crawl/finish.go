@@ -266,13 +266,7 @@ func (c *Crawler) commitBatch(ctx context.Context, batch []*finishReq) (lost map
 		}
 	}
 	b.Queue("COMMIT")
-	conn, err := c.cfg.Pool.Acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("finish pages: %w", err)
-	}
-	defer conn.Release()
-	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		rollback(conn)
+	if err := c.sendTx(ctx, b); err != nil {
 		var ll *queue.LeaseLostError
 		if errors.As(err, &ll) {
 			lost = make(map[int64]bool, len(ll.IDs))
@@ -328,11 +322,18 @@ func (c *Crawler) discover(ctx context.Context, ri *runInfo, found []pageArgs) e
 			return err
 		}
 	} else {
-		// One statement per destination, in one round trip and b's implicit transaction.
+		// One round trip. The commit does not wait for its WAL to reach disk: everything that
+		// depends on these jobs commits later with the default synchronous commit (the page's own
+		// completion; a child's completion or claim), and WAL is flushed in order, so those flush
+		// this too. A database crash before then loses the pages together with the page that found
+		// them, which runs again and finds them again.
 		b := &pgx.Batch{}
+		b.Queue("BEGIN")
+		b.Queue(sqlAsyncCommit)
 		r, count, err := c.queuePages(b, ri, pages, 0)
+		b.Queue("COMMIT")
 		if err == nil {
-			err = c.cfg.Pool.SendBatch(ctx, b).Close()
+			err = c.sendTx(ctx, b)
 		}
 		if err != nil {
 			r.Cancel()
@@ -393,6 +394,21 @@ func (c *Crawler) queuePages(b *pgx.Batch, ri *runInfo, pages []pageArgs, limit 
 			}
 		}
 	}, nil
+}
+
+// sendTx sends b, which begins and commits a transaction, on a connection of its own; after an
+// error it rolls back what is left of the transaction.
+func (c *Crawler) sendTx(ctx context.Context, b *pgx.Batch) error {
+	conn, err := c.cfg.Pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		rollback(conn)
+		return err
+	}
+	return nil
 }
 
 // rollback ends conn's transaction, if any, after a failed batch; a connection that cannot is

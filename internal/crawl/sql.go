@@ -115,6 +115,10 @@ SELECT r, p, i, b, e, t, NULLIF(k, '')
 FROM unnest($1::bigint[], $2::int[], $3::int[], $4::bigint[], $5::int[], $6::int[], $7::text[]) AS x(r, p, i, b, e, t, k)
 RETURNING run_id, (SELECT cancel_requested FROM crawlq_run WHERE id = run_id)`
 
+// sqlAsyncCommit lets the current transaction commit without waiting for its WAL flush (see
+// Crawler.discover for why that is safe there).
+const sqlAsyncCommit = `SELECT set_config('synchronous_commit', 'off', true)`
+
 // sqlLockBudget reads a run's page budget (-1: none) and locks it until commit, so concurrent pages
 // of the run take from it one after the other.
 const sqlLockBudget = `SELECT COALESCE(page_budget, -1) FROM crawlq_run WHERE id = $1 FOR UPDATE`

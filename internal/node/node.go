@@ -64,7 +64,6 @@ type Node struct {
 
 	mu      sync.Mutex
 	workers []*queue.Worker
-	next    int // where reserve starts looking
 }
 
 // LoadSpiders returns a registry of the embedded specs plus those in dir (if dir is not empty).
@@ -187,22 +186,22 @@ func (n *Node) poke(q string) {
 	}
 }
 
-// reserve sets aside room for up to k jobs of queue q in one of this node's workers (see
-// queue.Worker.Reserve), trying them in turn from a rotating start so the work spreads.
+// reserve sets aside room for up to k jobs of queue q in the one of this node's workers that has
+// the most (see queue.Worker.Reserve).
 func (n *Node) reserve(q string, k int) *queue.Reservation {
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.next++
-	for i := range n.workers {
-		w := n.workers[(n.next+i)%len(n.workers)]
-		if w.Queue() != q {
-			continue
-		}
-		if r := w.Reserve(k); r != nil {
-			return r
+	var best *queue.Worker
+	room := 0
+	for _, w := range n.workers {
+		if r := w.Room(); w.Queue() == q && r > room {
+			best, room = w, r
 		}
 	}
-	return nil
+	n.mu.Unlock()
+	if best == nil {
+		return nil
+	}
+	return best.Reserve(k)
 }
 
 // Stats sums the counters of the node's workers.

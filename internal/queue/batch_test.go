@@ -192,6 +192,9 @@ func TestReservationHandsJobsToTheWorker(t *testing.T) {
 	if r == nil || r.Len() != 3 {
 		t.Fatalf("room not given back by Cancel: %v", r)
 	}
+	if room := w.Room(); room != 1 {
+		t.Fatalf("Room() = %d with 3 of 4 reserved, want 1", room)
+	}
 	for name, ps := range map[string][]queue.EnqueueParams{
 		"too many":    {{Queue: "q", Kind: "k"}, {Queue: "q", Kind: "k"}, {Queue: "q", Kind: "k"}, {Queue: "q", Kind: "k"}},
 		"unique key":  {{Queue: "q", Kind: "k", UniqueKey: "u"}},

@@ -42,6 +42,16 @@ func (w *Worker) Reserve(n int) *Reservation {
 	return &Reservation{w: w, n: k, token: newToken()}
 }
 
+// Room is how many jobs Reserve could take now (a snapshot: others may take it meanwhile).
+func (w *Worker) Room() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped || w.cfg.MaxJobs > 0 {
+		return 0
+	}
+	return max(cap(w.ready)-len(w.ready)-w.reserved, 0)
+}
+
 // Len is how many jobs the reservation has room for.
 func (r *Reservation) Len() int { return r.n }
 
