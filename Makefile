@@ -41,6 +41,10 @@ bench: build ## queue throughput: the peers (River, graphile-worker, SQL ceiling
 	for i in 1 2 3; do bin/crawlq bench --jobs 100000 --quiet; done; \
 	for i in 1 2 3; do bin/crawlq bench --op unique --jobs 100000 --quiet; done
 
+.PHONY: bench-crawl
+bench-crawl: build ## crawl throughput beside Colly: alternating rounds, medians (README: Performance)
+	$(WITH_DB) scripts/bench-crawl.sh
+
 .PHONY: fmt
 fmt: ## gofmt and terraform fmt
 	gofmt -w $$(git ls-files '*.go')
