@@ -233,21 +233,39 @@ func (c *Crawler) settle(batch []*finishReq) []*runInfo {
 // (fenced: a lost lease aborts the transaction), their stats and items, COMMIT. It returns the ids
 // of pages whose lease was lost (then nothing was committed).
 func (c *Crawler) commitBatch(ctx context.Context, batch []*finishReq) (lost map[int64]bool, err error) {
-	n := len(batch)
-	leases := make([]queue.Lease, n)
-	runs, pages, nItems, errs, retries := make([]int64, n), make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
-	bytes, kinds := make([]int64, n), make([]string, n)
+	leases := make([]queue.Lease, len(batch))
+	type statKey struct {
+		run  int64
+		kind string
+	}
+	sums := map[statKey]*outcome{}
+	var order []statKey
 	var its []items.Item
 	for i, r := range batch {
 		leases[i] = r.job.Lease()
-		runs[i], pages[i], nItems[i], errs[i], retries[i] = r.ri.id, int32(r.o.pages), int32(r.o.items), int32(r.o.errors), int32(r.o.retries)
-		bytes[i], kinds[i] = r.o.bytes, r.o.kind
 		its = append(its, r.items...)
+		k := statKey{r.ri.id, r.o.kind}
+		s := sums[k]
+		if s == nil {
+			s = &outcome{}
+			sums[k] = s
+			order = append(order, k)
+		}
+		s.pages, s.items, s.errors, s.retries, s.bytes = s.pages+r.o.pages, s.items+r.o.items, s.errors+r.o.errors, s.retries+r.o.retries, s.bytes+r.o.bytes
+		s.n++
+	}
+	n := len(order)
+	runs, pages, nItems, errs, retries, counts := make([]int64, n), make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
+	bytes, kinds := make([]int64, n), make([]string, n)
+	for i, k := range order {
+		s := sums[k]
+		runs[i], kinds[i], pages[i], nItems[i], errs[i], retries[i] = k.run, k.kind, int32(s.pages), int32(s.items), int32(s.errors), int32(s.retries)
+		bytes[i], counts[i] = s.bytes, int32(s.n)
 	}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	c.cfg.Queue.CompleteAllBatch(b, leases)
-	b.Queue(sqlAddStats, runs, pages, nItems, bytes, errs, retries, kinds).Query(func(rows pgx.Rows) error {
+	b.Queue(sqlAddStats, runs, pages, nItems, bytes, errs, retries, kinds, counts).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var run int64
 			var cancel bool

@@ -66,7 +66,7 @@ WITH s AS (
     FROM crawlq_run_stat WHERE run_id = $1
 ), k AS (
     SELECT COALESCE(jsonb_object_agg(kind, n), '{}'::jsonb) AS by_kind
-    FROM (SELECT kind, count(*) AS n FROM crawlq_run_stat WHERE run_id = $1 AND kind IS NOT NULL GROUP BY kind) x
+    FROM (SELECT kind, sum(n) AS n FROM crawlq_run_stat WHERE run_id = $1 AND kind IS NOT NULL GROUP BY kind) x
 )
 UPDATE crawlq_run r
 SET state = (CASE
@@ -89,7 +89,7 @@ const sqlLiveRuns = `SELECT id, cancel_requested FROM crawlq_run WHERE state IN 
 const sqlLiveStats = `
 SELECT COALESCE(sum(pages), 0), COALESCE(sum(items), 0), COALESCE(sum(bytes), 0), COALESCE(sum(errors), 0),
        COALESCE(sum(retries), 0),
-       COALESCE((SELECT jsonb_object_agg(kind, n) FROM (SELECT kind, count(*) AS n FROM crawlq_run_stat
+       COALESCE((SELECT jsonb_object_agg(kind, n) FROM (SELECT kind, sum(n) AS n FROM crawlq_run_stat
                  WHERE run_id = $1 AND kind IS NOT NULL GROUP BY kind) x), '{}'::jsonb)
 FROM crawlq_run_stat WHERE run_id = $1`
 
@@ -107,12 +107,13 @@ const sqlAddStat = `
 INSERT INTO crawlq_run_stat (run_id, pages, items, bytes, errors, retries, kind)
 VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, ''))`
 
-// sqlAddStats records a batch of pages' contributions to their runs' stats, and says which of the
-// runs have been asked to cancel (their pages stop fetching, see Crawler.cancelled).
+// sqlAddStats records a batch of pages' contributions to their runs' stats, summed per run and
+// kind ($8: how many page outcomes each row sums), and says which of the runs have been asked to
+// cancel (their pages stop fetching, see Crawler.cancelled).
 const sqlAddStats = `
-INSERT INTO crawlq_run_stat (run_id, pages, items, bytes, errors, retries, kind)
-SELECT r, p, i, b, e, t, NULLIF(k, '')
-FROM unnest($1::bigint[], $2::int[], $3::int[], $4::bigint[], $5::int[], $6::int[], $7::text[]) AS x(r, p, i, b, e, t, k)
+INSERT INTO crawlq_run_stat (run_id, pages, items, bytes, errors, retries, kind, n)
+SELECT r, p, i, b, e, t, NULLIF(k, ''), n
+FROM unnest($1::bigint[], $2::int[], $3::int[], $4::bigint[], $5::int[], $6::int[], $7::text[], $8::int[]) AS x(r, p, i, b, e, t, k, n)
 RETURNING run_id, (SELECT cancel_requested FROM crawlq_run WHERE id = run_id)`
 
 // sqlAsyncCommit lets the current transaction commit without waiting for its WAL flush (see

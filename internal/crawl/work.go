@@ -145,11 +145,11 @@ func (c *Crawler) finishCheck(ctx context.Context, runID int64) {
 	}
 }
 
-// outcome is what one page adds to its run's stats.
+// outcome is what one page adds to its run's stats (n: how many page outcomes it sums).
 type outcome struct {
-	pages, items, errors, retries int
-	bytes                         int64
-	kind                          string
+	pages, items, errors, retries, n int
+	bytes                            int64
+	kind                             string
 }
 
 // workPage fetches, parses and stores one page.

@@ -41,8 +41,8 @@ CREATE INDEX crawlq_run_live ON crawlq_run (id) WHERE state IN ('pending', 'runn
 -- Listings per spider, newest first.
 CREATE INDEX crawlq_run_spider ON crawlq_run (spider, id DESC);
 
--- What each page job added to its run's stats: one row per page outcome, written in the page's own
--- transaction (an insert contends with nobody).
+-- What page jobs added to their run's stats: one row per run and outcome kind per batch of pages
+-- finished together, written in that batch's transaction (an insert contends with nobody).
 CREATE TABLE crawlq_run_stat (
     run_id  bigint NOT NULL,
     pages   integer NOT NULL DEFAULT 0,
@@ -50,7 +50,8 @@ CREATE TABLE crawlq_run_stat (
     bytes   bigint NOT NULL DEFAULT 0,
     errors  integer NOT NULL DEFAULT 0,
     retries integer NOT NULL DEFAULT 0,
-    kind    text            -- the error kind for error rows (fetch.Kind labels, robots_disallowed, ...)
+    kind    text,           -- the error kind for error rows (fetch.Kind labels, robots_disallowed, ...)
+    n       integer NOT NULL DEFAULT 1  -- page outcomes summed in the row (errors_by_kind counts them)
 );
 -- Summing one run's rows (status of a live run, folding at finish).
 CREATE INDEX crawlq_run_stat_run ON crawlq_run_stat (run_id);
