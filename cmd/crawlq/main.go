@@ -7,8 +7,10 @@ import (
 	"os"
 
 	"crawlq/internal/cli"
+	"crawlq/internal/gctune"
 )
 
 func main() {
+	gctune.Apply(os.Getenv, os.ReadFile) // workers and benches: see the package comment
 	os.Exit(cli.Main(context.Background(), os.Args[1:], cli.Env{}))
 }

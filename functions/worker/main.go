@@ -9,10 +9,12 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"crawlq/internal/gctune"
 	"crawlq/internal/lambdafn"
 )
 
 func main() {
+	gctune.Apply(os.Getenv, os.ReadFile)
 	deps, err := lambdafn.Setup(context.Background(), nil, 12)
 	if err != nil {
 		log.Fatalf("crawlq-worker: %v", err)
