@@ -94,6 +94,7 @@ type Crawler struct {
 	active    map[int64]int
 	seen      *seenCache
 	cancelled map[int64]bool // runs asked to cancel, as the last batch said
+	hosts     *hostSlots     // requests in flight per domain from this process (hosts.go)
 
 	finishOnce    sync.Once
 	finishQ       chan *finishReq // pages waiting for a batch (finish.go)
@@ -123,7 +124,7 @@ func New(cfg Config) (*Crawler, error) {
 		cfg.Logger = slog.Default()
 	}
 	return &Crawler{cfg: cfg, log: cfg.Logger, robots: robots.NewCache(4096),
-		fetchers: map[fetcherKey]*fetch.Fetcher{}, runs: map[int64]*runInfo{}, active: map[int64]int{}, seen: newSeenCache(seenCacheSize), cancelled: map[int64]bool{},
+		fetchers: map[fetcherKey]*fetch.Fetcher{}, runs: map[int64]*runInfo{}, active: map[int64]int{}, seen: newSeenCache(seenCacheSize), cancelled: map[int64]bool{}, hosts: newHostSlots(),
 		closed: make(chan struct{}), finishersDone: make(chan struct{})}, nil
 }
 

@@ -260,3 +260,40 @@ func TestPageBudgetIsExact(t *testing.T) {
 		t.Fatalf("run %s with %d page jobs; want succeeded with exactly max_pages=%d", r.State, jobs, budget)
 	}
 }
+
+// A spider's concurrency bounds the requests in flight to its domain from a worker process,
+// however many handlers the process has; without a delay they still overlap up to that bound.
+func TestDomainConcurrencyPerProcess(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	site := demosite.New(demosite.Config{Items: 120, PerPage: 40})
+	var mu sync.Mutex
+	inFlight, most := 0, 0
+	base := serveHandler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		inFlight++
+		most = max(most, inFlight)
+		mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+		site.ServeHTTP(w, r)
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+	}))
+	n, _ := startNode(t, pool, node.Config{Workers: 4, Worker: queue.WorkerConfig{Concurrency: 8}})
+	limit := 3
+	s, err := n.Crawler.Schedule(context.Background(), crawl.ScheduleParams{Spider: "demo",
+		Args: map[string]string{"base_url": base}, Settings: crawl.Overrides{Concurrency: &limit}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := waitRun(t, n.Crawler, s.RunID, time.Minute)
+	if r.State != "succeeded" || r.Stats.Items != int64(site.Expected().Items) {
+		t.Fatalf("run %s with %d items, want %d", r.State, r.Stats.Items, site.Expected().Items)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if most > limit || most < 2 {
+		t.Fatalf("at most %d requests in flight at once; want between 2 and the spider's concurrency %d", most, limit)
+	}
+}

@@ -200,18 +200,27 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 		}
 	}
 	host := urlx.Host(a.URL)
+	free, ok := c.hosts.acquire(ctx, host, s.Concurrency, hostWait)
+	if !ok {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return queue.Snooze(jitter(time.Second)) // the domain is busy here: let other work run
+	}
 	var release func()
 	if s.Delay > 0 {
 		r, wait, err := c.reserve(ctx, host, s)
-		if err != nil {
-			return err
-		}
-		if wait > 0 {
+		if err != nil || wait > 0 {
+			free()
+			if err != nil {
+				return err
+			}
 			return queue.Snooze(wait)
 		}
 		release = r
 	}
 	res, ferr := fetcher.Fetch(ctx, a.URL)
+	free()
 	if release != nil {
 		release()
 	}
