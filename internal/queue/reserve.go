@@ -150,7 +150,7 @@ func (r *Reservation) Hand() {
 		return
 	}
 	r.done = true
-	if r.w.hand(r.jobs, r.n) {
+	if r.w.hand(r.jobs, r.n, true) {
 		return
 	}
 	leases := make([]Lease, len(r.jobs))
@@ -166,5 +166,5 @@ func (r *Reservation) Cancel() {
 		return
 	}
 	r.done = true
-	r.w.giveBack(r.n)
+	r.w.giveBack(r.n, true)
 }

@@ -279,7 +279,7 @@ func (w *Worker) claimLoop(ctx context.Context) {
 		}
 		room := w.takeRoom(want)
 		if room < min(want, max(1, cap(w.ready)/2)) {
-			w.giveBack(room)
+			w.giveBack(room, false)
 			select {
 			case <-w.wake:
 			case <-ctx.Done():
@@ -295,7 +295,7 @@ func (w *Worker) claimLoop(ctx context.Context) {
 		jobs, err := w.c.Claim(cctx, ClaimParams{Queue: w.cfg.Queue, Worker: w.cfg.ID, Limit: room, Lease: w.cfg.Lease})
 		cancel()
 		if err != nil || ctx.Err() != nil {
-			w.giveBack(room)
+			w.giveBack(room, false)
 			if ctx.Err() != nil {
 				if len(jobs) > 0 {
 					leases := make([]Lease, len(jobs))
@@ -312,7 +312,7 @@ func (w *Worker) claimLoop(ctx context.Context) {
 			continue
 		}
 		backoff = 100 * time.Millisecond
-		w.hand(jobs, room)
+		w.hand(jobs, room, false)
 		if len(jobs) < room && time.Since(lastPromote) > w.cfg.PollInterval/2 {
 			lastPromote = time.Now()
 			if n, err := w.c.Promote(ctx, 1000); err != nil && ctx.Err() == nil {
@@ -345,12 +345,15 @@ func (w *Worker) takeRoom(n int) int {
 	return k
 }
 
-// giveBack frees n places a producer took and did not fill.
-func (w *Worker) giveBack(n int) {
+// giveBack frees n places a producer took and did not fill; wake tells a claim loop waiting for
+// room about them (the claim loop's own returns must not, or it would wake itself in a loop).
+func (w *Worker) giveBack(n int, wake bool) {
 	w.mu.Lock()
 	w.reserved -= n
 	w.mu.Unlock()
-	w.wakeClaimer()
+	if wake {
+		w.wakeClaimer()
+	}
 }
 
 // wakeClaimer tells a claim loop waiting for room that some may have freed up.
@@ -362,10 +365,10 @@ func (w *Worker) wakeClaimer() {
 }
 
 // hand gives held jobs to the handlers, filling places taken with takeRoom (room of them,
-// len(jobs) <= room); what is left of room is freed. It reports false, doing nothing else, when
-// the worker has stopped: the caller then still holds the jobs.
-func (w *Worker) hand(jobs []*Job, room int) bool {
-	if len(jobs) < room {
+// len(jobs) <= room); what is left of room is freed (see giveBack for wake). It reports false,
+// doing nothing else, when the worker has stopped: the caller then still holds the jobs.
+func (w *Worker) hand(jobs []*Job, room int, wake bool) bool {
+	if wake && len(jobs) < room {
 		defer w.wakeClaimer()
 	}
 	w.mu.Lock()
