@@ -1,13 +1,17 @@
-// Package queue is crawlq's PostgreSQL job queue: it owns the crawlq_job, crawlq_job_count*
-// and crawlq_worker tables and every query on them (sql.go).
+// Package queue is crawlq's PostgreSQL job queue: it owns the crawlq_job, crawlq_job_count*,
+// crawlq_job_once and crawlq_worker tables and every query on them (sql.go).
 //
-// Jobs have a queue, a kind, JSON args, a priority (higher first), a run_at time, and an
-// optional unique key that is unique per queue among unfinished jobs. Workers claim due jobs
-// in batches with FOR UPDATE SKIP LOCKED; each claim takes a lease (an expiry and a random
-// token). Heartbeat, Complete, Fail, Snooze and Release are fenced by the token: once a lease
-// has been rescued and the job claimed again, the old holder gets ErrLeaseLost and changes
-// nothing. Failed attempts are retried with exponential backoff and jitter until
-// max_attempts, then the job is dead until redriven.
+// Jobs have a queue, a kind, JSON args, a priority (higher first), a run_at time, an optional
+// unique key that is unique per queue among unfinished jobs, and an optional once key that a
+// parent can use only once, ever. Workers claim due jobs in batches with FOR UPDATE SKIP LOCKED;
+// each claim takes a lease (an expiry and a random token). Heartbeat, Complete, Fail, Snooze
+// and Release are fenced by the token: once a lease has been rescued and the job claimed
+// again, the old holder gets ErrLeaseLost and changes nothing. Failed attempts are retried
+// with exponential backoff and jitter until max_attempts, then the job is dead until redriven.
+//
+// A process can also insert jobs already leased to one of its own workers (Reservation), and
+// queue its statements on a pgx.Batch (EnqueueManyBatch, CompleteAllBatch) to send them with
+// its own in one round trip.
 //
 // The queue needs no LISTEN/NOTIFY and no session state (no session advisory locks, no
 // prepared statements that must outlive a transaction), so it works through RDS Proxy.
