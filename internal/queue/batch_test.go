@@ -162,7 +162,7 @@ func TestReservationHandsJobsToTheWorker(t *testing.T) {
 	c, pool := newClient(t)
 	ctx := ctxT(t)
 	ran := make(chan *queue.Job, 100)
-	w, err := queue.NewWorker(c, queue.WorkerConfig{Queue: "q", Concurrency: 2, BatchSize: 4, Lease: 600 * time.Millisecond,
+	w, err := queue.NewWorker(c, queue.WorkerConfig{Queue: "q", Concurrency: 4, BatchSize: 4, Lease: 600 * time.Millisecond,
 		HeartbeatInterval: 100 * time.Millisecond, PollInterval: time.Hour}, func(ctx context.Context, j *queue.Job) error {
 		time.Sleep(time.Second) // longer than the lease: only heartbeats keep it
 		ran <- j

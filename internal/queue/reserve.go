@@ -17,8 +17,8 @@ import (
 // the claim: no claim statement, no wait for the next poll or poke. A crash loses nothing: the
 // jobs are leased like claimed ones and the rescue brings them back when the lease expires.
 //
-// The handed jobs run before jobs waiting in the queue, whatever their priority; only room that
-// the worker would otherwise fill by claiming is handed out, and other workers claim the rest.
+// The handed jobs run before jobs waiting in the queue, whatever their priority; only handlers that
+// are idle right now are handed work, and other workers claim the rest.
 
 // Reservation is room set aside in a worker for jobs its process inserts itself.
 type Reservation struct {
@@ -29,13 +29,21 @@ type Reservation struct {
 	done  bool
 }
 
-// Reserve sets aside room for up to n jobs, or returns nil when the worker has none (or is
-// stopping, or recycles after MaxJobs). The caller must end the reservation with Hand or Cancel.
+// Reserve sets aside room for up to n jobs that idle handlers can start at once, or returns nil
+// when there is none (or the worker is stopping, or recycles after MaxJobs). Only idle handlers
+// count, so that work a busy process finds goes to the queue, where other workers can take it
+// now, rather than waiting here. The caller must end the reservation with Hand or Cancel.
 func (w *Worker) Reserve(n int) *Reservation {
 	if n <= 0 || w.cfg.MaxJobs > 0 {
 		return nil
 	}
-	k := w.takeRoom(n)
+	w.mu.Lock()
+	k := 0
+	if !w.stopped {
+		k = max(min(n, w.idleLocked()), 0)
+		w.reserved += k
+	}
+	w.mu.Unlock()
 	if k == 0 {
 		return nil
 	}
@@ -49,7 +57,7 @@ func (w *Worker) Room() int {
 	if w.stopped || w.cfg.MaxJobs > 0 {
 		return 0
 	}
-	return max(cap(w.ready)-len(w.ready)-w.reserved, 0)
+	return max(w.idleLocked(), 0)
 }
 
 // Len is how many jobs the reservation has room for.

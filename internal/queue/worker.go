@@ -157,6 +157,7 @@ type Worker struct {
 	mu       sync.Mutex
 	inflight map[int64]*held // claimed and not yet finished, including those waiting for a handler
 	reserved int             // room in ready taken by producers and not yet filled
+	busy     int             // handlers working a job
 	stopped  bool            // ready is closed
 
 	claimed, succeeded, failed, snoozed, released, lost atomic.Int64
@@ -220,7 +221,13 @@ func (w *Worker) Run(ctx context.Context) error {
 			defer handlers.Done()
 			for j := range ready {
 				w.wakeClaimer()
+				w.mu.Lock()
+				w.busy++
+				w.mu.Unlock()
 				w.work(workCtx, ctx, j, done)
+				w.mu.Lock()
+				w.busy--
+				w.mu.Unlock()
 			}
 		}()
 	}
@@ -340,9 +347,18 @@ func (w *Worker) takeRoom(n int) int {
 	if w.stopped {
 		return 0
 	}
-	k := max(min(n, cap(w.ready)-len(w.ready)-w.reserved), 0)
+	k := max(min(n, w.freeLocked()), 0)
 	w.reserved += k
 	return k
+}
+
+// freeLocked is the room in ready; w.mu is held.
+func (w *Worker) freeLocked() int { return cap(w.ready) - len(w.ready) - w.reserved }
+
+// idleLocked is how many more jobs the handlers could start at once: those not working, less the
+// jobs already waiting for them or on their way; w.mu is held.
+func (w *Worker) idleLocked() int {
+	return min(w.cfg.Concurrency-w.busy-len(w.ready)-w.reserved, w.freeLocked())
 }
 
 // giveBack frees n places a producer took and did not fill; wake tells a claim loop waiting for
