@@ -305,12 +305,7 @@ func (c *Crawler) discover(ctx context.Context, ri *runInfo, found []pageArgs) e
 	if len(found) == 0 {
 		return nil
 	}
-	adds := make([]pageAdd, len(found))
-	for i, p := range found {
-		adds[i] = pageAdd{ri: ri, page: p}
-	}
-	links := newLinkSet(adds)
-	pages := links.runs[0].pages
+	pages, keys := distinctPages(ri.id, found)
 	var added addedPages
 	if ri.settings.MaxPages > 0 {
 		err := c.inTx(ctx, func(tx pgx.Tx) error {
@@ -360,7 +355,7 @@ func (c *Crawler) discover(ctx context.Context, ri *runInfo, found []pageArgs) e
 		r.Hand()
 		count(&added)
 	}
-	c.seen.add(links.byKey)
+	c.seen.add(keys)
 	if added.queued && c.cfg.OnEnqueue != nil {
 		c.cfg.OnEnqueue(ri.queue)
 	}
@@ -378,12 +373,7 @@ type addedPages struct {
 // others for any worker to claim; with limit > 0 (a page budget), at most limit, all through the
 // queue. The returned function reports what was inserted once b's results are read.
 func (c *Crawler) queuePages(b *pgx.Batch, ri *runInfo, pages []pageArgs, limit int) (*queue.Reservation, func(*addedPages), error) {
-	ps := make([]queue.EnqueueParams, len(pages))
-	for i, p := range pages {
-		args, _ := json.Marshal(p)
-		ps[i] = queue.EnqueueParams{Queue: ri.queue, Kind: KindPage, Args: args, Priority: ri.priority,
-			ParentID: ri.id, MaxAttempts: c.cfg.PageAttempts, OnceKey: p.URL}
-	}
+	ps := c.pageJobs(ri, pages)
 	var r *queue.Reservation
 	mine := 0
 	if limit == 0 && c.cfg.Reserve != nil {
@@ -442,63 +432,45 @@ func rollback(conn *pgxpool.Conn) {
 	}
 }
 
-// pageAdd is a page to enqueue for a run.
-type pageAdd struct {
-	ri   *runInfo
-	page pageArgs
-}
-
 // seenKey is a URL (by hash) of a run: the key of the seen cache.
 type seenKey struct {
 	Run int64
 	H   [16]byte
 }
 
-// linkSet is links found by pages, deduplicated per run, in the order found.
-type linkSet struct {
-	byKey map[seenKey]pageAdd
-	runs  []runPages
-}
-
-// runPages is the new pages of one run.
-type runPages struct {
-	ri    *runInfo
-	pages []pageArgs
-}
-
-func newLinkSet(adds []pageAdd) *linkSet {
-	l := &linkSet{byKey: make(map[seenKey]pageAdd, len(adds))}
-	at := map[int64]int{}
-	for _, a := range adds {
-		k := seenKeyOf(a.ri.id, a.page.URL)
-		if _, dup := l.byKey[k]; dup {
+// distinctPages returns found without repeated URLs, in the order found, and their seen keys.
+func distinctPages(run int64, found []pageArgs) ([]pageArgs, []seenKey) {
+	keys := make([]seenKey, 0, len(found))
+	had := make(map[seenKey]bool, len(found))
+	pages := make([]pageArgs, 0, len(found))
+	for _, p := range found {
+		k := seenKeyOf(run, p.URL)
+		if had[k] {
 			continue
 		}
-		l.byKey[k] = a
-		i, ok := at[a.ri.id]
-		if !ok {
-			i = len(l.runs)
-			at[a.ri.id] = i
-			l.runs = append(l.runs, runPages{ri: a.ri})
-		}
-		l.runs[i].pages = append(l.runs[i].pages, a.page)
+		had[k] = true
+		keys = append(keys, k)
+		pages = append(pages, p)
 	}
-	return l
+	return pages, keys
+}
+
+// pageJobs returns the page jobs of run ri for pages, each with its URL as once key.
+func (c *Crawler) pageJobs(ri *runInfo, pages []pageArgs) []queue.EnqueueParams {
+	ps := make([]queue.EnqueueParams, len(pages))
+	for i, p := range pages {
+		args, _ := json.Marshal(p)
+		ps[i] = queue.EnqueueParams{Queue: ri.queue, Kind: KindPage, Args: args, Priority: ri.priority,
+			ParentID: ri.id, MaxAttempts: c.cfg.PageAttempts, OnceKey: p.URL}
+	}
+	return ps
 }
 
 // addPages enqueues the start pages of run ri within tx, as many as its page budget allows. A new
 // run has seen nothing yet, so every distinct page is new.
 func (c *Crawler) addPages(ctx context.Context, tx pgx.Tx, ri *runInfo, pages []pageArgs) (int, error) {
-	adds := make([]pageAdd, len(pages))
-	for i, p := range pages {
-		adds[i] = pageAdd{ri: ri, page: p}
-	}
-	links := newLinkSet(adds)
-	if len(links.runs) == 0 {
-		return 0, nil
-	}
-	list := links.runs[0].pages
-	if ri.settings.MaxPages > 0 {
+	list, _ := distinctPages(ri.id, pages)
+	if ri.settings.MaxPages > 0 && len(list) > 0 {
 		var granted int64
 		err := tx.QueryRow(ctx, sqlTakeBudget, ri.id, len(list)).Scan(&granted)
 		if err == nil {
@@ -507,16 +479,11 @@ func (c *Crawler) addPages(ctx context.Context, tx pgx.Tx, ri *runInfo, pages []
 			return 0, fmt.Errorf("page budget: %w", err)
 		}
 	}
-	ps := make([]queue.EnqueueParams, len(list))
-	for i, p := range list {
-		args, _ := json.Marshal(p)
-		ps[i] = queue.EnqueueParams{Queue: ri.queue, Kind: KindPage, Args: args, Priority: ri.priority,
-			ParentID: ri.id, MaxAttempts: c.cfg.PageAttempts, OnceKey: p.URL}
+	if len(list) == 0 {
+		return 0, nil
 	}
-	if len(ps) > 0 {
-		if _, err := c.cfg.Queue.EnqueueManyTx(ctx, tx, ps); err != nil {
-			return 0, err
-		}
+	if _, err := c.cfg.Queue.EnqueueManyTx(ctx, tx, c.pageJobs(ri, list)); err != nil {
+		return 0, err
 	}
-	return len(ps), nil
+	return len(list), nil
 }

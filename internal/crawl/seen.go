@@ -42,10 +42,10 @@ func (s *seenCache) unknown(run int64, pages []pageArgs) []pageArgs {
 }
 
 // add records keys whose seen rows have committed.
-func (s *seenCache) add(keys map[seenKey]pageAdd) {
+func (s *seenCache) add(keys []seenKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for k := range keys {
+	for _, k := range keys {
 		if len(s.cur) >= s.max {
 			s.prev, s.cur = s.cur, make(map[seenKey]struct{}, len(s.cur))
 		}

@@ -15,9 +15,9 @@ func TestSeenCacheKnowsCommittedLinksWithinItsBound(t *testing.T) {
 		return ps
 	}
 	commit := func(run int64, urls ...string) {
-		keys := map[seenKey]pageAdd{}
+		var keys []seenKey
 		for _, u := range urls {
-			keys[seenKeyOf(run, u)] = pageAdd{}
+			keys = append(keys, seenKeyOf(run, u))
 		}
 		c.add(keys)
 	}

@@ -210,6 +210,12 @@ func (c *Client) EnqueueManyBatch(b *pgx.Batch, ps []EnqueueParams, limit int, o
 	return nil
 }
 
+// onceID is a once key in the scope of its parent.
+type onceID struct {
+	parent int64
+	key    string
+}
+
 // onceHash is how a once key is stored.
 func onceHash(key string) pgtype.UUID {
 	if key == "" {
@@ -222,16 +228,12 @@ func onceHash(key string) pgtype.UUID {
 // arguments, and the function that reads its rows into out. A once key repeated within idx is
 // sent once; the later jobs with it are duplicates.
 func insertOnceStatement(ps []EnqueueParams, idx []int, limit int, out []EnqueueResult) (string, []any, func(pgx.Rows) error) {
-	type once struct {
-		parent int64
-		key    string
-	}
-	first := map[once]bool{}
+	first := map[onceID]bool{}
 	var send []int
 	for _, i := range idx {
 		out[i] = EnqueueResult{}
 		if k := ps[i].OnceKey; k != "" {
-			o := once{ps[i].ParentID, k}
+			o := onceID{ps[i].ParentID, k}
 			if first[o] {
 				out[i].Duplicate = true
 				continue
@@ -241,25 +243,7 @@ func insertOnceStatement(ps []EnqueueParams, idx []int, limit int, out []Enqueue
 		send = append(send, i)
 	}
 	n := len(send)
-	queues, kinds, args := make([]string, n), make([]string, n), make([]string, n)
-	prios, maxes := make([]int16, n), make([]int32, n)
-	runAts, delays, parents := make([]time.Time, n), make([]int64, n), make([]int64, n)
-	hashes := make([]pgtype.UUID, n)
-	for j, i := range send {
-		p := &ps[i]
-		queues[j], kinds[j], args[j] = p.Queue, p.Kind, "{}"
-		if len(p.Args) > 0 {
-			args[j] = string(p.Args)
-		}
-		prios[j], maxes[j] = int16(p.Priority), int32(p.MaxAttempts)
-		if maxes[j] == 0 {
-			maxes[j] = DefaultMaxAttempts
-		}
-		if !p.RunAt.IsZero() {
-			runAts[j] = p.RunAt
-		}
-		delays[j], parents[j], hashes[j] = p.Delay.Microseconds(), p.ParentID, onceHash(p.OnceKey)
-	}
+	c := columnsOf(ps, send)
 	read := func(rows pgx.Rows) error {
 		defer rows.Close()
 		inserted := make([]bool, n)
@@ -287,7 +271,7 @@ func insertOnceStatement(ps []EnqueueParams, idx []int, limit int, out []Enqueue
 		}
 		return nil
 	}
-	return sqlInsertOnce, []any{queues, kinds, prios, runAts, delays, maxes, parents, args, hashes, limit}, read
+	return sqlInsertOnce, []any{c.queues, c.kinds, c.prios, c.runAts, c.delays, c.maxes, c.parents, c.args, c.onces, limit}, read
 }
 
 // earlier reports whether a's requested start is before b's, comparing like with like where
@@ -317,29 +301,7 @@ func (c *Client) insert(ctx context.Context, db DB, mode DuplicateMode, ps []Enq
 // insertStatement returns the insert of the jobs ps[idx] with its arguments, and their unique
 // keys in the order the rows come back.
 func insertStatement(mode DuplicateMode, ps []EnqueueParams, idx []int) (string, []any, []string) {
-	n := len(idx)
-	queues, kinds, uniq, args := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	prios, maxes := make([]int16, n), make([]int32, n)
-	runAts := make([]time.Time, n)
-	delays, parents := make([]int64, n), make([]int64, n)
-	for j, i := range idx {
-		p := &ps[i]
-		queues[j], kinds[j], uniq[j] = p.Queue, p.Kind, p.UniqueKey
-		args[j] = "{}"
-		if len(p.Args) > 0 {
-			args[j] = string(p.Args)
-		}
-		prios[j] = int16(p.Priority)
-		maxes[j] = int32(p.MaxAttempts)
-		if maxes[j] == 0 {
-			maxes[j] = DefaultMaxAttempts
-		}
-		if !p.RunAt.IsZero() {
-			runAts[j] = p.RunAt
-		}
-		delays[j] = p.Delay.Microseconds()
-		parents[j] = p.ParentID
-	}
+	c := columnsOf(ps, idx)
 	action := onConflictKeep
 	switch mode {
 	case Replace:
@@ -347,7 +309,43 @@ func insertStatement(mode DuplicateMode, ps []EnqueueParams, idx []int) (string,
 	case Earliest:
 		action = onConflictEarliest
 	}
-	return fmt.Sprintf(sqlInsert, action), []any{queues, kinds, prios, runAts, delays, maxes, uniq, parents, args}, uniq
+	return fmt.Sprintf(sqlInsert, action), []any{c.queues, c.kinds, c.prios, c.runAts, c.delays, c.maxes, c.uniq, c.parents, c.args}, c.uniq
+}
+
+// columns are jobs to insert as parallel arrays, one per column, for the statements' unnest.
+type columns struct {
+	queues, kinds, uniq, args []string
+	prios                     []int16
+	maxes                     []int32
+	runAts                    []time.Time
+	delays, parents           []int64
+	onces                     []pgtype.UUID // MD5 of each once key (onceHash)
+}
+
+// columnsOf returns the columns of the jobs ps[idx], defaults applied.
+func columnsOf(ps []EnqueueParams, idx []int) columns {
+	n := len(idx)
+	c := columns{queues: make([]string, n), kinds: make([]string, n), uniq: make([]string, n), args: make([]string, n),
+		prios: make([]int16, n), maxes: make([]int32, n), runAts: make([]time.Time, n), delays: make([]int64, n),
+		parents: make([]int64, n), onces: make([]pgtype.UUID, n)}
+	for j, i := range idx {
+		p := &ps[i]
+		c.queues[j], c.kinds[j], c.uniq[j] = p.Queue, p.Kind, p.UniqueKey
+		c.args[j] = "{}"
+		if len(p.Args) > 0 {
+			c.args[j] = string(p.Args)
+		}
+		c.prios[j] = int16(p.Priority)
+		c.maxes[j] = int32(p.MaxAttempts)
+		if c.maxes[j] == 0 {
+			c.maxes[j] = DefaultMaxAttempts
+		}
+		if !p.RunAt.IsZero() {
+			c.runAts[j] = p.RunAt
+		}
+		c.delays[j], c.parents[j], c.onces[j] = p.Delay.Microseconds(), p.ParentID, onceHash(p.OnceKey)
+	}
+	return c
 }
 
 // scanInserted reads an insert's rows into out (see insertStatement).

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // A process that finds new work while handling a job (a crawl page finding links) can hand some
@@ -91,37 +90,20 @@ func (r *Reservation) EnqueueBatch(b *pgx.Batch, ps []EnqueueParams) error {
 	if err := errors.Join(errs...); err != nil || len(ps) == 0 {
 		return err
 	}
-	n := len(ps)
-	queues, kinds, args := make([]string, n), make([]string, n), make([]string, n)
-	prios, maxes, parents := make([]int16, n), make([]int32, n), make([]int64, n)
-	hashes := make([]pgtype.UUID, n)
-	type once struct {
-		parent int64
-		key    string
-	}
-	keys := map[once]bool{}
+	keys := map[onceID]bool{}
+	idx := make([]int, len(ps))
 	for i := range ps {
-		p := &ps[i]
-		if p.OnceKey != "" {
-			o := once{p.ParentID, p.OnceKey}
-			if keys[o] {
-				return fmt.Errorf("%w: job %d: once key %q repeated in one reservation", ErrInvalid, i, p.OnceKey)
+		idx[i] = i
+		if k := ps[i].OnceKey; k != "" {
+			if keys[onceID{ps[i].ParentID, k}] {
+				return fmt.Errorf("%w: job %d: once key %q repeated in one reservation", ErrInvalid, i, k)
 			}
-			keys[o] = true
-		}
-		hashes[i] = onceHash(p.OnceKey)
-		queues[i], kinds[i], args[i] = p.Queue, p.Kind, "{}"
-		if len(p.Args) > 0 {
-			args[i] = string(p.Args)
-		}
-		prios[i], parents[i] = int16(p.Priority), p.ParentID
-		maxes[i] = int32(p.MaxAttempts)
-		if maxes[i] == 0 {
-			maxes[i] = DefaultMaxAttempts
+			keys[onceID{ps[i].ParentID, k}] = true
 		}
 	}
+	c := columnsOf(ps, idx)
 	cfg := &r.w.cfg
-	b.Queue(sqlInsertHeld, queues, kinds, prios, maxes, parents, args, cfg.Lease.Milliseconds(), r.token, cfg.ID, hashes).Query(func(rows pgx.Rows) error {
+	b.Queue(sqlInsertHeld, c.queues, c.kinds, c.prios, c.maxes, c.parents, c.args, cfg.Lease.Milliseconds(), r.token, cfg.ID, c.onces).Query(func(rows pgx.Rows) error {
 		jobs, err := scanHeld(rows, cfg.Queue, r.token, cfg.ID)
 		r.jobs = jobs
 		return err
