@@ -24,9 +24,9 @@ import (
 // page whose lease turns out lost makes the batch roll back and go again without it.
 //
 // Discovery is on the crawl's critical path (a paginated listing is a chain of pages each found by
-// the one before), so it is one statement in one round trip, sent by the page's own handler. The
-// finishing batches are not: one finisher lets them grow with the load, and fewer, larger
-// transactions cost the database less per page.
+// the one before), so it takes one round trip, sent by the page's own handler. The finishing
+// batches are not: one finisher lets them grow with the load, and fewer, larger transactions cost
+// the database less per page.
 
 const (
 	finishers     = 1      // batches in flight at once
