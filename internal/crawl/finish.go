@@ -308,27 +308,8 @@ func (c *Crawler) discover(ctx context.Context, ri *runInfo, found []pageArgs) e
 	pages, keys := distinctPages(ri.id, found)
 	var added addedPages
 	if ri.settings.MaxPages > 0 {
-		err := c.inTx(ctx, func(tx pgx.Tx) error {
-			var left int64
-			if err := tx.QueryRow(ctx, sqlLockBudget, ri.id).Scan(&left); err != nil {
-				return fmt.Errorf("page budget: %w", err)
-			}
-			if left == 0 {
-				return nil
-			}
-			if left < 0 || left > int64(len(pages)) {
-				left = int64(len(pages))
-			}
-			b := &pgx.Batch{}
-			_, count, err := c.queuePages(b, ri, pages, int(left))
-			if err != nil {
-				return err
-			}
-			if err := tx.SendBatch(ctx, b).Close(); err != nil {
-				return fmt.Errorf("add pages: %w", err)
-			}
-			count(&added)
-			_, err = tx.Exec(ctx, sqlSpendBudget, ri.id, added.n)
+		err := c.inTx(ctx, func(tx pgx.Tx) (err error) {
+			added, err = c.addBudgeted(ctx, tx, ri, pages)
 			return err
 		})
 		if err != nil {
@@ -466,21 +447,45 @@ func (c *Crawler) pageJobs(ri *runInfo, pages []pageArgs) []queue.EnqueueParams 
 	return ps
 }
 
-// addPages enqueues the start pages of run ri within tx, as many as its page budget allows. A new
-// run has seen nothing yet, so every distinct page is new.
+// addBudgeted adds pages of run ri within tx, at most what the run's page budget has left: the
+// budget row is locked until commit, so concurrent pages of the run take from it one after the
+// other, and only the pages actually added (not those already queued) are taken from it.
+func (c *Crawler) addBudgeted(ctx context.Context, tx pgx.Tx, ri *runInfo, pages []pageArgs) (addedPages, error) {
+	var added addedPages
+	var left int64
+	if err := tx.QueryRow(ctx, sqlLockBudget, ri.id).Scan(&left); err != nil {
+		return added, fmt.Errorf("page budget: %w", err)
+	}
+	if left == 0 {
+		return added, nil
+	}
+	if left < 0 || left > int64(len(pages)) {
+		left = int64(len(pages))
+	}
+	b := &pgx.Batch{}
+	_, count, err := c.queuePages(b, ri, pages, int(left))
+	if err != nil {
+		return added, err
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return added, fmt.Errorf("add pages: %w", err)
+	}
+	count(&added)
+	if _, err := tx.Exec(ctx, sqlSpendBudget, ri.id, added.n); err != nil {
+		return added, fmt.Errorf("page budget: %w", err)
+	}
+	return added, nil
+}
+
+// addPages enqueues the start pages of run ri within tx, as many as its page budget allows.
 func (c *Crawler) addPages(ctx context.Context, tx pgx.Tx, ri *runInfo, pages []pageArgs) (int, error) {
 	list, _ := distinctPages(ri.id, pages)
-	if ri.settings.MaxPages > 0 && len(list) > 0 {
-		var granted int64
-		err := tx.QueryRow(ctx, sqlTakeBudget, ri.id, len(list)).Scan(&granted)
-		if err == nil {
-			list = list[:granted]
-		} else if !errors.Is(err, pgx.ErrNoRows) {
-			return 0, fmt.Errorf("page budget: %w", err)
-		}
-	}
 	if len(list) == 0 {
 		return 0, nil
+	}
+	if ri.settings.MaxPages > 0 {
+		added, err := c.addBudgeted(ctx, tx, ri, list)
+		return added.n, err
 	}
 	if _, err := c.cfg.Queue.EnqueueManyTx(ctx, tx, c.pageJobs(ri, list)); err != nil {
 		return 0, err

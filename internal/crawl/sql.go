@@ -48,14 +48,6 @@ RETURNING id`
 // sqlRunState reads a run's state and cancel flag (page jobs check them).
 const sqlRunState = `SELECT state::text, cancel_requested FROM crawlq_run WHERE id = $1`
 
-// sqlTakeBudget takes up to $2 pages from a run's budget and returns how many were granted.
-// No row back means the run has no budget (unlimited).
-const sqlTakeBudget = `
-WITH old AS (SELECT id, page_budget FROM crawlq_run WHERE id = $1 AND page_budget IS NOT NULL FOR UPDATE)
-UPDATE crawlq_run r SET page_budget = GREATEST(old.page_budget - $2::bigint, 0)
-FROM old WHERE r.id = old.id
-RETURNING LEAST($2::bigint, old.page_budget)`
-
 // sqlFinishRun finishes a run exactly once: the state predicate makes a second caller match nothing.
 // Stats are folded from crawlq_run_stat. The caller has checked, through the queue, that the run has
 // no unfinished job; none can appear afterwards, because only a running job of the run adds more.
