@@ -157,6 +157,8 @@ func (a *API) Do(ctx context.Context, r *Request) (Response, error) {
 		return a.listSchedules(ctx)
 	case ActDelSchedule:
 		return a.delSchedule(ctx, r)
+	case ActRedrive:
+		return a.redrive(ctx, r)
 	}
 	return nil, badf("unknown action %q", clip(r.Action))
 }
@@ -243,6 +245,27 @@ func (a *API) cancel(ctx context.Context, r *Request) (Response, error) {
 	return Response{"prevstate": prev}, nil
 }
 
+// redrive retries the dead pages of a run that ended incomplete or failed, and reopens it.
+func (a *API) redrive(ctx context.Context, r *Request) (Response, error) {
+	run, err := a.getRun(ctx, r.Job)
+	if err != nil {
+		return nil, err
+	}
+	n, err := a.cfg.Crawler.Redrive(ctx, r.Job)
+	switch {
+	case errors.Is(err, crawl.ErrRunLive), errors.Is(err, crawl.ErrNothingToRedrive):
+		return nil, userErrf("job %d (%s): %v", r.Job, run.State, err)
+	case err != nil:
+		return nil, err
+	}
+	if a.cfg.Poke != nil {
+		if err := a.cfg.Poke(ctx); err != nil {
+			a.log.Warn("api: poke dispatch", "err", err)
+		}
+	}
+	return Response{"prevstate": run.State, "pages": n, "currstate": "running"}, nil
+}
+
 func (a *API) status(ctx context.Context, r *Request) (Response, error) {
 	run, err := a.getRun(ctx, r.Job)
 	if err != nil {
@@ -274,11 +297,23 @@ type Job struct {
 	Error     string      `json:"error,omitempty"`
 	Stats     crawl.Stats `json:"stats"`
 	Items     int64       `json:"items"`
+	// Outcome is how a finished run ended (succeeded, incomplete, failed, cancelled); empty while
+	// it is pending or running. State keeps Scrapyd's vocabulary in listjobs' groups.
+	Outcome     string             `json:"outcome,omitempty"`
+	DeadPages   int64              `json:"dead_pages"`
+	FailedPages []crawl.FailedPage `json:"failed_pages"`
 }
 
 func jobView(r *crawl.Run) Job {
 	j := Job{ID: strconv.FormatInt(r.ID, 10), Spider: r.Spider, State: r.State, Args: r.Args, Priority: r.Priority,
-		Queue: r.Queue, RunAt: r.RunAt.UTC().Format(time.RFC3339Nano), Error: r.Error, Stats: r.Stats, Items: r.Stats.Items}
+		Queue: r.Queue, RunAt: r.RunAt.UTC().Format(time.RFC3339Nano), Error: r.Error, Stats: r.Stats, Items: r.Stats.Items,
+		DeadPages: r.DeadPages, FailedPages: r.FailedPages}
+	if r.Finished() {
+		j.Outcome = r.State
+	}
+	if j.FailedPages == nil {
+		j.FailedPages = []crawl.FailedPage{}
+	}
 	if r.StartedAt != nil {
 		j.StartTime = r.StartedAt.UTC().Format(time.RFC3339Nano)
 	}
@@ -302,7 +337,7 @@ func (a *API) listJobs(ctx context.Context, r *Request) (Response, error) {
 	for _, g := range []struct {
 		key    string
 		states []string
-	}{{"pending", []string{"pending"}}, {"running", []string{"running"}}, {"finished", []string{"succeeded", "failed", "cancelled"}}} {
+	}{{"pending", []string{"pending"}}, {"running", []string{"running"}}, {"finished", crawl.FinishedStates}} {
 		runs, err := a.cfg.Crawler.List(ctx, crawl.ListParams{Spider: r.Spider, States: g.states, Limit: limit})
 		if err != nil {
 			return nil, err

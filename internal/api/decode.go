@@ -39,10 +39,12 @@ const (
 	ActAddSchedule   = "addschedule"
 	ActListSchedules = "listschedules"
 	ActDelSchedule   = "delschedule"
+	// ActRedrive retries a finished run's dead pages and reopens it (crawlq redrive --run).
+	ActRedrive = "redrive"
 )
 
 var actions = []string{ActSchedule, ActCancel, ActStatus, ActListJobs, ActListSpiders, ActDaemonStatus,
-	ActAddSchedule, ActListSchedules, ActDelSchedule}
+	ActAddSchedule, ActListSchedules, ActDelSchedule, ActRedrive}
 
 // ErrBadRequest wraps every decoding or validation failure: nothing was written.
 var ErrBadRequest = errors.New("bad request")
@@ -65,7 +67,7 @@ type Request struct {
 	UniqueKey string `json:"unique_key,omitempty"`
 	Replace   bool   `json:"replace,omitempty"`
 
-	// Job is a run id (cancel, status), as a string like Scrapyd's jobid or a number.
+	// Job is a run id (cancel, status, redrive), as a string like Scrapyd's jobid or a number.
 	Job int64 `json:"-"`
 
 	// Limit and State filter listjobs.
@@ -100,6 +102,7 @@ var fields = map[string][]string{
 	ActAddSchedule:   {"name", "spider", "args", "settings", "priority", "cron", "timezone", "unique_key", "replace"},
 	ActListSchedules: {},
 	ActDelSchedule:   {"name"},
+	ActRedrive:       {"job"},
 }
 
 // Decode reads and validates a request without touching anything: size, JSON syntax, field
@@ -177,7 +180,7 @@ func Decode(data []byte) (*Request, error) {
 		}
 		jobRaw = w.JobID
 	}
-	if r.Action == ActCancel || r.Action == ActStatus {
+	if r.Action == ActCancel || r.Action == ActStatus || r.Action == ActRedrive {
 		id, err := parseJob(jobRaw)
 		if err != nil {
 			return nil, err

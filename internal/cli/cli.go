@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"crawlq/internal/crawl"
 	"crawlq/internal/db"
 )
 
@@ -59,6 +60,32 @@ func commands() []*Command {
 	}
 	sort.Slice(cs, func(i, j int) bool { return cs[i].Name < cs[j].Name })
 	return cs
+}
+
+// Exit statuses of commands that report how a run ended (crawlq run): 0 succeeded (or still live).
+const (
+	exitIncomplete = 3
+	exitFailed     = 4
+	exitCancelled  = 5
+)
+
+// outcomeErr carries the exit status for a run that did not succeed; its command already printed
+// the run.
+type outcomeErr struct{ code int }
+
+func (e *outcomeErr) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// runOutcome is the error that makes a command exit with the status for run state st, or nil.
+func runOutcome(st string) error {
+	switch st {
+	case crawl.StateIncomplete:
+		return &outcomeErr{exitIncomplete}
+	case crawl.StateFailed:
+		return &outcomeErr{exitFailed}
+	case crawl.StateCancelled:
+		return &outcomeErr{exitCancelled}
+	}
+	return nil
 }
 
 // Main runs the command line args (without the program name) and returns the exit status.
@@ -117,6 +144,10 @@ func Main(ctx context.Context, args []string, env Env) int {
 		return 2
 	}
 	if err := run(ctx, fs.Args()); err != nil {
+		var oe *outcomeErr
+		if errors.As(err, &oe) {
+			return oe.code // the command printed what it found; the status says how the run ended
+		}
 		fmt.Fprintf(env.Stderr, "crawlq %s: %v\n", cmd.Name, err)
 		if errors.Is(err, errUsage) {
 			fmt.Fprintf(env.Stderr, "Run 'crawlq %s --help' for usage.\n", cmd.Name)

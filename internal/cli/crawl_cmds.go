@@ -150,7 +150,7 @@ func runsCmd() *Command {
 			open := dbFlag(fs, env)
 			var p crawl.ListParams
 			fs.StringVar(&p.Spider, "spider", "", "only this spider")
-			states := fs.String("state", "", "only these states: pending, running, succeeded, failed, cancelled")
+			states := fs.String("state", "", "only these states: "+strings.Join(crawl.States, ", "))
 			fs.IntVar(&p.Limit, "limit", 20, "at most this many (1..1000)")
 			asJSON := fs.Bool("json", false, "print JSON")
 			return func(ctx context.Context, args []string) error {
@@ -172,10 +172,10 @@ func runsCmd() *Command {
 						return json.NewEncoder(env.Stdout).Encode(runs)
 					}
 					tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-					fmt.Fprintln(tw, "ID\tSPIDER\tSTATE\tPAGES\tITEMS\tERRORS\tSECONDS\tCREATED")
+					fmt.Fprintln(tw, "ID\tSPIDER\tSTATE\tPAGES\tITEMS\tERRORS\tDEAD\tSECONDS\tCREATED")
 					for _, r := range runs {
-						fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%.1f\t%s\n", r.ID, r.Spider, r.State, r.Stats.Pages, r.Stats.Items,
-							r.Stats.Errors, r.Stats.Duration, r.CreatedAt.Format(time.RFC3339))
+						fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%.1f\t%s\n", r.ID, r.Spider, r.State, r.Stats.Pages, r.Stats.Items,
+							r.Stats.Errors, r.DeadPages, r.Stats.Duration, r.CreatedAt.Format(time.RFC3339))
 					}
 					return tw.Flush()
 				})
@@ -197,10 +197,16 @@ func parseRunID(args []string) (int64, error) {
 
 func runCmd() *Command {
 	return &Command{
-		Name: "run", Synopsis: "show one spider run", Usage: "ID",
-		Help: `Prints a run with its stats (so far, while it runs) as JSON.`,
+		Name: "run", Synopsis: "show one spider run", Usage: "ID [--wait]",
+		Help: `Prints a run with its stats (so far, while it runs) as JSON: its state, dead_pages and a
+sample of failed_pages with their last error once it has finished.
+
+The exit status says how the run ended: 0 succeeded (or not finished yet), 3 incomplete (some
+pages died; 'crawlq redrive --run ID' retries them), 4 failed, 5 cancelled; 1 for an error.
+With --wait it first waits for the run to finish.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			open := dbFlag(fs, env)
+			wait := fs.Bool("wait", false, "wait until the run has finished")
 			return func(ctx context.Context, args []string) error {
 				id, err := parseRunID(args)
 				if err != nil {
@@ -208,12 +214,23 @@ func runCmd() *Command {
 				}
 				return withNode(ctx, open, "", func(n *node.Node) error {
 					r, err := n.Crawler.Get(ctx, id)
+					for err == nil && *wait && !r.Finished() {
+						select {
+						case <-ctx.Done():
+							return ctx.Err()
+						case <-time.After(500 * time.Millisecond):
+						}
+						r, err = n.Crawler.Get(ctx, id)
+					}
 					if err != nil {
 						return err
 					}
 					e := json.NewEncoder(env.Stdout)
 					e.SetIndent("", "  ")
-					return e.Encode(r)
+					if err := e.Encode(r); err != nil {
+						return err
+					}
+					return runOutcome(r.State)
 				})
 			}
 		},

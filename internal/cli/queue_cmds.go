@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"crawlq/internal/migrate"
+	"crawlq/internal/node"
 	"crawlq/internal/queue"
 )
 
@@ -281,14 +282,35 @@ its next heartbeat. Exits 1 if any id is unknown or already finished (the others
 
 func redriveCmd() *Command {
 	return &Command{
-		Name: "redrive", Synopsis: "retry dead jobs", Usage: "--queue Q [--limit N] [ID...]",
+		Name: "redrive", Synopsis: "retry dead jobs, or a run's dead pages", Usage: "--queue Q [--limit N] [ID...] | --run RUN_ID",
 		Help: `Makes dead jobs of the queue available again with a fresh attempt budget: the given ids, or
-up to --limit of them.`,
+up to --limit of them.
+
+With --run, retries the dead pages of a run that ended incomplete or failed: they are queued again
+and the run reopens (running), then finishes again, once, when they are done. Pages the run already
+fetched are not fetched again.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			open := dbFlag(fs, env)
 			q := fs.String("queue", "default", "queue")
 			limit := fs.Int("limit", 1000, "at most this many jobs")
+			run := fs.Int64("run", 0, "retry this run's dead pages and reopen it")
 			return func(ctx context.Context, args []string) error {
+				if *run != 0 {
+					if *run < 0 {
+						return usageErr("--run %d: want a positive run id", *run)
+					}
+					if len(args) > 0 {
+						return usageErr("--run takes no job ids")
+					}
+					return withNode(ctx, open, "", func(n *node.Node) error {
+						k, err := n.Crawler.Redrive(ctx, *run)
+						if err != nil {
+							return err
+						}
+						fmt.Fprintf(env.Stdout, "run %d: %d dead pages queued again; the run is running\n", *run, k)
+						return nil
+					})
+				}
 				ids, err := parseIDs(args)
 				if err != nil {
 					return err

@@ -61,8 +61,11 @@ type Config struct {
 	// Fetch is the base fetcher configuration; each spider's user agent and AllowPrivate are
 	// applied on top. Zero values take fetch's defaults.
 	Fetch fetch.Config
-	// PageAttempts is the max attempts of a page job. Default 5.
-	PageAttempts int
+	// CountItems, when set, counts the distinct items a run holds in the sink (the Postgres sink
+	// keys them by run and key), which a run's items stat then reports: a page fetched twice under
+	// two URLs, or a retried command, yields its items twice but stores them once. Without it the
+	// stat counts the items pages yielded. The node sets it for the Postgres sink.
+	CountItems func(ctx context.Context, runID int64) (int64, error)
 	// ItemTimeout bounds how long a page waits for its items to be durably written. Past it the
 	// page is put back to run again later (its items are idempotent by key), so a stalled sink
 	// slows the crawl without holding workers indefinitely. Default 60s.
@@ -95,6 +98,7 @@ type Crawler struct {
 	seen      *seenCache
 	cancelled map[int64]bool // runs asked to cancel, as the last batch said
 	hosts     *hostSlots     // requests in flight per domain from this process (hosts.go)
+	health    *hostHealth    // hosts seen failing, and their pauses (hostpause.go)
 
 	finishOnce    sync.Once
 	finishQ       chan *finishReq // pages waiting for a batch (finish.go)
@@ -114,9 +118,6 @@ func New(cfg Config) (*Crawler, error) {
 	if cfg.Pool == nil || cfg.Queue == nil || cfg.Spiders == nil || cfg.Pipeline == nil {
 		return nil, fmt.Errorf("%w: crawl config needs Pool, Queue, Spiders and Pipeline", ErrInvalid)
 	}
-	if cfg.PageAttempts <= 0 {
-		cfg.PageAttempts = 5
-	}
 	if cfg.ItemTimeout <= 0 {
 		cfg.ItemTimeout = 60 * time.Second
 	}
@@ -124,13 +125,13 @@ func New(cfg Config) (*Crawler, error) {
 		cfg.Logger = slog.Default()
 	}
 	return &Crawler{cfg: cfg, log: cfg.Logger, robots: robots.NewCache(4096),
-		fetchers: map[fetcherKey]*fetch.Fetcher{}, runs: map[int64]*runInfo{}, active: map[int64]int{}, seen: newSeenCache(seenCacheSize), cancelled: map[int64]bool{}, hosts: newHostSlots(),
+		fetchers: map[fetcherKey]*fetch.Fetcher{}, runs: map[int64]*runInfo{}, active: map[int64]int{}, seen: newSeenCache(seenCacheSize), cancelled: map[int64]bool{}, hosts: newHostSlots(), health: newHostHealth(),
 		closed: make(chan struct{}), finishersDone: make(chan struct{})}, nil
 }
 
 // Register adds the crawl's job handlers to mux.
 func (c *Crawler) Register(mux *queue.Mux) {
-	mux.Handle(KindRun, c.workRun)
+	mux.Handle(KindRun, func(ctx context.Context, job *queue.Job) error { return deferFault(c.workRun(ctx, job)) })
 	mux.Handle(KindPage, c.workPage)
 }
 
@@ -264,7 +265,8 @@ func (c *Crawler) Schedule(ctx context.Context, p ScheduleParams) (Scheduled, er
 		return out, fmt.Errorf("schedule: %w", err)
 	}
 	defer tx.Rollback(ctx)
-	err = tx.QueryRow(ctx, sqlInsertRun, p.Spider, string(args), string(over), p.Priority, q, p.IdempotencyKey, budget, p.RunAt, p.Delay.Microseconds()).
+	err = tx.QueryRow(ctx, sqlInsertRun, p.Spider, string(args), string(over), p.Priority, q, p.IdempotencyKey, budget, p.RunAt, p.Delay.Microseconds(),
+		effective.Retry.MaxDeadShare).
 		Scan(&out.RunID, &out.Duplicate, &out.State, &out.RunAt)
 	if err != nil {
 		return out, fmt.Errorf("schedule: %w", err)
@@ -360,21 +362,49 @@ func (c *Crawler) Cancel(ctx context.Context, runID int64) error {
 	return err
 }
 
+// failedSample is how many dead pages a finished run lists with their last error.
+const failedSample = 10
+
 // TryFinish finishes the run if it has no unfinished job left and returns whether this call did.
 func (c *Crawler) TryFinish(ctx context.Context, runID int64) (bool, error) {
 	busy, err := c.cfg.Queue.HasUnfinishedTx(ctx, c.cfg.Pool, runID)
 	if err != nil || busy {
 		return false, err
 	}
+	dead, sample, err := c.cfg.Queue.DeadChildrenTx(ctx, c.cfg.Pool, runID, KindPage, failedSample)
+	if err != nil {
+		return false, fmt.Errorf("finish run %d: %w", runID, err)
+	}
+	failed := make([]FailedPage, 0, len(sample))
+	for _, d := range sample {
+		var a pageArgs
+		_ = json.Unmarshal(d.Args, &a) // a page job's args were written by pageJobs
+		failed = append(failed, FailedPage{URL: a.URL, Error: d.LastError, Attempts: d.Attempts})
+	}
+	failedJSON, err := json.Marshal(failed)
+	if err != nil {
+		return false, fmt.Errorf("finish run %d: %w", runID, err)
+	}
+	stored := int64(-1)
+	if c.cfg.CountItems != nil {
+		if stored, err = c.cfg.CountItems(ctx, runID); err != nil {
+			return false, fmt.Errorf("finish run %d: count items: %w", runID, err)
+		}
+	}
 	var state string
-	err = c.cfg.Pool.QueryRow(ctx, sqlFinishRun, runID).Scan(&state)
+	err = c.cfg.Pool.QueryRow(ctx, sqlFinishRun, runID, dead, string(failedJSON), stored).Scan(&state)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil // finished already, by someone else
 	}
 	if err != nil {
 		return false, fmt.Errorf("finish run %d: %w", runID, err)
 	}
-	c.log.Info("run finished", "run", runID, "state", state)
+	if dead > 0 {
+		c.log.Warn("run finished with dead pages", "run", runID, "state", state, "dead_pages", dead,
+			"redrive", fmt.Sprintf("crawlq redrive --run %d", runID))
+	} else {
+		c.log.Info("run finished", "run", runID, "state", state)
+	}
 	c.mu.Lock()
 	delete(c.runs, runID)
 	c.mu.Unlock()

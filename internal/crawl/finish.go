@@ -193,6 +193,13 @@ func (c *Crawler) pageStarted(run int64) {
 	c.mu.Unlock()
 }
 
+// activePages is how many pages of run this process is handling.
+func (c *Crawler) activePages(run int64) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.active[run]
+}
+
 // pageEnded counts out a page that ended without committing (a retry, a snooze, a lost lease).
 func (c *Crawler) pageEnded(run int64) {
 	c.mu.Lock()
@@ -442,7 +449,7 @@ func (c *Crawler) pageJobs(ri *runInfo, pages []pageArgs) []queue.EnqueueParams 
 	for i, p := range pages {
 		args, _ := json.Marshal(p)
 		ps[i] = queue.EnqueueParams{Queue: ri.queue, Kind: KindPage, Args: args, Priority: ri.priority,
-			ParentID: ri.id, MaxAttempts: c.cfg.PageAttempts, OnceKey: p.URL}
+			ParentID: ri.id, MaxAttempts: ri.settings.Retry.Attempts, OnceKey: p.URL}
 	}
 	return ps
 }

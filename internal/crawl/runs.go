@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,12 +30,42 @@ type Run struct {
 	StartedAt       *time.Time        `json:"started_at,omitempty"`
 	FinishedAt      *time.Time        `json:"finished_at,omitempty"`
 	Stats           Stats             `json:"stats"`
+	// DeadPages counts the run's pages that died (their retries exhausted); FailedPages lists a
+	// few of them with their last error. Both are set when the run finishes.
+	DeadPages   int64        `json:"dead_pages"`
+	FailedPages []FailedPage `json:"failed_pages"`
 }
 
-// Finished reports whether the run is in a final state.
-func (r *Run) Finished() bool {
-	return r.State == "succeeded" || r.State == "failed" || r.State == "cancelled"
+// FailedPage is a page of a run that died, with the error of its last attempt.
+type FailedPage struct {
+	URL      string `json:"url"`
+	Error    string `json:"error"`
+	Attempts int    `json:"attempts"`
 }
+
+// Run states. A run ends in one of the last four:
+//   - succeeded: every page ended well (fetched, or a recorded 4xx, robots.txt refusal, ...);
+//   - incomplete: some pages died; what the run got is kept, and redrive retries the dead pages;
+//   - failed: the run could not start, nothing was fetched, or more pages died than the spider's
+//     retry.max_dead_share allows;
+//   - cancelled.
+const (
+	StatePending    = "pending"
+	StateRunning    = "running"
+	StateSucceeded  = "succeeded"
+	StateIncomplete = "incomplete"
+	StateFailed     = "failed"
+	StateCancelled  = "cancelled"
+)
+
+// States lists every run state, live ones first.
+var States = []string{StatePending, StateRunning, StateSucceeded, StateIncomplete, StateFailed, StateCancelled}
+
+// FinishedStates lists the final run states.
+var FinishedStates = []string{StateSucceeded, StateIncomplete, StateFailed, StateCancelled}
+
+// Finished reports whether the run is in a final state.
+func (r *Run) Finished() bool { return slices.Contains(FinishedStates, r.State) }
 
 // Stats are a run's counters: final once it finished, so far while it runs.
 type Stats struct {
@@ -49,13 +80,16 @@ type Stats struct {
 
 func scanRun(row pgx.Row) (*Run, error) {
 	r := &Run{}
-	var args, settings, byKind []byte
+	var args, settings, byKind, failed []byte
 	var prio int16
 	err := row.Scan(&r.ID, &r.Spider, &args, &settings, &prio, &r.Queue, &r.State, &r.IdempotencyKey, &r.CancelRequested,
 		&r.Error, &r.CreatedAt, &r.RunAt, &r.StartedAt, &r.FinishedAt, &r.Stats.Pages, &r.Stats.Items, &r.Stats.Bytes,
-		&r.Stats.Errors, &r.Stats.Retries, &byKind)
+		&r.Stats.Errors, &r.Stats.Retries, &byKind, &r.DeadPages, &failed)
 	if err != nil {
 		return nil, err
+	}
+	if err := json.Unmarshal(failed, &r.FailedPages); err != nil {
+		return nil, fmt.Errorf("run %d failed pages: %w", r.ID, err)
 	}
 	r.Priority = int(prio)
 	if err := json.Unmarshal(args, &r.Args); err != nil {
@@ -105,13 +139,20 @@ func (c *Crawler) liveStats(ctx context.Context, r *Run) error {
 	if err := c.cfg.Pool.QueryRow(ctx, sqlLiveStats, r.ID).Scan(&s.Pages, &s.Items, &s.Bytes, &s.Errors, &s.Retries, &byKind); err != nil {
 		return fmt.Errorf("run %d stats: %w", r.ID, err)
 	}
+	if c.cfg.CountItems != nil {
+		n, err := c.cfg.CountItems(ctx, r.ID)
+		if err != nil {
+			return fmt.Errorf("run %d items: %w", r.ID, err)
+		}
+		s.Items = n
+	}
 	return json.Unmarshal(byKind, &s.ErrorsByKind)
 }
 
 // ListParams filter a run listing.
 type ListParams struct {
 	Spider string
-	States []string // pending, running, succeeded, failed, cancelled
+	States []string // any of States
 	Limit  int      // default 100, at most 1000
 	Before int64    // ids below this (paging)
 }
@@ -125,10 +166,8 @@ func (c *Crawler) List(ctx context.Context, p ListParams) ([]*Run, error) {
 		return nil, fmt.Errorf("%w: limit %d: want 1..1000", ErrInvalid, p.Limit)
 	}
 	for _, s := range p.States {
-		switch s {
-		case "pending", "running", "succeeded", "failed", "cancelled":
-		default:
-			return nil, fmt.Errorf("%w: run state %q", ErrInvalid, s)
+		if !slices.Contains(States, s) {
+			return nil, fmt.Errorf("%w: run state %q: want one of %v", ErrInvalid, s, States)
 		}
 	}
 	states := p.States
@@ -164,9 +203,9 @@ func (c *Crawler) List(ctx context.Context, p ListParams) ([]*Run, error) {
 
 // SpiderStat sums one spider's runs that finished since a time.
 type SpiderStat struct {
-	Spider                    string
-	Pages, Items, Errors      int64
-	RunsSucceeded, RunsFailed int64
+	Spider                                    string
+	Pages, Items, Errors, DeadPages           int64
+	RunsSucceeded, RunsIncomplete, RunsFailed int64
 }
 
 // SpiderStats sums pages, items, errors and finished/failed runs per spider since t.
@@ -179,7 +218,7 @@ func (c *Crawler) SpiderStats(ctx context.Context, since time.Time) ([]SpiderSta
 	var out []SpiderStat
 	for rows.Next() {
 		var s SpiderStat
-		if err := rows.Scan(&s.Spider, &s.Pages, &s.Items, &s.Errors, &s.RunsSucceeded, &s.RunsFailed); err != nil {
+		if err := rows.Scan(&s.Spider, &s.Pages, &s.Items, &s.Errors, &s.DeadPages, &s.RunsSucceeded, &s.RunsIncomplete, &s.RunsFailed); err != nil {
 			return nil, fmt.Errorf("spider stats: %w", err)
 		}
 		out = append(out, s)

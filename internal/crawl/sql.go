@@ -6,14 +6,14 @@ package crawl
 
 const runColumns = `id, spider, args, settings, priority, queue, state::text, COALESCE(idempotency_key, ''),
 	cancel_requested, COALESCE(error, ''), created_at, run_at, started_at, finished_at,
-	pages, items, bytes, errors, retries, errors_by_kind`
+	pages, items, bytes, errors, retries, errors_by_kind, dead_pages, failed_pages`
 
 // sqlInsertRun creates a run; with an idempotency key already held by an unfinished run of the same
 // spider it returns that run instead ((xmax <> 0) marks the conflict path).
 const sqlInsertRun = `
-INSERT INTO crawlq_run (spider, args, settings, priority, queue, idempotency_key, page_budget, run_at)
+INSERT INTO crawlq_run (spider, args, settings, priority, queue, idempotency_key, page_budget, run_at, max_dead_share)
 VALUES ($1, $2::jsonb, $3::jsonb, $4, $5, NULLIF($6, ''), NULLIF($7::bigint, 0),
-        COALESCE(NULLIF($8::timestamptz, '0001-01-01 00:00:00+00'), now() + $9::bigint * interval '1 microsecond'))
+        COALESCE(NULLIF($8::timestamptz, '0001-01-01 00:00:00+00'), now() + $9::bigint * interval '1 microsecond'), $10)
 ON CONFLICT (spider, idempotency_key) WHERE idempotency_key IS NOT NULL AND state IN ('pending', 'running')
 DO UPDATE SET spider = EXCLUDED.spider
 RETURNING id, (xmax <> 0), state::text, run_at`
@@ -51,6 +51,11 @@ const sqlRunState = `SELECT state::text, cancel_requested FROM crawlq_run WHERE 
 // sqlFinishRun finishes a run exactly once: the state predicate makes a second caller match nothing.
 // Stats are folded from crawlq_run_stat. The caller has checked, through the queue, that the run has
 // no unfinished job; none can appear afterwards, because only a running job of the run adds more.
+// $2 is the number of the run's dead pages and $3 a sample of them (JSON); $4 the items its sink
+// holds (-1: unknown, use the items its pages yielded). The outcome (see the Run states):
+// cancelled when asked; failed when the run job failed, when nothing was fetched but pages died or
+// erred, or when the dead share passes max_dead_share; incomplete when any page died; else
+// succeeded.
 const sqlFinishRun = `
 WITH s AS (
     SELECT COALESCE(sum(pages), 0) AS pages, COALESCE(sum(items), 0) AS items, COALESCE(sum(bytes), 0) AS bytes,
@@ -59,20 +64,52 @@ WITH s AS (
 ), k AS (
     SELECT COALESCE(jsonb_object_agg(kind, n), '{}'::jsonb) AS by_kind
     FROM (SELECT kind, sum(n) AS n FROM crawlq_run_stat WHERE run_id = $1 AND kind IS NOT NULL GROUP BY kind) x
-)
-UPDATE crawlq_run r
-SET state = (CASE
+), o AS (
+    SELECT CASE
         WHEN r.cancel_requested THEN 'cancelled'
         WHEN r.error IS NOT NULL OR r.started_at IS NULL THEN 'failed'
-        WHEN s.pages = 0 AND s.errors > 0 THEN 'failed'
-        ELSE 'succeeded' END)::crawlq_run_state,
-    error = CASE WHEN r.error IS NULL AND r.started_at IS NULL AND NOT r.cancel_requested
-                 THEN 'the run job failed before starting the crawl' ELSE r.error END,
-    finished_at = now(), pages = s.pages, items = s.items, bytes = s.bytes, errors = s.errors,
-    retries = s.retries, errors_by_kind = k.by_kind
-FROM s, k
+        WHEN s.pages = 0 AND ($2::bigint > 0 OR s.errors > 0) THEN 'failed'
+        WHEN $2::bigint > 0 AND $2::float8 / ($2::bigint + s.pages) > r.max_dead_share THEN 'failed'
+        WHEN $2::bigint > 0 THEN 'incomplete'
+        ELSE 'succeeded' END AS state
+    FROM crawlq_run r, s WHERE r.id = $1
+)
+UPDATE crawlq_run r
+SET state = o.state::crawlq_run_state,
+    error = CASE
+        WHEN r.error IS NOT NULL OR o.state = 'cancelled' THEN r.error
+        WHEN r.started_at IS NULL THEN 'the run job failed before starting the crawl'
+        WHEN $2::bigint > 0 THEN format('%s of %s pages died after their retries (see failed_pages); crawlq redrive --run %s retries them',
+                                        $2::bigint, $2::bigint + s.pages, r.id)
+        ELSE r.error END,
+    finished_at = now(), pages = s.pages, items = CASE WHEN $4::bigint >= 0 THEN $4::bigint ELSE s.items END,
+    bytes = s.bytes, errors = s.errors, retries = s.retries, errors_by_kind = k.by_kind,
+    dead_pages = $2::bigint, failed_pages = $3::jsonb
+FROM s, k, o
 WHERE r.id = $1 AND r.state IN ('pending', 'running')
 RETURNING r.state::text`
+
+// sqlReopenRun reopens a finished run whose dead pages were redriven (in the same transaction): it
+// runs again and finishes again, once, when they are done. Its folded stats become its one stat
+// row per kind again (maintenance may have removed the rows they were folded from), so the next
+// fold counts them once. Returns the state it had.
+const sqlReopenRun = `
+WITH r0 AS (
+    SELECT id, state FROM crawlq_run WHERE id = $1 AND state IN ('incomplete', 'failed') AND NOT cancel_requested FOR UPDATE
+), gone AS (
+    DELETE FROM crawlq_run_stat WHERE run_id IN (SELECT id FROM r0)
+), base AS (
+    INSERT INTO crawlq_run_stat (run_id, pages, items, bytes, errors, retries, kind, n)
+    SELECT r.id, r.pages, r.items, r.bytes, r.errors, r.retries, NULL, 1
+    FROM crawlq_run r JOIN r0 USING (id)
+    UNION ALL
+    SELECT r.id, 0, 0, 0, 0, 0, k, v::int
+    FROM crawlq_run r JOIN r0 USING (id), jsonb_each_text(r.errors_by_kind) e(k, v)
+)
+UPDATE crawlq_run r
+SET state = 'running', finished_at = NULL, error = NULL, dead_pages = 0, failed_pages = '[]'
+FROM r0 WHERE r.id = r0.id
+RETURNING r0.state::text`
 
 // sqlLiveRuns lists unfinished runs for the sweep. Index: crawlq_run_live.
 const sqlLiveRuns = `SELECT id, cancel_requested FROM crawlq_run WHERE state IN ('pending', 'running') AND id > $1 ORDER BY id LIMIT $2`
@@ -89,8 +126,9 @@ FROM crawlq_run_stat WHERE run_id = $1`
 // counts runs finished and failed (the metrics function).
 const sqlSpiderStats = `
 SELECT spider,
-       COALESCE(sum(pages), 0), COALESCE(sum(items), 0), COALESCE(sum(errors), 0),
-       count(*) FILTER (WHERE state = 'succeeded'), count(*) FILTER (WHERE state = 'failed')
+       COALESCE(sum(pages), 0), COALESCE(sum(items), 0), COALESCE(sum(errors), 0), COALESCE(sum(dead_pages), 0),
+       count(*) FILTER (WHERE state = 'succeeded'), count(*) FILTER (WHERE state = 'incomplete'),
+       count(*) FILTER (WHERE state = 'failed')
 FROM crawlq_run WHERE finished_at >= $1
 GROUP BY spider`
 
@@ -157,3 +195,35 @@ FROM crawlq_domain WHERE host = $1`
 const sqlSlotRelease = `
 UPDATE crawlq_domain SET next_at = now() + $2::bigint * interval '1 microsecond', busy_until = '-infinity', token = NULL
 WHERE host = $1 AND token = $3`
+
+// sqlHostFailed records a connection-level failure of host $1 (hostpause.go). During a pause it
+// changes nothing (each worker's in-flight pages fail once more, which says nothing new); after
+// one, it is a failed probe: one more in the streak, and a pause of $2 µs doubled per failed probe
+// before, at most $3 µs. A streak whose last pause ended long ago (twice the longest pause) is
+// stale, from an earlier outage, and starts again. Returns the pause, the streak, how long the
+// host has been failing (seconds) and whether this call started a pause.
+const sqlHostFailed = `
+WITH old AS (SELECT paused_until FROM crawlq_domain WHERE host = $1)
+INSERT INTO crawlq_domain AS d (host, paused_until, fail_streak, down_since)
+VALUES ($1, now() + $2::bigint * interval '1 microsecond', 1, now())
+ON CONFLICT (host) DO UPDATE SET
+    fail_streak = CASE WHEN d.paused_until > now() THEN d.fail_streak
+                       WHEN d.paused_until IS NULL OR d.paused_until < now() - 2 * $3::bigint * interval '1 microsecond' THEN 1
+                       ELSE d.fail_streak + 1 END,
+    down_since = CASE WHEN d.paused_until > now() THEN d.down_since
+                      WHEN d.paused_until IS NULL OR d.paused_until < now() - 2 * $3::bigint * interval '1 microsecond' THEN now()
+                      ELSE COALESCE(d.down_since, now()) END,
+    paused_until = CASE WHEN d.paused_until > now() THEN d.paused_until
+                        WHEN d.paused_until IS NULL OR d.paused_until < now() - 2 * $3::bigint * interval '1 microsecond'
+                            THEN now() + $2::bigint * interval '1 microsecond'
+                        ELSE now() + LEAST($2::bigint * power(2, LEAST(d.fail_streak, 40)), $3::bigint) * interval '1 microsecond' END
+RETURNING paused_until, fail_streak, EXTRACT(EPOCH FROM now() - down_since)::float8,
+          NOT EXISTS (SELECT 1 FROM old WHERE old.paused_until > now())`
+
+// sqlHostRecovered ends a host's failing streak once it answers again.
+const sqlHostRecovered = `
+UPDATE crawlq_domain SET paused_until = NULL, fail_streak = 0, down_since = NULL
+WHERE host = $1 AND (down_since IS NOT NULL OR paused_until IS NOT NULL)`
+
+// sqlRunQueue reads the queue of a run's jobs.
+const sqlRunQueue = `SELECT queue FROM crawlq_run WHERE id = $1`

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"crawlq/internal/db"
 	"crawlq/internal/fetch"
 	"crawlq/internal/items"
 	"crawlq/internal/queue"
@@ -170,8 +171,56 @@ func (c *Crawler) workPage(ctx context.Context, job *queue.Job) error {
 	}
 	c.pageStarted(ri.id)
 	err = c.crawlPage(ctx, job, ri, a)
+	if !errors.Is(err, queue.ErrCompleted) && (errors.Is(context.Cause(ctx), queue.ErrCancelRequested) || errors.Is(err, errRunCancelled)) {
+		err = c.cancelPage(ctx, job, err)
+	}
 	if !errors.Is(err, queue.ErrCompleted) {
 		c.pageEnded(ri.id) // a committed page was counted out by its batch (settle)
+	}
+	if errors.Is(err, errPageCancelled) {
+		// The run may have just lost its last running page: it shows cancelled now, not at the
+		// next sweep.
+		if c.activePages(ri.id) == 0 {
+			c.finishCheck(ctx, ri.id)
+		}
+		return queue.ErrCompleted
+	}
+	return deferFault(err)
+}
+
+var (
+	// errRunCancelled: the page's run was cancelled before it was fetched.
+	errRunCancelled = errors.New("run cancelled")
+	// errPageCancelled: the page job was ended as cancelled (cancelPage).
+	errPageCancelled = errors.New("page cancelled")
+)
+
+// cancelPage ends a page of a cancelled run as cancelled, not succeeded: it was not crawled.
+func (c *Crawler) cancelPage(ctx context.Context, job *queue.Job, cause error) error {
+	if cause == nil {
+		cause = errRunCancelled
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := c.cfg.Queue.CancelHeld(wctx, job.Lease(), cause); err != nil {
+		if errors.Is(err, queue.ErrLeaseLost) {
+			return err
+		}
+		return queue.Cancel(cause) // the worker records it, retrying while the database is away
+	}
+	return errPageCancelled
+}
+
+// deferFault marks an error of a page's own database work (politeness, robots.txt, discovery,
+// finishing, items) that is the database's fault, such as a refused connection or a restart, so
+// the page runs again later without counting an attempt: only the fetch and parse of a page count
+// attempts. Errors that already say what to do (fetch failures, snoozes) pass unchanged.
+func deferFault(err error) error {
+	if err == nil || errors.Is(err, queue.ErrCompleted) || queue.Decided(err) {
+		return err
+	}
+	if db.IsTransient(err) {
+		return queue.Defer(err)
 	}
 	return err
 }
@@ -179,16 +228,25 @@ func (c *Crawler) workPage(ctx context.Context, job *queue.Job) error {
 // crawlPage fetches, parses and stores one page of run ri.
 func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a pageArgs) error {
 	if c.isCancelled(ri.id) {
-		// Found before the cancel reached this process: finish it without fetching, adding nothing.
-		return c.finishPage(ctx, job, ri, outcome{}, nil)
+		// Found before the cancel reached this process: it ends cancelled without fetching.
+		return errRunCancelled
 	}
 	s := ri.settings
+	host := urlx.Host(a.URL)
+	if d := c.health.paused(host, time.Now()); d > 0 {
+		// The host is down: wait for its pause to end without counting an attempt (hostpause.go).
+		return queue.Snooze(d + time.Duration(mrand.Int64N(int64(min(d/4, time.Second))+1)))
+	}
 	fetcher, err := c.fetcher(s)
 	if err != nil {
 		return queue.Permanent(err)
 	}
 	if s.ObeyRobots {
 		pol, wait, err := c.policy(ctx, ri, fetcher, a.URL)
+		var rf *robotsFetchError
+		if errors.As(err, &rf) {
+			return c.fetchFailed(ctx, job, ri, host, rf.err, nil)
+		}
 		if err != nil {
 			return err
 		}
@@ -199,7 +257,6 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 			return c.finishPage(ctx, job, ri, outcome{kind: "robots_disallowed"}, nil)
 		}
 	}
-	host := urlx.Host(a.URL)
 	free, ok := c.hosts.acquire(ctx, host, s.Concurrency, hostWait)
 	if !ok {
 		if ctx.Err() != nil {
@@ -225,31 +282,13 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 		release()
 	}
 	if ferr != nil {
-		kind := fetch.Kind(ferr)
 		if ctx.Err() != nil {
 			return ferr // cancelled, lease lost or stopping: the worker decides
 		}
-		if fetch.Retryable(ferr) {
-			last := job.Attempt >= job.MaxAttempts
-			o := outcome{retries: 1, kind: kind}
-			if last {
-				o = outcome{errors: 1, kind: kind}
-			}
-			if _, err := c.cfg.Pool.Exec(ctx, sqlAddStat, ri.id, 0, 0, 0, o.errors, o.retries, o.kind); err != nil {
-				c.log.Warn("record retry", "err", err)
-			}
-			if d, ok := fetch.RetryAfter(ferr); ok && d > 0 {
-				return queue.RetryIn(ferr, d)
-			}
-			return ferr
-		}
-		// Recorded, not retried: 4xx other than 408/429, too large, forbidden, bad URL.
-		o := outcome{errors: 1, kind: kind}
-		if res != nil {
-			o.bytes = res.Bytes
-		}
-		return c.finishPage(ctx, job, ri, o, nil)
+		return c.fetchFailed(ctx, job, ri, host, ferr, res)
 	}
+	c.health.status(host, false)
+	c.hostAnswered(ctx, host)
 	if res.Location != "" {
 		return c.redirect(ctx, job, ri, a, res)
 	}
@@ -293,6 +332,72 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 		}
 	}
 	return c.finishPage(ctx, job, ri, outcome{pages: 1, items: len(result.Items), bytes: res.Bytes}, toPages(result.Follow))
+}
+
+// fetchFailed decides the fate of a page whose fetch (or its site's robots.txt fetch) failed.
+// A failure that retrying will not fix is recorded and the page finishes. A failure of the host
+// (the connection, or a streak of 5xx/429) pauses the host and puts the page back without counting
+// the attempt, unless the host has been down for longer than the spider allows. Otherwise the
+// attempt counts, and the page is retried with the spider's backoff (or the server's Retry-After)
+// until it is dead.
+func (c *Crawler) fetchFailed(ctx context.Context, job *queue.Job, ri *runInfo, host string, ferr error, res *fetch.Result) error {
+	kind := fetch.Kind(ferr)
+	r := ri.settings.Retry
+	if !fetch.Retryable(ferr) {
+		// Recorded, not retried: 4xx other than 408/429, too large, forbidden, bad URL.
+		if fetch.IsStatus(ferr) {
+			c.health.status(host, false)
+			c.hostAnswered(ctx, host) // the host answers; the page is at fault
+		}
+		o := outcome{errors: 1, kind: kind}
+		if res != nil {
+			o.bytes = res.Bytes
+		}
+		return c.finishPage(ctx, job, ri, o, nil)
+	}
+	hostDown := kind == "connect" || kind == "timeout"
+	if !hostDown {
+		hostDown = c.health.status(host, true) // 5xx/429: the host's fault once they come in a row
+	}
+	if hostDown {
+		p, err := c.hostFailed(ctx, host, r)
+		if err != nil {
+			return err
+		}
+		if p.started {
+			c.addStat(ctx, ri.id, outcome{kind: "host_paused"})
+		}
+		if p.downFor < r.HostDownLimit {
+			wait := time.Until(p.until)
+			return queue.Snooze(max(wait, 0) + time.Duration(mrand.Int64N(int64(min(max(wait/4, time.Millisecond), time.Second)))))
+		}
+		// Down for longer than the spider allows: the attempt counts.
+	}
+	o := outcome{retries: 1, kind: kind}
+	if job.Attempt >= job.MaxAttempts {
+		o = outcome{errors: 1, kind: kind}
+		c.log.Warn("page died: its retries are exhausted", "run", ri.id, "url", pageURL(job), "attempts", job.Attempt, "err", ferr)
+	}
+	c.addStat(ctx, ri.id, o)
+	if d, ok := fetch.RetryAfter(ferr); ok && d > 0 {
+		return queue.RetryIn(ferr, d)
+	}
+	return queue.RetryIn(ferr, r.PageBackoff(job.Attempt))
+}
+
+// addStat records one outcome of a page that does not finish now (a retry, a host pause). A
+// failure to record it is logged: the page's fate does not depend on it.
+func (c *Crawler) addStat(ctx context.Context, runID int64, o outcome) {
+	if _, err := c.cfg.Pool.Exec(context.WithoutCancel(ctx), sqlAddStat, runID, o.pages, o.items, o.bytes, o.errors, o.retries, o.kind); err != nil {
+		c.log.Warn("could not record a page outcome in the run's stats", "run", runID, "kind", o.kind, "err", err)
+	}
+}
+
+// pageURL is the URL of a page job, for logs.
+func pageURL(job *queue.Job) string {
+	var a pageArgs
+	_ = json.Unmarshal(job.Args, &a)
+	return a.URL
 }
 
 // redirect turns a redirect into a page job for its target (same depth, one more hop), so the
@@ -380,9 +485,12 @@ func (c *Crawler) policy(ctx context.Context, ri *runInfo, f *fetch.Fetcher, pag
 	switch {
 	case res != nil:
 		st, got = res.Status, res.Body
-	case fetch.Retryable(ferr) || ctx.Err() != nil:
+	case ctx.Err() != nil:
 		unclaim()
 		return nil, 0, fmt.Errorf("fetch %s: %w", origin, ferr)
+	case fetch.Retryable(ferr):
+		unclaim()
+		return nil, 0, &robotsFetchError{fmt.Errorf("fetch %s: %w", origin, ferr)}
 	}
 	// Status 0 (unreachable for good) disallows everything, as RFC 9309 asks.
 	if len(got) > robots.MaxBodyBytes {
@@ -396,6 +504,13 @@ func (c *Crawler) policy(ctx context.Context, ri *runInfo, f *fetch.Fetcher, pag
 	c.robots.Put(ri.id, origin, p)
 	return p, 0, nil
 }
+
+// robotsFetchError is a failed fetch of a site's robots.txt that may pass: the page that needed it
+// meets the same fate as if its own fetch had failed so (fetchFailed).
+type robotsFetchError struct{ err error }
+
+func (e *robotsFetchError) Error() string { return e.err.Error() }
+func (e *robotsFetchError) Unwrap() error { return e.err }
 
 // reserve takes host for one request. It returns the function that frees it after the request,
 // or how long to wait when a request to it is in flight or its delay has not passed.

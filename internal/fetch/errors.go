@@ -196,3 +196,10 @@ func isConnect(err error) bool {
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
 		permanentConnect(err)
 }
+
+// IsStatus reports whether err is an HTTP status the server answered with (StatusError): the
+// host is up, whatever the page's fate.
+func IsStatus(err error) bool {
+	var se *StatusError
+	return errors.As(err, &se)
+}

@@ -110,6 +110,17 @@ func CountItems(ctx context.Context, pool *pgxpool.Pool, runID int64) (int64, er
 	return n, nil
 }
 
+// Counter is a sink that can say how many distinct items a run holds in it.
+type Counter interface {
+	CountRun(ctx context.Context, runID int64) (int64, error)
+}
+
+// CountRun implements Counter: items are keyed by run and key, so this is the number of distinct
+// items, however often pages were retried or reached under other URLs.
+func (s *PostgresSink) CountRun(ctx context.Context, runID int64) (int64, error) {
+	return CountItems(ctx, s.pool, runID)
+}
+
 // ListItems returns up to limit (1..MaxListLimit) items of run runID in key order.
 func ListItems(ctx context.Context, pool *pgxpool.Pool, runID int64, limit int) ([]Item, error) {
 	if limit < 1 || limit > MaxListLimit {

@@ -41,6 +41,10 @@ const (
 	SpiderErrors = "SpiderErrors"
 	RunsFinished = "RunsFinished"
 	RunsFailed   = "RunsFailed"
+	// RunsIncomplete counts runs that ended with dead pages (their items kept; redrive retries them).
+	RunsIncomplete = "RunsIncomplete"
+	// DeadPages counts pages of finished runs that died after their retries.
+	DeadPages = "DeadPages"
 )
 
 // EMF units crawlq uses.
@@ -71,8 +75,10 @@ type SpiderStat struct {
 	Pages        int64
 	Items        int64
 	Errors       int64
-	RunsFinished int64
-	RunsFailed   int64
+	RunsFinished   int64 // runs that succeeded
+	RunsIncomplete int64
+	RunsFailed     int64
+	DeadPages      int64
 }
 
 type metricDef struct{ name, unit string }
@@ -93,6 +99,8 @@ var spiderMetrics = []metricDef{
 	{SpiderErrors, UnitCount},
 	{RunsFinished, UnitCount},
 	{RunsFailed, UnitCount},
+	{RunsIncomplete, UnitCount},
+	{DeadPages, UnitCount},
 }
 
 func names(defs []metricDef) []string {
@@ -157,7 +165,7 @@ func (w Writer) Write(ts time.Time, qs []QueueStat, ss []SpiderStat) error {
 		if s.Spider == "" {
 			return fmt.Errorf("write metrics: spider stat %d: empty Spider: %w", i, ErrInvalidStat)
 		}
-		vals := []any{s.Pages, s.Items, s.Errors, s.RunsFinished, s.RunsFailed}
+		vals := []any{s.Pages, s.Items, s.Errors, s.RunsFinished, s.RunsFailed, s.RunsIncomplete, s.DeadPages}
 		line, err := encode(ns, ts, DimSpider, s.Spider, spiderMetrics, vals)
 		if err != nil {
 			return fmt.Errorf("write metrics: spider %q: %w", s.Spider, err)

@@ -126,8 +126,13 @@ func New(cfg Config) (*Node, error) {
 	}
 	qc := queue.New(cfg.Pool, cfg.Queue)
 	n := &Node{cfg: cfg, Queue: qc, Spiders: reg, Pipeline: pl, Mux: queue.NewMux()}
+	var countItems func(context.Context, int64) (int64, error)
+	if c, ok := sink.(items.Counter); ok {
+		countItems = c.CountRun // a run's items stat is what its sink holds
+	}
 	cr, err := crawl.New(crawl.Config{Pool: cfg.Pool, Queue: qc, Spiders: reg, Pipeline: pl, TxSink: txSink, Fetch: cfg.Fetch,
-		OnFinish: cfg.OnFinish, OnEnqueue: n.poke, Reserve: n.reserve, ItemTimeout: cfg.ItemTimeout, Logger: cfg.Logger})
+		OnFinish: cfg.OnFinish, OnEnqueue: n.poke, Reserve: n.reserve, ItemTimeout: cfg.ItemTimeout, Logger: cfg.Logger,
+		CountItems: countItems})
 	if err != nil {
 		return nil, err
 	}

@@ -718,11 +718,74 @@ func (c *Client) CancelParentTx(ctx context.Context, db DB, parentID int64) (int
 // HasUnfinishedTx reports whether run parentID has any job not yet finished, as seen by db.
 func (c *Client) HasUnfinishedTx(ctx context.Context, db DB, parentID int64) (bool, error) {
 	var ok bool
-	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM crawlq_job WHERE parent_id = $1 AND state IN `+unfinished+`)`, parentID).Scan(&ok)
+	err := db.QueryRow(ctx, sqlHasUnfinished, parentID).Scan(&ok)
 	if err != nil {
 		return false, fmt.Errorf("check jobs of %d: %w", parentID, err)
 	}
 	return ok, nil
+}
+
+// CancelHeld ends a held job as cancelled, fenced by its lease, with cause in its error history.
+func (c *Client) CancelHeld(ctx context.Context, l Lease, cause error) error {
+	msg := "cancelled"
+	if cause != nil {
+		msg = cause.Error()
+	}
+	var id int64
+	err := c.pool.QueryRow(ctx, sqlCancelHeld, l.ID, l.Token, msg).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("cancel job %d: %w", l.ID, ErrLeaseLost)
+	}
+	if err != nil {
+		return fmt.Errorf("cancel job %d: %w", l.ID, err)
+	}
+	return nil
+}
+
+// DeadJob is a dead job as sampled by DeadChildrenTx.
+type DeadJob struct {
+	ID        int64
+	Args      json.RawMessage
+	Attempts  int
+	LastError string
+}
+
+// DeadChildrenTx counts the dead jobs of kind under parent parentID and returns up to sample of
+// them, newest first.
+func (c *Client) DeadChildrenTx(ctx context.Context, db DB, parentID int64, kind string, sample int) (int64, []DeadJob, error) {
+	rows, err := db.Query(ctx, sqlDeadChildren, parentID, kind, max(sample, 1))
+	if err != nil {
+		return 0, nil, fmt.Errorf("dead jobs of %d: %w", parentID, err)
+	}
+	defer rows.Close()
+	var n int64
+	var out []DeadJob
+	for rows.Next() {
+		var d DeadJob
+		var args []byte
+		if err := rows.Scan(&n, &d.ID, &args, &d.Attempts, &d.LastError); err != nil {
+			return 0, nil, fmt.Errorf("dead jobs of %d: %w", parentID, err)
+		}
+		d.Args = args
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, nil, fmt.Errorf("dead jobs of %d: %w", parentID, err)
+	}
+	if sample <= 0 {
+		out = nil
+	}
+	return n, out, nil
+}
+
+// RedriveParentTx makes the dead jobs of kind under parent parentID available again with a fresh
+// attempt budget, and returns how many.
+func (c *Client) RedriveParentTx(ctx context.Context, db DB, parentID int64, kind string) (int, error) {
+	var n int
+	if err := db.QueryRow(ctx, sqlRedriveParent, parentID, kind).Scan(&n); err != nil {
+		return 0, fmt.Errorf("redrive jobs of %d: %w", parentID, err)
+	}
+	return n, nil
 }
 
 // Redrive makes dead jobs of queue available again with a fresh attempt budget: the listed ids,

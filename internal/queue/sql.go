@@ -266,6 +266,42 @@ RETURNING j.id, l.token, j.queue, j.state
 ), ` + countDelta("back", "'running'::crawlq_job_state") + `
 SELECT id, token FROM back`
 
+// sqlCancelHeld ends a held job as cancelled (its handler found its run cancelled), recording why.
+var sqlCancelHeld = `
+WITH gone AS (
+UPDATE crawlq_job j
+SET state = 'cancelled', finished_at = now(), lease_until = NULL, lease_token = NULL,
+    errors = COALESCE(j.errors, '[]'::jsonb) ||
+             jsonb_build_array(jsonb_build_object('attempt', j.attempt, 'at', now(), 'error', $3::text))
+WHERE j.id = $1 AND j.lease_token = $2 AND j.state = 'running'
+RETURNING j.id, j.queue, j.state
+), ` + countDelta("gone", "'running'::crawlq_job_state") + `
+SELECT id FROM gone`
+
+// sqlDeadChildren counts a run's dead jobs of one kind and returns the newest few with their args
+// and last error. Index: crawlq_job_parent_dead (dead jobs only, so a finished run of a million
+// succeeded pages costs nothing here).
+const sqlDeadChildren = `
+SELECT count(*) OVER (), id, args, attempt, COALESCE(errors -> -1 ->> 'error', '')
+FROM crawlq_job
+WHERE parent_id = $1 AND state = 'dead' AND kind = $2
+ORDER BY id DESC
+LIMIT $3`
+
+// sqlRedriveParent makes a run's dead jobs of one kind available again with a fresh attempt budget.
+// Index: crawlq_job_parent_dead.
+var sqlRedriveParent = `
+WITH redriven AS (
+    UPDATE crawlq_job j
+    SET state = 'available', attempt = 0, run_at = now(), finished_at = NULL, cancel_requested = false
+    WHERE j.parent_id = $1 AND j.state = 'dead' AND j.kind = $2
+    RETURNING j.id, j.queue, j.state
+), ` + countDelta("redriven", "'dead'::crawlq_job_state") + `
+SELECT count(*) FROM redriven`
+
+// sqlHasUnfinished says whether a run has a job not yet finished. Index: crawlq_job_parent.
+const sqlHasUnfinished = `SELECT EXISTS (SELECT 1 FROM crawlq_job WHERE parent_id = $1 AND state IN ` + unfinished + `)`
+
 // sqlRescue returns jobs whose lease expired: to available (the attempt stays counted), dead when
 // out of attempts, cancelled when a cancel was asked. Index: crawlq_job_lease.
 var sqlRescue = `

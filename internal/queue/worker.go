@@ -17,7 +17,11 @@ import (
 //   - an error from Snooze: the job waits and runs again, the attempt not counted.
 //   - an error from Permanent: the job is dead now.
 //   - an error from RetryIn: the attempt failed; retry after the given delay.
+//   - an error from Defer: not the job's fault (its database or another dependency failed); it
+//     waits briefly and runs again, the attempt not counted.
+//   - an error from Cancel: the job is cancelled now (its run was cancelled).
 //   - any other error: the attempt failed; retry with backoff until max_attempts.
+// The handler outcomes are in outcome.go.
 //
 // ctx ends when the lease is lost, when the job is asked to cancel (context.Cause is ErrCancelRequested)
 // or when the worker stops and its grace period is over; the job is then released, cancelled or
@@ -32,34 +36,6 @@ var (
 	// ErrWorkerStopping is the cause of a handler's context when the worker's grace period ran out.
 	ErrWorkerStopping = errors.New("queue: worker stopping")
 )
-
-type snoozeError struct{ d time.Duration }
-
-func (e *snoozeError) Error() string { return fmt.Sprintf("snooze %s", e.d) }
-
-// Snooze returns an error that tells the worker to put the job back for d without counting the attempt.
-func Snooze(d time.Duration) error { return &snoozeError{d: max(d, 0)} }
-
-// IsPermanent reports whether err marks its job dead at once (see Permanent).
-func IsPermanent(err error) bool {
-	var je *jobError
-	return errors.As(err, &je) && je.permanent
-}
-
-type jobError struct {
-	err       error
-	retryIn   time.Duration
-	permanent bool
-}
-
-func (e *jobError) Error() string { return e.err.Error() }
-func (e *jobError) Unwrap() error { return e.err }
-
-// Permanent marks err as not worth retrying: the job is dead at once.
-func Permanent(err error) error { return &jobError{err: err, permanent: true} }
-
-// RetryIn marks err as a failed attempt to retry after d (for example a server's Retry-After).
-func RetryIn(err error, d time.Duration) error { return &jobError{err: err, retryIn: d} }
 
 // WorkerConfig tunes a Worker.
 type WorkerConfig struct {
@@ -138,6 +114,10 @@ func (c *WorkerConfig) setDefaults() error {
 // WorkerStats count what a worker did.
 type WorkerStats struct {
 	Claimed, Succeeded, Failed, Snoozed, Released, Lost int64
+	// Deferred counts jobs put back after a fault that was not theirs (see Defer).
+	Deferred int64
+	// Cancelled counts jobs that ended cancelled in a handler (see Cancel).
+	Cancelled int64
 }
 
 // Worker claims jobs of one queue and runs a Handler on each, keeping their leases alive.
@@ -160,7 +140,10 @@ type Worker struct {
 	busy     int             // handlers working a job
 	stopped  bool            // ready is closed
 
-	claimed, succeeded, failed, snoozed, released, lost atomic.Int64
+	claimed, succeeded, failed, snoozed, released, lost, deferred, cancelled atomic.Int64
+	// faults counts deferred jobs since the last job that ended otherwise: the defer backoff grows
+	// with it while an outage lasts.
+	faults atomic.Int64
 }
 
 type held struct {
@@ -199,7 +182,8 @@ func (w *Worker) ID() string { return w.cfg.ID }
 // Stats returns the worker's counters.
 func (w *Worker) Stats() WorkerStats {
 	return WorkerStats{Claimed: w.claimed.Load(), Succeeded: w.succeeded.Load(), Failed: w.failed.Load(),
-		Snoozed: w.snoozed.Load(), Released: w.released.Load(), Lost: w.lost.Load()}
+		Snoozed: w.snoozed.Load(), Released: w.released.Load(), Lost: w.lost.Load(),
+		Deferred: w.deferred.Load(), Cancelled: w.cancelled.Load()}
 }
 
 // Run works jobs until ctx ends (or MaxJobs have been claimed and finished). Then it stops
@@ -315,7 +299,8 @@ func (w *Worker) claimLoop(ctx context.Context) {
 			}
 			w.log.Warn("claim failed; retrying", "err", err, "in", backoff)
 			sleep(ctx, backoff)
-			backoff = min(backoff*2, 5*time.Second)
+			// At most a second: claims resume within about that of the database coming back.
+			backoff = min(backoff*2, time.Second)
 			continue
 		}
 		backoff = 100 * time.Millisecond
@@ -445,12 +430,24 @@ func (w *Worker) work(workCtx, runCtx context.Context, j *Job, done chan<- Lease
 	}
 	var snooze *snoozeError
 	var jerr *jobError
+	if !IsDeferred(err) {
+		w.faults.Store(0)
+	}
 	switch {
 	case err == nil:
 		done <- j.Lease()
 	case errors.Is(err, ErrCompleted):
 		w.succeeded.Add(1)
 		w.forget(j.ID)
+	case errors.As(err, &jerr) && jerr.deferred:
+		w.deferred.Add(1)
+		d := deferBackoff(w.faults.Add(1))
+		w.log.Warn("job met a fault that is not its own; put back without counting the attempt",
+			"job", j.ID, "kind", j.Kind, "in", d, "err", err)
+		w.finish(workCtx, j, func(ctx context.Context) error { return w.c.Snooze(ctx, j.Lease(), d) })
+	case errors.As(err, &jerr) && jerr.cancel:
+		w.cancelled.Add(1)
+		w.finish(workCtx, j, func(ctx context.Context) error { return w.c.CancelHeld(ctx, j.Lease(), err) })
 	case errors.As(err, &snooze):
 		w.snoozed.Add(1)
 		w.finish(workCtx, j, func(ctx context.Context) error { return w.c.Snooze(ctx, j.Lease(), snooze.d) })
@@ -480,11 +477,17 @@ func (w *Worker) safeHandle(ctx context.Context, j *Job) (err error) {
 	return w.h(ctx, j)
 }
 
-// finish runs a fenced write for j, retrying transient errors briefly, then forgets the job.
+// finish runs a fenced write for j, then forgets the job. It retries while the database is
+// unreachable, for as long as the job's lease token can still be valid: nobody takes the job
+// from this worker before its lease has expired and a rescue has run, which needs the database
+// too. So after an outage the worker records what its jobs did within a second or so of the
+// database coming back, instead of leaving them to expire and be rescued (at the cost of an
+// attempt) half a minute later.
 func (w *Worker) finish(ctx context.Context, j *Job, write func(context.Context) error) {
 	defer w.forget(j.ID)
+	give := time.Now().Add(2 * w.cfg.Lease)
 	backoff := 50 * time.Millisecond
-	for try := 0; ; try++ {
+	for {
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := write(wctx)
 		cancel()
@@ -495,13 +498,21 @@ func (w *Worker) finish(ctx context.Context, j *Job, write func(context.Context)
 			w.lost.Add(1)
 			return
 		}
-		if try == 5 || ctx.Err() != nil {
+		if ctx.Err() != nil || time.Now().After(give) || w.isStopped() {
 			w.log.Error("could not record job outcome; its lease will expire and it will be rescued", "job", j.ID, "err", err)
 			return
 		}
 		sleep(ctx, backoff)
-		backoff *= 2
+		backoff = min(backoff*2, time.Second)
 	}
+}
+
+// isStopped reports whether Run is stopping: outcome writes then give up sooner, so a stop is not
+// held up by a database that is down (the leases expire and the rescue returns the jobs).
+func (w *Worker) isStopped() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stopped
 }
 
 func (w *Worker) forget(id int64) {
@@ -534,7 +545,8 @@ func (w *Worker) complete(ctx context.Context, done <-chan Lease) {
 
 func (w *Worker) completeBatch(ctx context.Context, batch []Lease) {
 	backoff := 50 * time.Millisecond
-	for try := 0; ; try++ {
+	give := time.Now().Add(2 * w.cfg.Lease) // as long as the leases can be valid (see finish)
+	for {
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		lost, err := w.c.CompleteMany(wctx, batch)
 		cancel()
@@ -551,12 +563,12 @@ func (w *Worker) completeBatch(ctx context.Context, batch []Lease) {
 			w.mu.Unlock()
 			return
 		}
-		if try == 8 || ctx.Err() != nil {
+		if ctx.Err() != nil || time.Now().After(give) {
 			w.log.Error("could not record completions; their leases will expire and the jobs will be rescued", "n", len(batch), "err", err)
 			return
 		}
 		sleep(ctx, backoff)
-		backoff = min(backoff*2, 2*time.Second)
+		backoff = min(backoff*2, time.Second)
 	}
 }
 

@@ -41,6 +41,7 @@ type Spec struct {
 	Runtime        string       `yaml:"runtime"`     // "lambda" (default) or "ecs"
 	Queue          string       `yaml:"queue"`       // default "crawl"
 	AllowPrivate   bool         `yaml:"allow_private"`
+	Retry          *RetrySpec   `yaml:"retry"` // page retries and host pauses; see Retry
 
 	// Command spiders only.
 	Command []string          `yaml:"command"` // argv; "{spider}" is replaced by the name
@@ -181,6 +182,7 @@ func (s *Spec) settings() Settings {
 		Runtime:        s.Runtime,
 		Queue:          s.Queue,
 		AllowPrivate:   s.AllowPrivate,
+		Retry:          s.Retry.retry(),
 	}
 	return st.WithDefaults()
 }
@@ -274,6 +276,7 @@ func (s *Spec) validate() []FieldError {
 	}
 	errs = append(errs, st.fieldErrors("")...)
 	errs = append(errs, checkDuration("delay", s.Delay)...)
+	errs = append(errs, s.Retry.validate()...)
 
 	// follow
 	for i, f := range s.Follow {

@@ -78,6 +78,7 @@ type Settings struct {
 	Runtime        string        // "lambda" (default) or "ecs"
 	Queue          string        // queue for the spider's page jobs; default "crawl"
 	AllowPrivate   bool          // may fetch link-local/metadata addresses (169.254.0.0/16, fd00:ec2::254); default false
+	Retry          Retry         // page retries, host pauses and the dead-page limit (retry.go); defaults there
 }
 
 // DefaultSettings returns the settings a spider gets when it says nothing.
@@ -99,6 +100,7 @@ func (s Settings) WithDefaults() Settings {
 	if s.Queue == "" {
 		s.Queue = DefaultQueue
 	}
+	s.Retry = s.Retry.WithDefaults()
 	return s
 }
 
@@ -144,6 +146,7 @@ func (s Settings) fieldErrors(prefix string) []FieldError {
 	if s.Queue != "" && !nameRE.MatchString(s.Queue) {
 		add("queue", fmt.Sprintf("%q does not match %s", s.Queue, nameRE))
 	}
+	errs = append(errs, s.Retry.fieldErrors(prefix+"retry.")...)
 	return errs
 }
 

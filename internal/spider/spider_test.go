@@ -55,7 +55,7 @@ func TestParseSpecSettings(t *testing.T) {
 	sp := mustSpider(t, goodSpec)
 	st := sp.Settings()
 	want := Settings{AllowedDomains: []string{"example.com"}, MaxDepth: 3, Delay: 250e6, Concurrency: 2,
-		UserAgent: DefaultUserAgent, ObeyRobots: true, Runtime: "lambda", Queue: "crawl"}
+		UserAgent: DefaultUserAgent, ObeyRobots: true, Runtime: "lambda", Queue: "crawl", Retry: Retry{}.WithDefaults()}
 	if !reflect.DeepEqual(st, want) {
 		t.Fatalf("settings = %+v\nwant %+v", st, want)
 	}

@@ -1,0 +1,65 @@
+package crawl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrNothingToRedrive is returned by Redrive for a run that has no dead page to retry.
+var ErrNothingToRedrive = errors.New("crawl: run has no dead pages to redrive")
+
+// ErrRunLive is returned by Redrive for a run that has not finished.
+var ErrRunLive = errors.New("crawl: run has not finished")
+
+// Redrive retries the dead pages of a run that ended incomplete or failed: in one transaction the
+// pages are queued again with a fresh attempt budget and the run reopens (running). The run then
+// finishes again, exactly once, when they and the pages they find are done. URLs the run already
+// fetched are not fetched again: their once keys stay used. It returns how many pages it queued.
+func (c *Crawler) Redrive(ctx context.Context, runID int64) (int, error) {
+	tx, err := c.cfg.Pool.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("redrive run %d: %w", runID, err)
+	}
+	defer tx.Rollback(ctx)
+	var prev string
+	err = tx.QueryRow(ctx, sqlReopenRun, runID).Scan(&prev)
+	if errors.Is(err, pgx.ErrNoRows) {
+		r, gerr := c.Get(ctx, runID)
+		switch {
+		case gerr != nil:
+			return 0, gerr
+		case !r.Finished():
+			return 0, fmt.Errorf("redrive run %d (%s): %w", runID, r.State, ErrRunLive)
+		default:
+			return 0, fmt.Errorf("redrive run %d (%s): %w", runID, r.State, ErrNothingToRedrive)
+		}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("redrive run %d: %w", runID, err)
+	}
+	n, err := c.cfg.Queue.RedriveParentTx(ctx, tx, runID, KindPage)
+	if err != nil {
+		return 0, fmt.Errorf("redrive run %d: %w", runID, err)
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("redrive run %d (%s): %w", runID, prev, ErrNothingToRedrive)
+	}
+	var q string
+	if err := tx.QueryRow(ctx, sqlRunQueue, runID).Scan(&q); err != nil {
+		return 0, fmt.Errorf("redrive run %d: %w", runID, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("redrive run %d: %w", runID, err)
+	}
+	c.mu.Lock()
+	delete(c.runs, runID)
+	c.mu.Unlock()
+	c.log.Info("run reopened: its dead pages are queued again", "run", runID, "was", prev, "pages", n)
+	if c.cfg.OnEnqueue != nil {
+		c.cfg.OnEnqueue(q)
+	}
+	return n, nil
+}
