@@ -131,8 +131,9 @@ func New(cfg Config) (*Crawler, error) {
 
 // Register adds the crawl's job handlers to mux.
 func (c *Crawler) Register(mux *queue.Mux) {
+	// A database fault in any path of a job costs it no attempt (deferFault).
 	mux.Handle(KindRun, func(ctx context.Context, job *queue.Job) error { return deferFault(c.workRun(ctx, job)) })
-	mux.Handle(KindPage, c.workPage)
+	mux.Handle(KindPage, func(ctx context.Context, job *queue.Job) error { return deferFault(c.workPage(ctx, job)) })
 }
 
 // ScheduleParams describe a run to schedule.

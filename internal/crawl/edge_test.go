@@ -124,13 +124,12 @@ func TestRetriesTimeoutsAndOversizedBodies(t *testing.T) {
 		t.Error("fetched a page robots.txt disallows")
 	}
 	k := r.Stats.ErrorsByKind
-	// A timeout is the host's failure, not the page's: the host pauses and the page waits without
-	// a retry counted. A lone 429 or 503 is the page's: a retry.
-	if k["too_large"] != 1 || k["status_4xx"] != 1 || k["robots_disallowed"] != 1 || k["status_429"] != 1 || k["host_paused"] != 1 || k["status_5xx"] != 1 {
+	// A lone timeout, 429 or 503 is the page's failure, not its host's: a retry each.
+	if k["too_large"] != 1 || k["status_4xx"] != 1 || k["robots_disallowed"] != 1 || k["status_429"] != 1 || k["timeout"] != 1 || k["status_5xx"] != 1 {
 		t.Errorf("errors by kind %v", k)
 	}
-	if r.Stats.Retries != 2 || r.Stats.Errors != 2 {
-		t.Errorf("retries %d errors %d; want 2 and 2", r.Stats.Retries, r.Stats.Errors)
+	if r.Stats.Retries != 3 || r.Stats.Errors != 2 || k["host_paused"] != 0 {
+		t.Errorf("retries %d errors %d host pauses %d; want 3, 2 and 0", r.Stats.Retries, r.Stats.Errors, k["host_paused"])
 	}
 }
 

@@ -10,7 +10,8 @@ import (
 )
 
 // A host that is down pauses; its pages do not die. When a fetch fails at the connection level
-// (refused, reset, a timeout) or a host answers 5xx/429 several times in a row, the host is paused
+// (refused, reset, a connect timeout) or a host fails several pages in a row (5xx, 429, read
+// timeouts: one slow page is the page's failure, not the host's), the host is paused
 // in its shared politeness row (crawlq_domain): every worker's pages of it then wait, without
 // counting an attempt, until the pause ends, and the first page after it probes the host. Each
 // failed probe doubles the pause (spider.Retry.HostPause up to MaxHostPause). Once the host has
@@ -22,8 +23,8 @@ import (
 // without a round trip; a process that has not seen the host fail learns of the pause from its own
 // first failed fetch (each failure during a pause adds nothing to the streak).
 
-// statusStreak is how many 5xx/429 answers in a row from one host, seen by one process, count as
-// the host failing rather than the pages.
+// statusStreak is how many 5xx/429 answers or read timeouts in a row from one host, seen by one
+// process, count as the host failing rather than the pages.
 const statusStreak = 5
 
 // hostHealth is this process's view of failing hosts.
@@ -115,7 +116,8 @@ type hostPause struct {
 func (c *Crawler) hostFailed(ctx context.Context, host string, r spider.Retry) (hostPause, error) {
 	var p hostPause
 	var downSecs float64
-	err := c.cfg.Pool.QueryRow(ctx, sqlHostFailed, host, r.HostPause.Microseconds(), r.MaxHostPause.Microseconds()).
+	stale := max(2*r.MaxHostPause, time.Minute)
+	err := c.cfg.Pool.QueryRow(ctx, sqlHostFailed, host, r.HostPause.Microseconds(), r.MaxHostPause.Microseconds(), stale.Microseconds()).
 		Scan(&p.until, &p.streak, &downSecs, &p.started)
 	if err != nil {
 		return p, fmt.Errorf("pause host %s: %w", host, err)

@@ -199,8 +199,8 @@ WHERE host = $1 AND token = $3`
 // sqlHostFailed records a connection-level failure of host $1 (hostpause.go). During a pause it
 // changes nothing (each worker's in-flight pages fail once more, which says nothing new); after
 // one, it is a failed probe: one more in the streak, and a pause of $2 µs doubled per failed probe
-// before, at most $3 µs. A streak whose last pause ended long ago (twice the longest pause) is
-// stale, from an earlier outage, and starts again. Returns the pause, the streak, how long the
+// before, at most $3 µs. A streak whose last pause ended more than $4 µs ago is stale, from an
+// earlier outage whose end no process that saw it fail noticed, and starts again. Returns the pause, the streak, how long the
 // host has been failing (seconds) and whether this call started a pause.
 const sqlHostFailed = `
 WITH old AS (SELECT paused_until FROM crawlq_domain WHERE host = $1)
@@ -208,13 +208,13 @@ INSERT INTO crawlq_domain AS d (host, paused_until, fail_streak, down_since)
 VALUES ($1, now() + $2::bigint * interval '1 microsecond', 1, now())
 ON CONFLICT (host) DO UPDATE SET
     fail_streak = CASE WHEN d.paused_until > now() THEN d.fail_streak
-                       WHEN d.paused_until IS NULL OR d.paused_until < now() - 2 * $3::bigint * interval '1 microsecond' THEN 1
+                       WHEN d.paused_until IS NULL OR d.paused_until < now() - $4::bigint * interval '1 microsecond' THEN 1
                        ELSE d.fail_streak + 1 END,
     down_since = CASE WHEN d.paused_until > now() THEN d.down_since
-                      WHEN d.paused_until IS NULL OR d.paused_until < now() - 2 * $3::bigint * interval '1 microsecond' THEN now()
+                      WHEN d.paused_until IS NULL OR d.paused_until < now() - $4::bigint * interval '1 microsecond' THEN now()
                       ELSE COALESCE(d.down_since, now()) END,
     paused_until = CASE WHEN d.paused_until > now() THEN d.paused_until
-                        WHEN d.paused_until IS NULL OR d.paused_until < now() - 2 * $3::bigint * interval '1 microsecond'
+                        WHEN d.paused_until IS NULL OR d.paused_until < now() - $4::bigint * interval '1 microsecond'
                             THEN now() + $2::bigint * interval '1 microsecond'
                         ELSE now() + LEAST($2::bigint * power(2, LEAST(d.fail_streak, 40)), $3::bigint) * interval '1 microsecond' END
 RETURNING paused_until, fail_streak, EXTRACT(EPOCH FROM now() - down_since)::float8,

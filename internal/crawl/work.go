@@ -185,7 +185,7 @@ func (c *Crawler) workPage(ctx context.Context, job *queue.Job) error {
 		}
 		return queue.ErrCompleted
 	}
-	return deferFault(err)
+	return err
 }
 
 var (
@@ -355,9 +355,10 @@ func (c *Crawler) fetchFailed(ctx context.Context, job *queue.Job, ri *runInfo, 
 		}
 		return c.finishPage(ctx, job, ri, o, nil)
 	}
-	hostDown := kind == "connect" || kind == "timeout"
+	hostDown := fetch.IsHostFailure(ferr)
 	if !hostDown {
-		hostDown = c.health.status(host, true) // 5xx/429: the host's fault once they come in a row
+		// 5xx, 429 or a slow page: the host's fault once they come in a row.
+		hostDown = c.health.status(host, true)
 	}
 	if hostDown {
 		p, err := c.hostFailed(ctx, host, r)

@@ -203,3 +203,18 @@ func IsStatus(err error) bool {
 	var se *StatusError
 	return errors.As(err, &se)
 }
+
+// IsHostFailure reports whether err says the host could not be reached at all, rather than that
+// one page failed: the connection was refused, reset or could not be made in time, or the host's
+// address could not be resolved for now. A slow page (a read timeout) or an error status is not.
+func IsHostFailure(err error) bool {
+	if err == nil || IsStatus(err) || !Retryable(err) {
+		return false
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Op == "dial" {
+		return true
+	}
+	var dnsErr *net.DNSError
+	return errors.As(err, &dnsErr) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
+}

@@ -222,6 +222,8 @@ func (n *Node) Stats() queue.WorkerStats {
 		s.Snoozed += ws.Snoozed
 		s.Released += ws.Released
 		s.Lost += ws.Lost
+		s.Deferred += ws.Deferred
+		s.Cancelled += ws.Cancelled
 	}
 	return s
 }
