@@ -71,10 +71,10 @@ type QueueStat struct {
 
 // SpiderStat is one spider's activity since the previous collection.
 type SpiderStat struct {
-	Spider       string
-	Pages        int64
-	Items        int64
-	Errors       int64
+	Spider         string
+	Pages          int64
+	Items          int64
+	Errors         int64
 	RunsFinished   int64 // runs that succeeded
 	RunsIncomplete int64
 	RunsFailed     int64

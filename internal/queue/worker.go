@@ -21,6 +21,7 @@ import (
 //     waits briefly and runs again, the attempt not counted.
 //   - an error from Cancel: the job is cancelled now (its run was cancelled).
 //   - any other error: the attempt failed; retry with backoff until max_attempts.
+//
 // The handler outcomes are in outcome.go.
 //
 // ctx ends when the lease is lost, when the job is asked to cancel (context.Cause is ErrCancelRequested)
