@@ -151,6 +151,15 @@ func (s *pgServer) stopFast(t *testing.T) {
 	}
 }
 
+// stopImmediate is `pg_ctl stop -m immediate`: the server quits without a shutdown checkpoint, as
+// in a crash; it recovers from its WAL when started again.
+func (s *pgServer) stopImmediate(t *testing.T) {
+	t.Helper()
+	if out, err := s.ctl("stop", "-m", "immediate"); err != nil {
+		t.Fatalf("pg_ctl stop: %v\n%s", err, out)
+	}
+}
+
 func (s *pgServer) url(dbname string) string {
 	return fmt.Sprintf("postgres://crawlq@127.0.0.1:%d/%s?sslmode=disable", s.port, dbname)
 }

@@ -390,3 +390,44 @@ func TestCancelEndsPagesCancelledAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// A site whose item pages are reachable under two URLs yields each item twice; the run's items
+// stat is what its sink holds (items are keyed), not the yields.
+func TestItemsStatIsWhatTheSinkHolds(t *testing.T) {
+	t.Parallel()
+	const n = 30
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/robots.txt":
+			fmt.Fprint(w, "User-agent: *\nAllow: /\n")
+		case r.URL.Path == "/":
+			for i := range n {
+				fmt.Fprintf(w, `<a href="/a/item-%d">a</a> <a href="/b/item-%d">b</a> `, i, i)
+			}
+		default:
+			var side string
+			var i int
+			if _, err := fmt.Sscanf(r.URL.Path, "/%1s/item-%d", &side, &i); err != nil {
+				http.NotFound(w, r)
+				return
+			}
+			fmt.Fprintf(w, `<html><body><div class="product"><span class="sku">SKU-%d</span><h1 class="title">T%d</h1><p class="price">%d</p></div></body></html>`, i, i, i)
+		}
+	})
+	base := serveHandler(t, h)
+	spec := strings.Replace(demoWithRetry("  attempts: 2\n"), `'/catalogue/item-\d+\.html$'`, `'/item-\d+$'`, 1)
+	pool := dbtest.Pool(t)
+	nd, _ := startNode(t, pool, node.Config{Spiders: registry(t, spec), Workers: 1, Worker: queue.WorkerConfig{Concurrency: 8}})
+	s, err := nd.Crawler.Schedule(context.Background(), crawl.ScheduleParams{Spider: "demo", Args: map[string]string{"base_url": base}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := waitRun(t, nd.Crawler, s.RunID, time.Minute)
+	stored, err := items.CountItems(context.Background(), pool, s.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.State != crawl.StateSucceeded || stored != n || r.Stats.Items != n || r.Stats.Pages != 2*n+1 {
+		t.Fatalf("run %s: %d items stored, %d in stats, %d pages; want %d items in both and %d pages", r.State, stored, r.Stats.Items, r.Stats.Pages, n, 2*n+1)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"crawlq/internal/urlx"
@@ -502,4 +503,55 @@ func mustSpec(t testing.TB, text string) *Spec {
 		t.Fatal(err)
 	}
 	return spec
+}
+
+func TestRetryBlockErrorsByFieldPath(t *testing.T) {
+	t.Parallel()
+	spec := `
+name: r
+start_urls: [http://example.com/]
+retry:
+  attempts: -1
+  backoff: soon
+  max_host_pause: 1s
+  host_pause: 5s
+  max_dead_share: 1.5
+  host_down_limit: -2m
+  retries: 3
+`
+	_, err := ParseSpec([]byte(spec), "r.yaml")
+	if err == nil {
+		t.Fatal("a bad retry block was accepted")
+	}
+	// Unknown fields are reported by the decoder first; the rest once it is removed.
+	if !strings.Contains(err.Error(), "retries") {
+		t.Errorf("error %q does not name the unknown field retries", err)
+	}
+	_, err = ParseSpec([]byte(strings.Replace(spec, "  retries: 3\n", "", 1)), "r.yaml")
+	if err == nil {
+		t.Fatal("a bad retry block was accepted")
+	}
+	for _, path := range []string{"retry.backoff", "retry.max_dead_share", "retry.host_down_limit"} {
+		if !strings.Contains(err.Error(), path) {
+			t.Errorf("error %q does not name %s", err, path)
+		}
+	}
+	good := strings.NewReplacer("attempts: -1", "attempts: 3", "backoff: soon", "backoff: 100ms", "host_pause: 5s", "host_pause: 500ms",
+		"max_dead_share: 1.5", "max_dead_share: 0.2", "host_down_limit: -2m", "host_down_limit: 2m", "  retries: 3\n", "").Replace(spec)
+	sp := mustSpider(t, good)
+	r := sp.Settings().Retry
+	if r.Attempts != 3 || r.Backoff != 100*time.Millisecond || r.MaxBackoff != DefaultMaxBackoff || r.HostPause != 500*time.Millisecond ||
+		r.MaxHostPause != time.Second || r.HostDownLimit != 2*time.Minute || r.MaxDeadShare != 0.2 {
+		t.Fatalf("retry %+v", r)
+	}
+	if d := r.PageBackoff(1); d != 100*time.Millisecond {
+		t.Errorf("first backoff %s", d)
+	}
+	if d := r.HostPauseAfter(5); d != time.Second {
+		t.Errorf("pause after 5 probes %s; want the 1s cap", d)
+	}
+	_, err = ParseSpec([]byte(strings.Replace(good, "max_host_pause: 1s", "max_host_pause: 100ms", 1)), "r.yaml")
+	if err == nil || !strings.Contains(err.Error(), "retry.max_host_pause") {
+		t.Errorf("max_host_pause below host_pause: %v", err)
+	}
 }
