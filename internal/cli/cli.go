@@ -137,13 +137,14 @@ func Main(ctx context.Context, args []string, env Env) int {
 			fs.SetOutput(env.Stdout) // asked-for help is output, not an error
 		}
 	}
-	if err := fs.Parse(args[1:]); err != nil {
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
-	if err := run(ctx, fs.Args()); err != nil {
+	if err := run(ctx, pos); err != nil {
 		var oe *outcomeErr
 		if errors.As(err, &oe) {
 			return oe.code // the command printed what it found; the status says how the run ended
@@ -156,6 +157,27 @@ func Main(ctx context.Context, args []string, env Env) int {
 		return 1
 	}
 	return 0
+}
+
+// parseInterleaved parses flags wherever they stand among the positional arguments
+// (`crawlq items 12 --limit 5` as well as `crawlq items --limit 5 12`), as users expect; after
+// "--" everything is positional. It returns the positional arguments in order.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
 }
 
 func hasFlags(fs *flag.FlagSet) bool {
