@@ -226,11 +226,11 @@ func (p *EnqueueParams) validate(seen names) error {
 
 // EnqueueResult is the outcome of one enqueue.
 type EnqueueResult struct {
-	ID int64
+	ID int64 `json:"id"`
 	// Duplicate is true when an unfinished job with the same unique key already existed (ID is
 	// then that job's id, changed according to the duplicate mode), or when the once key had been
 	// used (ID is then 0).
-	Duplicate bool
+	Duplicate bool `json:"duplicate"`
 }
 
 // Lease identifies one claim of a job: the job id and the token of that claim.
@@ -241,25 +241,25 @@ type Lease struct {
 
 // Job is a job as claimed or listed.
 type Job struct {
-	ID              int64
-	Queue           string
-	Kind            string
-	State           State
-	Args            json.RawMessage
-	Priority        int
-	RunAt           time.Time
-	Attempt         int
-	MaxAttempts     int
-	LeaseUntil      *time.Time
-	LeaseToken      int64
-	Worker          string
-	UniqueKey       string
-	ParentID        int64
-	CancelRequested bool
-	Errors          []AttemptError
-	CreatedAt       time.Time
-	StartedAt       *time.Time
-	FinishedAt      *time.Time
+	ID              int64           `json:"id"`
+	Queue           string          `json:"queue"`
+	Kind            string          `json:"kind"`
+	State           State           `json:"state"`
+	Args            json.RawMessage `json:"args"`
+	Priority        int             `json:"priority"`
+	RunAt           time.Time       `json:"run_at"`
+	Attempt         int             `json:"attempt"`
+	MaxAttempts     int             `json:"max_attempts"`
+	LeaseUntil      *time.Time      `json:"lease_until,omitempty"`
+	LeaseToken      int64           `json:"-"` // the holder's secret: never printed
+	Worker          string          `json:"worker,omitempty"`
+	UniqueKey       string          `json:"unique_key,omitempty"`
+	ParentID        int64           `json:"parent_id,omitempty"`
+	CancelRequested bool            `json:"cancel_requested"`
+	Errors          []AttemptError  `json:"errors"`
+	CreatedAt       time.Time       `json:"created_at"`
+	StartedAt       *time.Time      `json:"started_at,omitempty"`
+	FinishedAt      *time.Time      `json:"finished_at,omitempty"`
 }
 
 // Lease returns the job's current lease.
