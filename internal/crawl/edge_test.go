@@ -180,33 +180,6 @@ func TestSlowSinkBackpressure(t *testing.T) {
 	}
 }
 
-// Cancelling a run cancels its waiting pages and stops its running ones; it ends cancelled.
-func TestCancelRun(t *testing.T) {
-	t.Parallel()
-	pool := dbtest.Pool(t)
-	site := demosite.New(demosite.Config{Items: 2000})
-	base := serveHandler(t, slowSite(site, 20*time.Millisecond))
-	n, _ := startNode(t, pool, node.Config{Workers: 1, Worker: queue.WorkerConfig{Concurrency: 4, Lease: 2 * time.Second}})
-	s, err := n.Crawler.Schedule(context.Background(), crawl.ScheduleParams{Spider: "demo", Args: map[string]string{"base_url": base}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 30*time.Second, func() bool { return len(site.Hits()) > 30 })
-	if err := n.Crawler.Cancel(context.Background(), s.RunID); err != nil {
-		t.Fatal(err)
-	}
-	r := waitRun(t, n.Crawler, s.RunID, 30*time.Second)
-	if r.State != "cancelled" || r.Stats.Items >= int64(site.Expected().Items) {
-		t.Fatalf("run %s with %d items; want cancelled early", r.State, r.Stats.Items)
-	}
-	if err := n.Crawler.Cancel(context.Background(), s.RunID); err == nil {
-		t.Fatal("cancelling a finished run succeeded")
-	}
-	if _, err := n.Crawler.Get(context.Background(), 999999); err == nil {
-		t.Fatal("got an unknown run")
-	}
-}
-
 // Completion fires exactly once and never early with many concurrent workers: when the run is
 // finished, every item is in and no job of the run is left.
 func TestCompletionExactlyOnce(t *testing.T) {

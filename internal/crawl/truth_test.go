@@ -2,6 +2,7 @@ package crawl_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -338,8 +339,9 @@ func TestDatabaseRefusingConnectionsCostsPagesNothing(t *testing.T) {
 	t.Logf("%d pages put back after database faults", deferred)
 }
 
-// Cancelling a run ends its unfinished pages cancelled (not succeeded) and shows the run cancelled
-// as soon as no page of it runs, without waiting for a sweep (the node's upkeep is an hour here).
+// Cancelling a run cancels its waiting pages at once and stops its running ones; they end cancelled
+// (not succeeded), and the run shows cancelled as soon as no page of it runs, without waiting for
+// a sweep (the node's upkeep is an hour here).
 func TestCancelEndsPagesCancelledAtOnce(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.Pool(t)
@@ -367,6 +369,15 @@ func TestCancelEndsPagesCancelledAtOnce(t *testing.T) {
 	r := waitRun(t, n.Crawler, s.RunID, 20*time.Second)
 	if r.State != crawl.StateCancelled {
 		t.Fatalf("run %s; want cancelled", r.State)
+	}
+	if r.Stats.Items >= int64(site.Expected().Items) {
+		t.Fatalf("cancelled run has all %d items: it was not cancelled early", r.Stats.Items)
+	}
+	if err := n.Crawler.Cancel(context.Background(), s.RunID); !errors.Is(err, crawl.ErrRunFinished) {
+		t.Fatalf("cancelling a finished run: %v", err)
+	}
+	if _, err := n.Crawler.Get(context.Background(), 999999); !errors.Is(err, crawl.ErrRunNotFound) {
+		t.Fatalf("get an unknown run: %v", err)
 	}
 	st := pageStates(t, n, s.RunID)
 	if st["cancelled"] == 0 || st["running"]+st["available"]+st["scheduled"] != 0 {
