@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"crawlq/internal/db"
 )
 
 // Handler works one claimed job. Its return value decides the job's fate:
@@ -488,7 +490,7 @@ func (w *Worker) finish(ctx context.Context, j *Job, write func(context.Context)
 	defer w.forget(j.ID)
 	give := time.Now().Add(2 * w.cfg.Lease)
 	backoff := 50 * time.Millisecond
-	for {
+	for try := 1; ; try++ {
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := write(wctx)
 		cancel()
@@ -499,7 +501,8 @@ func (w *Worker) finish(ctx context.Context, j *Job, write func(context.Context)
 			w.lost.Add(1)
 			return
 		}
-		if ctx.Err() != nil || time.Now().After(give) || w.isStopped() {
+		// Only a fault of the database is worth waiting out; anything else gets a few tries.
+		if ctx.Err() != nil || time.Now().After(give) || w.isStopped() || (try >= 5 && !db.IsTransient(err)) {
 			w.log.Error("could not record job outcome; its lease will expire and it will be rescued", "job", j.ID, "err", err)
 			return
 		}
