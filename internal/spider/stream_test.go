@@ -271,3 +271,43 @@ func FuzzStreamMatchesDOM(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkParseBenchPage parses the bench site's item and listing pages with each path:
+// CPU and allocations per page of extraction (go test -bench ParseBenchPage -benchmem).
+func BenchmarkParseBenchPage(b *testing.B) {
+	data, err := os.ReadFile("../../spiders/benchsite.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	sp, err := WithArgs(mustSpider(b, string(data)), map[string]string{"base_url": "http://127.0.0.1:9000"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var list strings.Builder
+	list.WriteString("<h1>Listing 3</h1><ul>")
+	for i := 41; i <= 60; i++ {
+		fmt.Fprintf(&list, `<li><a class="item" href="/item/%d">Item %d</a></li>`, i, i)
+	}
+	list.WriteString(`</ul><a class="next" href="/list/4">Next</a>`)
+	pages := map[string]*Response{
+		"item": {URL: "http://127.0.0.1:9000/item/42", Status: 200, Depth: 2, Body: benchPage("Item 42",
+			`<div class="product"><h1 class="title">Item 42</h1><p class="price">43.42</p><p class="desc">`+
+				strings.Repeat("Lorem ipsum dolor sit amet. ", 20)+`</p><a href="/list/1">Back</a></div>`)},
+		"listing": {URL: "http://127.0.0.1:9000/list/3", Status: 200, Depth: 2, Body: benchPage("Listing 3", list.String())},
+	}
+	for _, path := range []string{"stream", "dom"} {
+		d := *sp.(*declarative)
+		d.domOnly = path == "dom"
+		for _, name := range []string{"item", "listing"} {
+			resp := pages[name]
+			b.Run(path+"/"+name, func(b *testing.B) {
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
+					if _, err := d.ParseStats(context.Background(), resp); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
