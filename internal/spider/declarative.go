@@ -240,7 +240,7 @@ func (d *declarative) ParseStats(ctx context.Context, resp *Response) (Result, e
 
 func isHTML(resp *Response) bool {
 	ct := resp.Header.Get("Content-Type")
-	if ct == "" {
+	if ct == "" || ct == "text/html; charset=utf-8" {
 		return true // sniffing is the fetcher's job; assume HTML
 	}
 	mt, _, err := mime.ParseMediaType(ct)
@@ -437,9 +437,35 @@ func (d *declarative) accept(r followRule, u string) bool {
 	if r.deny != nil && r.deny.MatchString(u) {
 		return false
 	}
-	host := urlx.Hostname(u)
+	host := hostOf(u)
 	if !d.settings.AllowPrivate && urlx.IsLinkLocal(host) {
 		return false
 	}
 	return urlx.InDomains(host, d.settings.AllowedDomains)
+}
+
+// hostOf returns urlx.Hostname(u) for a canonical URL u (as urlx.Resolve returns) without
+// canonicalising it again: the authority between "://" and the next '/', '?' or '#', its
+// port dropped. Authorities with user info, an IPv6 literal or escapes take urlx.Hostname.
+func hostOf(u string) string {
+	i := strings.Index(u, "://")
+	if i < 0 {
+		return urlx.Hostname(u)
+	}
+	auth := u[i+3:]
+	if end := strings.IndexAny(auth, "/?#"); end >= 0 {
+		auth = auth[:end]
+	}
+	if auth == "" || strings.ContainsAny(auth, "@[]%") {
+		return urlx.Hostname(u)
+	}
+	if c := strings.LastIndexByte(auth, ':'); c >= 0 {
+		for _, r := range auth[c+1:] {
+			if r < '0' || r > '9' {
+				return urlx.Hostname(u)
+			}
+		}
+		auth = auth[:c]
+	}
+	return auth
 }

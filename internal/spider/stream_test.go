@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"crawlq/internal/demosite"
+	"crawlq/internal/urlx"
 )
 
 // A spec that uses every construct of the streaming subset: child and descendant
@@ -61,6 +62,11 @@ func bothPaths(t *testing.T, sp Spider, resp *Response) bool {
 	got, gotErr := d.ParseStats(context.Background(), resp)
 	if (wantErr == nil) != (gotErr == nil) || !reflect.DeepEqual(got, want) {
 		t.Fatalf("spider %s, page %s:\n%.2000s\nstream: %+v, %v\ndom:    %+v, %v", d.name, resp.URL, resp.Body, got, gotErr, want, wantErr)
+	}
+	for _, r := range got.Follow {
+		if h := hostOf(r.URL); h != urlx.Hostname(r.URL) {
+			t.Fatalf("hostOf(%q) = %q, urlx.Hostname says %q", r.URL, h, urlx.Hostname(r.URL))
+		}
 	}
 	_, ok := d.stream.extract(resp.Body, make([]bool, len(d.items)))
 	return ok
@@ -236,6 +242,21 @@ func TestStreamMatchesDOMOnHostilePages(t *testing.T) {
 	// Both outcomes must be exercised: pages the stream takes and pages it leaves to the DOM.
 	if total := len(specs) * 2 * (len(hostilePages) + 1); streamed == 0 || streamed == total {
 		t.Fatalf("stream took %d of %d hostile pages", streamed, total)
+	}
+}
+
+func TestHostOf(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{"http://example.com/", "https://Example.COM:8443/a?b#c", "http://127.0.0.1:9000/x",
+		"http://[::1]:80/", "http://user:pw@example.com/", "http://xn--bcher-kva.example/", "http://example.com:/",
+		"http://0x7f.1/", "http://a.b.c.:81", "http://%65xample.com/", "http://example.com?q", "http://example.com#f"} {
+		u, err := urlx.Canonical(raw)
+		if err != nil {
+			continue
+		}
+		if h := hostOf(u); h != urlx.Hostname(u) {
+			t.Errorf("hostOf(%q) = %q, urlx.Hostname says %q", u, h, urlx.Hostname(u))
+		}
 	}
 }
 
