@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -122,11 +123,12 @@ func readStat(pid int) (procStat, error) {
 // cpuMeter measures the CPU of this process and, when it runs here, of the Postgres server
 // between start and stop.
 type cpuMeter struct {
-	pg         pgServer
-	pgErr      error
-	self0, pg0 time.Duration
-	Self, PG   time.Duration // filled by stop
-	PGKnown    bool          // false when the server's CPU could not be read
+	mallocs0, Mallocs uint64 // heap allocations of this process (Mallocs: during the measure)
+	pg                pgServer
+	pgErr             error
+	self0, pg0        time.Duration
+	Self, PG          time.Duration // filled by stop
+	PGKnown           bool          // false when the server's CPU could not be read
 }
 
 func startCPU(ctx context.Context, pool *pgxpool.Pool) *cpuMeter {
@@ -135,12 +137,21 @@ func startCPU(ctx context.Context, pool *pgxpool.Pool) *cpuMeter {
 	if m.pgErr == nil {
 		m.pg0, m.pgErr = m.pg.cpu()
 	}
+	m.mallocs0 = mallocs()
 	m.self0 = selfCPU()
 	return m
 }
 
+// mallocs is the number of heap objects this process has allocated so far.
+func mallocs() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.Mallocs
+}
+
 func (m *cpuMeter) stop() {
 	m.Self = selfCPU() - m.self0
+	m.Mallocs = mallocs() - m.mallocs0
 	if m.pgErr == nil {
 		var pg1 time.Duration
 		if pg1, m.pgErr = m.pg.cpu(); m.pgErr == nil {
@@ -149,8 +160,9 @@ func (m *cpuMeter) stop() {
 	}
 }
 
-// fields renders the measure for a RESULT line: CPU seconds and CPU seconds per 1,000 pages,
-// for this process, the server (na when unknown) and both.
+// fields renders the measure for a RESULT line: this process's heap allocations per page, and
+// CPU seconds and CPU seconds per 1,000 pages for this process, the server (na when unknown)
+// and both.
 func (m *cpuMeter) fields(pages int64) string {
 	per := func(d time.Duration) string {
 		if pages <= 0 {
@@ -158,7 +170,11 @@ func (m *cpuMeter) fields(pages int64) string {
 		}
 		return fmt.Sprintf("%.3f", d.Seconds()*1000/float64(pages))
 	}
-	s := fmt.Sprintf("cpu_s=%.2f cpu_s_per_1k_pages=%s", m.Self.Seconds(), per(m.Self))
+	allocs := "na"
+	if pages > 0 {
+		allocs = fmt.Sprintf("%.0f", float64(m.Mallocs)/float64(pages))
+	}
+	s := fmt.Sprintf("allocs_per_page=%s cpu_s=%.2f cpu_s_per_1k_pages=%s", allocs, m.Self.Seconds(), per(m.Self))
 	if !m.PGKnown {
 		return s + " pg_cpu_s=na pg_cpu_s_per_1k_pages=na total_cpu_s_per_1k_pages=na"
 	}

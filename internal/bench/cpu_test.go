@@ -38,7 +38,7 @@ func TestCPUMeterSeesServerAndSelf(t *testing.T) {
 		t.Fatalf("meter: self %v, server %v (known %v)", m.Self, m.PG, m.PGKnown)
 	}
 	f := m.fields(1000)
-	for _, k := range []string{"cpu_s=", "cpu_s_per_1k_pages=", "pg_cpu_s=", "pg_cpu_s_per_1k_pages=", "total_cpu_s_per_1k_pages="} {
+	for _, k := range []string{"allocs_per_page=", "cpu_s=", "cpu_s_per_1k_pages=", "pg_cpu_s=", "pg_cpu_s_per_1k_pages=", "total_cpu_s_per_1k_pages="} {
 		if !strings.Contains(f, k) || strings.Contains(f, "na") {
 			t.Errorf("fields %q: want %s with a figure", f, k)
 		}
@@ -106,7 +106,7 @@ func TestCrawlReportsCPUPerPage(t *testing.T) {
 	}
 	pages := 1 + (items+per-1)/per + items
 	want := regexp.MustCompile(fmt.Sprintf(`^RESULT system=crawlq op=crawl pages=%d items=%d seconds=[0-9.]+ pages_per_s=[0-9]+ `+
-		`cpu_s=[0-9.]+ cpu_s_per_1k_pages=[0-9.]+ pg_cpu_s=[0-9.]+ pg_cpu_s_per_1k_pages=[0-9.]+ total_cpu_s_per_1k_pages=[0-9.]+\n$`, pages, items))
+		`allocs_per_page=[0-9]+ cpu_s=[0-9.]+ cpu_s_per_1k_pages=[0-9.]+ pg_cpu_s=[0-9.]+ pg_cpu_s_per_1k_pages=[0-9.]+ total_cpu_s_per_1k_pages=[0-9.]+\n$`, pages, items))
 	if !want.MatchString(out.String()) {
 		t.Fatalf("output %q does not match %s", out.String(), want)
 	}

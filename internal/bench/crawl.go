@@ -15,8 +15,8 @@ import (
 
 // Crawl crawls the synthetic catalogue of ../shared/bench/site at siteURL with the benchsite
 // spider, every page a durable job and every item written to Postgres, and prints
-// RESULT system=crawlq op=crawl pages=N items=M seconds=S pages_per_s=R, then the CPU the
-// crawl cost (cpu.go): cpu_s, pg_cpu_s and their sum per 1,000 pages. CPU is what a page
+// RESULT system=crawlq op=crawl pages=N items=M seconds=S pages_per_s=R, then what the crawl
+// cost (cpu.go): allocs_per_page, cpu_s, pg_cpu_s and their sum per 1,000 pages. CPU is what a page
 // costs where the fetch waits on the network, and unlike pages/s it barely depends on how
 // busy the machine is.
 func Crawl(ctx context.Context, cfg Config, siteURL string) (Result, error) {
