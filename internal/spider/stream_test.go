@@ -279,17 +279,35 @@ func TestStreamPlan(t *testing.T) {
 	}
 }
 
-// FuzzStreamMatchesDOM: on any page, the streaming path and the DOM path agree.
+// FuzzStreamMatchesDOM: on any page, the streaming path and the DOM path agree, for the
+// test specs and for a spec that uses the fuzzed selector everywhere a selector goes.
 func FuzzStreamMatchesDOM(f *testing.F) {
-	for _, p := range hostilePages {
-		f.Add(p)
+	sels := []string{"a", "div.product > h1.title", "ul li a[href]", "#main, .x", `[data-x="a b"]`, "* > *", "a[rel~=next] b"}
+	for i, p := range hostilePages {
+		f.Add(p, sels[i%len(sels)])
 	}
-	f.Add(productPage)
+	f.Add(productPage, "div.product span")
 	specs := []Spider{mustSpider(f, goodSpec), mustSpider(f, subsetSpec)}
-	f.Fuzz(func(t *testing.T, body string) {
+	f.Fuzz(func(t *testing.T, body, css string) {
+		resp := &Response{URL: "http://example.com/catalogue/item-1.html", Body: []byte(body), Depth: 1}
 		for _, sp := range specs {
-			bothPaths(t, sp, &Response{URL: "http://example.com/catalogue/item-1.html", Body: []byte(body), Depth: 1})
+			bothPaths(t, sp, resp)
 		}
+		for _, r := range css {
+			if r < ' ' || r > '~' || r == '"' || r == '\\' {
+				return // keeps the YAML below well-formed
+			}
+		}
+		spec, err := ParseSpec([]byte(fmt.Sprintf(`{name: f, start_urls: ["http://example.com/"], follow: [{css: "%[1]s"}],
+			items: [{css: "%[1]s", key: k, fields: {k: {}, v: {css: "%[1]s"}, a: {css: "%[1]s", attr: class}}}]}`, css)), "fuzz")
+		if err != nil {
+			return
+		}
+		sp, err := Compile(spec)
+		if err != nil || sp.(*declarative).stream == nil {
+			return
+		}
+		bothPaths(t, sp, resp)
 	})
 }
 
