@@ -1,40 +1,65 @@
 #!/usr/bin/env bash
 # The crawl benchmark beside Colly: crawls ../shared/bench/site (ITEMS items, default 10000) with
-# Colly (../shared/bench/peers/run.sh colly) and with `crawlq bench --op crawl`, alternately, ROUNDS
-# times (default 5), then prints the medians and crawlq's ratio to Colly. Run-to-run spread on a
-# small machine is large; alternating and taking medians keeps the comparison fair.
+# Colly and with `crawlq bench --op crawl`, alternately, ROUNDS times (default 5), then prints the
+# medians and crawlq's ratios to Colly. Run-to-run spread on a small machine is large; alternating
+# and taking medians keeps the comparison fair, and CPU per 1,000 pages barely depends on load.
 #
-# crawlq connects straight to DATABASE_URL, so it uses pgx's cache_statement exec mode (statements
-# planned once per connection), as a worker with a direct connection should; EXEC_MODE=exec measures
-# the default mode, the one that is safe behind RDS Proxy. CRAWLQ_ARGS adds flags to crawlq bench.
+# MODE=chain (default) serves the site as run.sh does: 20 items per listing page, listing pages
+# chained one after the other, so the crawl waits on ~500 hops and measures hop latency.
+# MODE=wide serves PER (default 2000) items per listing page: a handful of listing pages open the
+# whole frontier at once, so the crawl measures throughput.
+#
+# Colly is the binary ../shared/bench/peers/run.sh colly builds (peers/colly), run the way run.sh
+# runs it, but here against the same site process crawlq crawls, and under /usr/bin/time so its
+# own CPU (user+system) is measured from outside. crawlq reports its process CPU and the Postgres
+# server's (when the server runs on this machine) itself.
+#
+# EXEC_MODE picks pgx's query exec mode: exec (default; the mode every Lambda uses, safe behind
+# RDS Proxy) or cache_statement (statements planned once per connection; direct connections only).
+# CRAWLQ_ARGS adds flags to crawlq bench.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 : "${DATABASE_URL:?set DATABASE_URL}"
 rounds=${ROUNDS:-5}
 items=${ITEMS:-10000}
-mode=${EXEC_MODE:-cache_statement}
+mode=${MODE:-chain}
+exec_mode=${EXEC_MODE:-exec}
 crawlq=${CRAWLQ:-$here/bin/crawlq}
 peers=${PEERS:-$here/../shared/bench/peers}
-sitebin=$(mktemp -d)/benchsite
-(cd "$peers/../site" && go build -o "$sitebin" .)
+case $mode in
+  chain) per=20 ;;
+  wide) per=${PER:-2000} ;;
+  *) echo "bench-crawl: MODE must be chain or wide, got '$mode'" >&2; exit 2 ;;
+esac
+tmp=$(mktemp -d)
+(cd "$peers/../site" && go build -o "$tmp/benchsite" .)
+(cd "$peers/colly" && go build -o "$tmp/collybench" .)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$sitebin" -addr "127.0.0.1:$port" -items "$items" 2>/dev/null &
+"$tmp/benchsite" -addr "127.0.0.1:$port" -items "$items" -per "$per" 2>/dev/null &
 site=$!
-trap 'kill $site 2>/dev/null || true' EXIT
+trap 'kill $site 2>/dev/null || true; rm -rf "$tmp"' EXIT
 for _ in $(seq 50); do curl -s "http://127.0.0.1:$port/robots.txt" >/dev/null && break; sleep 0.1; done
-case $DATABASE_URL in *\?*) url="$DATABASE_URL&default_query_exec_mode=$mode" ;; *) url="$DATABASE_URL?default_query_exec_mode=$mode" ;; esac
+case $DATABASE_URL in *\?*) url="$DATABASE_URL&default_query_exec_mode=$exec_mode" ;; *) url="$DATABASE_URL?default_query_exec_mode=$exec_mode" ;; esac
 
-colly=() crawl=()
+field() { sed -n "s/.* $1=\([0-9.na]*\).*/\1/p" <<<"$2"; }
+colly=() colly_cpu=() crawl=() crawl_cpu=() pg_cpu=() total_cpu=()
 for i in $(seq "$rounds"); do
-  line=$("$peers/run.sh" colly "$items")
-  echo "$line"
-  colly+=("$(sed -n 's/.*pages_per_s=\([0-9]*\).*/\1/p' <<<"$line")")
+  line=$(/usr/bin/time -f '%U %S' -o "$tmp/time" "$tmp/collybench" -url "http://127.0.0.1:$port/" | grep '^RESULT')
+  pages=$(field pages "$line")
+  cpu=$(awk '{print $1 + $2}' "$tmp/time")
+  per1k=$(python3 -c "print(f'{$cpu * 1000 / $pages:.3f}')")
+  echo "$line cpu_s=$cpu cpu_s_per_1k_pages=$per1k mode=$mode"
+  colly+=("$(field pages_per_s "$line")") colly_cpu+=("$per1k")
   # shellcheck disable=SC2086
   line=$("$crawlq" bench --op crawl --url "http://127.0.0.1:$port" --database-url "$url" --quiet ${CRAWLQ_ARGS:-} | grep '^RESULT')
-  echo "$line exec_mode=$mode"
-  crawl+=("$(sed -n 's/.*pages_per_s=\([0-9]*\).*/\1/p' <<<"$line")")
+  echo "$line exec_mode=$exec_mode mode=$mode"
+  crawl+=("$(field pages_per_s "$line")") crawl_cpu+=("$(field cpu_s_per_1k_pages "$line")")
+  pg_cpu+=("$(field pg_cpu_s_per_1k_pages "$line")") total_cpu+=("$(field total_cpu_s_per_1k_pages "$line")")
 done
-median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-mc=$(median "${colly[@]}") mq=$(median "${crawl[@]}")
-echo "MEDIAN system=colly rounds=$rounds pages_per_s=$mc"
-echo "MEDIAN system=crawlq rounds=$rounds exec_mode=$mode pages_per_s=$mq ratio_to_colly=$(python3 -c "print(f'{$mq/$mc:.2f}')")"
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+ratio() { python3 -c "import sys; a, b = sys.argv[1:]; print('na' if 'na' in (a, b) else f'{float(a)/float(b):.2f}')" "$1" "$2"; }
+mc=$(median "${colly[@]}") mcc=$(median "${colly_cpu[@]}")
+mq=$(median "${crawl[@]}") mqc=$(median "${crawl_cpu[@]}") mpg=$(median "${pg_cpu[@]}") mt=$(median "${total_cpu[@]}")
+echo "MEDIAN system=colly mode=$mode rounds=$rounds pages_per_s=$mc cpu_s_per_1k_pages=$mcc"
+echo "MEDIAN system=crawlq mode=$mode rounds=$rounds exec_mode=$exec_mode pages_per_s=$mq ratio_to_colly=$(ratio "$mq" "$mc")" \
+  "cpu_s_per_1k_pages=$mqc pg_cpu_s_per_1k_pages=$mpg total_cpu_s_per_1k_pages=$mt total_cpu_ratio_to_colly=$(ratio "$mt" "$mcc")"

@@ -28,7 +28,14 @@ already present. --backlog M first adds M delayed and M finished jobs. After the
 claim_latency times 1000 one-job claims (each with its commit) on the otherwise idle queue,
 backlog still present: what a deep backlog costs a claim. --op crawl --url URL crawls the synthetic catalogue of
 ../shared/bench/site at URL with spiders/benchsite.yaml and prints
-RESULT system=crawlq op=crawl pages=N items=M seconds=S pages_per_s=R.
+
+  RESULT system=crawlq op=crawl pages=N items=M seconds=S pages_per_s=R allocs_per_page=A
+    cpu_s=C cpu_s_per_1k_pages=… pg_cpu_s=P pg_cpu_s_per_1k_pages=… total_cpu_s_per_1k_pages=…
+
+(one line): the heap allocations of this process per page, and the user+system CPU of this
+process and of the Postgres server (the postmaster and its children, read from /proc; "na" when
+the server does not run on this machine) during the crawl. scripts/bench-crawl.sh puts them
+beside Colly's on the same site (MODE=chain or wide).
 
 --cpuprofile FILE writes a CPU profile of the whole command (read it with go tool pprof).`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {

@@ -116,6 +116,14 @@ func isText(mediaType string) bool {
 // tag; failing those, a body that is valid UTF-8 is taken as UTF-8 and anything
 // else as windows-1252 (the WHATWG default), which decodes every byte.
 func decodeText(body []byte, contentType string) (string, []byte) {
+	if isHTMLUTF8(contentType) && !hasUTF16BOM(body) {
+		// What the general path below decides for the most common header, without its
+		// allocations (the media type's parameter map, the charset lookup).
+		if !utf8.Valid(body) {
+			body = bytes.ToValidUTF8(body, []byte("\uFFFD"))
+		}
+		return "text/html", bytes.TrimPrefix(body, utf8BOM)
+	}
 	mediaType, _, err := mime.ParseMediaType(contentType)
 	if err != nil || !strings.Contains(mediaType, "/") {
 		// DetectContentType claims charset=utf-8 for any HTML; keep only its media
@@ -150,3 +158,13 @@ func decodeText(body []byte, contentType string) (string, []byte) {
 }
 
 var utf8BOM = []byte("\xef\xbb\xbf")
+
+// isHTMLUTF8 reports whether contentType is the usual spelling of UTF-8 HTML.
+func isHTMLUTF8(contentType string) bool {
+	return strings.EqualFold(contentType, "text/html; charset=utf-8") || strings.EqualFold(contentType, "text/html;charset=utf-8")
+}
+
+// hasUTF16BOM reports a UTF-16 byte order mark, which outranks the header's charset.
+func hasUTF16BOM(body []byte) bool {
+	return len(body) >= 2 && (body[0] == 0xfe && body[1] == 0xff || body[0] == 0xff && body[1] == 0xfe)
+}

@@ -103,7 +103,13 @@ type Fetcher struct {
 	cfg       Config
 	transport *http.Transport
 	client    *http.Client
+	userAgent []string // the User-Agent header's value
 }
+
+var (
+	acceptHeader         = []string{"text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
+	acceptEncodingHeader = []string{"gzip, deflate"}
+)
 
 // Result is one fetched page.
 type Result struct {
@@ -160,7 +166,7 @@ func New(cfg Config) (*Fetcher, error) {
 		// cap the decoded size.
 		DisableCompression: true,
 	}
-	f := &Fetcher{cfg: cfg, transport: transport}
+	f := &Fetcher{cfg: cfg, transport: transport, userAgent: []string{cfg.UserAgent}}
 	f.client = &http.Client{
 		Transport:     transport,
 		CheckRedirect: f.checkRedirect,
@@ -206,26 +212,24 @@ func checkScheme(u *url.URL) error {
 // nil Result; classify it with Retryable, RetryAfter and Kind.
 func (f *Fetcher) Fetch(ctx context.Context, rawURL string) (*Result, error) {
 	start := time.Now()
-	u, err := url.Parse(rawURL)
+	reqCtx, cancel := context.WithTimeoutCause(ctx, f.cfg.ReadTimeout, ErrTimeout)
+	defer cancel()
+	// NewRequest parses the URL once; the checks read the parsed form.
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodGet, rawURL, nil)
 	if err != nil {
 		return nil, fmt.Errorf("parse url: %w: %w", ErrInvalidURL, err)
 	}
-	if err := checkScheme(u); err != nil {
+	if err := checkScheme(req.URL); err != nil {
 		return nil, err
 	}
-	if u.Host == "" {
+	if req.URL.Host == "" {
 		return nil, fmt.Errorf("parse url %q: %w: no host", rawURL, ErrInvalidURL)
 	}
-
-	reqCtx, cancel := context.WithTimeoutCause(ctx, f.cfg.ReadTimeout, ErrTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(reqCtx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return nil, fmt.Errorf("build request: %w: %w", ErrInvalidURL, err)
-	}
-	req.Header.Set("User-Agent", f.cfg.UserAgent)
-	req.Header.Set("Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")
-	req.Header.Set("Accept-Encoding", "gzip, deflate")
+	// The header values are shared by every request: net/http only reads them (a redirect
+	// copies them first), and Set would allocate a slice per header per page.
+	req.Header["User-Agent"] = f.userAgent
+	req.Header["Accept"] = acceptHeader
+	req.Header["Accept-Encoding"] = acceptEncodingHeader
 
 	resp, err := f.client.Do(req)
 	if err != nil {

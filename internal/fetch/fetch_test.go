@@ -624,3 +624,22 @@ func TestNoFollowReturnsTheRedirect(t *testing.T) {
 		t.Fatalf("no-follow fetch: %+v %v", res, err)
 	}
 }
+
+// The common header's shortcut in decodeText decides what the general path decides: compare
+// it with a spelling of the same header that takes the general path.
+func TestDecodeTextShortcutMatchesGeneralPath(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{"", "<p>plain</p>", "\xef\xbb\xbf<p>bom</p>", "\xfe\xff\x00<\x00p", "\xff\xfe<\x00p\x00",
+		"<p>bad \xff\xc3 bytes</p>", `<meta charset="windows-1252"><p>caf` + "\xe9</p>", "\x00nul"} {
+		for _, fast := range []string{"text/html; charset=utf-8", "TEXT/HTML;charset=UTF-8"} {
+			if !isHTMLUTF8(fast) {
+				t.Fatalf("%q does not take the shortcut", fast)
+			}
+			mt, got := decodeText([]byte(body), fast)
+			wantMT, want := decodeText([]byte(body), `text/html; charset="utf-8"`)
+			if mt != wantMT || !bytes.Equal(got, want) {
+				t.Errorf("body %q, %q: (%q, %q), general path (%q, %q)", body, fast, mt, got, wantMT, want)
+			}
+		}
+	}
+}

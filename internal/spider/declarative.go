@@ -33,6 +33,10 @@ type declarative struct {
 	settings Settings
 	follow   []followRule
 	items    []itemRule
+	// stream extracts without a DOM where every selector allows it (stream.go); nil: the DOM.
+	stream *streamPlan
+	// domOnly turns the streaming path off (the differential test compares both).
+	domOnly bool
 }
 
 type followRule struct {
@@ -86,6 +90,7 @@ func Compile(spec *Spec) (Spider, error) {
 		}
 		d.items = append(d.items, r)
 	}
+	d.stream = compileStream(spec)
 	return d, nil
 }
 
@@ -212,21 +217,30 @@ func (d *declarative) ParseStats(ctx context.Context, resp *Response) (Result, e
 	if !utf8.Valid(body) {
 		body = bytes.ToValidUTF8(body, []byte("\uFFFD"))
 	}
-	doc, err := goquery.NewDocumentFromReader(bytes.NewReader(body))
-	if err != nil {
-		return res, fmt.Errorf("parse page %s: %w: %v", truncate(resp.URL), ErrBadPage, err)
+	active := make([]bool, len(d.items))
+	for i, r := range d.items {
+		active[i] = r.match == nil || r.match.MatchString(resp.URL)
 	}
-	d.extractItems(doc, pageURL, &res)
+	var page *pageData
+	if d.stream != nil && !d.domOnly {
+		page, _ = d.stream.extract(body, active)
+	}
+	if page == nil {
+		if page, err = d.domExtract(body, active); err != nil {
+			return res, fmt.Errorf("parse page %s: %w: %v", truncate(resp.URL), ErrBadPage, err)
+		}
+	}
+	d.finishItems(page, pageURL, &res)
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
-	d.extractLinks(doc, pageURL, resp.Depth, &res)
+	d.finishLinks(page, pageURL, resp.Depth, &res)
 	return res, nil
 }
 
 func isHTML(resp *Response) bool {
 	ct := resp.Header.Get("Content-Type")
-	if ct == "" {
+	if ct == "" || ct == "text/html; charset=utf-8" {
 		return true // sniffing is the fetcher's job; assume HTML
 	}
 	mt, _, err := mime.ParseMediaType(ct)
@@ -236,11 +250,37 @@ func isHTML(resp *Response) bool {
 	return mt == "text/html" || mt == "application/xhtml+xml" || mt == "text/xml" || mt == "application/xml"
 }
 
-func (d *declarative) extractItems(doc *goquery.Document, page *url.URL, res *Result) {
-	pageURL := page.String()
-	seen := map[string]bool{}
-	for _, r := range d.items {
-		if r.match != nil && !r.match.MatchString(pageURL) {
+// pageData is what extraction reads off one page, by either path (the DOM here, the token
+// stream in stream.go): raw values in document order, before the collapsing, resolving and
+// de-duplication that finishItems and finishLinks apply alike.
+type pageData struct {
+	base  *string        // the href of the first base[href], if any
+	links [][]string     // per follow rule: candidate hrefs in document order
+	items [][][]rawField // per item rule: per container in document order: per field (rule order)
+}
+
+// rawField is a field as found: ok is false when the element or attribute is missing.
+type rawField struct {
+	v  string
+	ok bool
+}
+
+// domExtract parses body into a DOM (goquery) and reads the page data off it; it handles
+// every selector and page.
+func (d *declarative) domExtract(body []byte, active []bool) (*pageData, error) {
+	doc, err := goquery.NewDocumentFromReader(bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	p := &pageData{links: make([][]string, len(d.follow)), items: make([][][]rawField, len(d.items))}
+	if href, ok := doc.Find("base[href]").First().Attr("href"); ok {
+		p.base = &href
+	}
+	for i, rule := range d.follow {
+		p.links[i] = rule.hrefs(doc)
+	}
+	for i, r := range d.items {
+		if !active[i] {
 			continue
 		}
 		containers := doc.Selection
@@ -248,13 +288,47 @@ func (d *declarative) extractItems(doc *goquery.Document, page *url.URL, res *Re
 			containers = doc.FindMatcher(r.css)
 		}
 		containers.Each(func(_ int, c *goquery.Selection) {
+			fields := make([]rawField, len(r.fields))
+			for j, f := range r.fields {
+				fields[j] = domField(c, f)
+			}
+			p.items[i] = append(p.items[i], fields)
+		})
+	}
+	return p, nil
+}
+
+func domField(c *goquery.Selection, f fieldRule) rawField {
+	sel := c
+	if f.css != nil {
+		sel = c.FindMatcher(f.css).First()
+	}
+	if sel.Length() == 0 {
+		return rawField{}
+	}
+	switch f.attr {
+	case "text":
+		return rawField{v: sel.Text(), ok: true}
+	case "html":
+		h, err := sel.Html()
+		return rawField{v: h, ok: err == nil}
+	}
+	v, ok := sel.Attr(f.attr)
+	return rawField{v: v, ok: ok}
+}
+
+func (d *declarative) finishItems(p *pageData, page *url.URL, res *Result) {
+	seen := map[string]bool{}
+	for i, r := range d.items {
+	containers:
+		for _, raw := range p.items[i] {
 			fields := make(map[string]any, len(r.fields))
-			for _, f := range r.fields {
-				v, ok := fieldValue(c, f, page)
+			for j, f := range r.fields {
+				v, ok := fieldValue(raw[j], f, page)
 				if !ok {
 					if f.required {
 						res.Stats.Dropped++
-						return
+						continue containers
 					}
 					continue
 				}
@@ -263,41 +337,29 @@ func (d *declarative) extractItems(doc *goquery.Document, page *url.URL, res *Re
 			key, _ := fields[r.key].(string)
 			if seen[key] {
 				res.Stats.Duplicates++
-				return
+				continue
 			}
 			seen[key] = true
 			res.Items = append(res.Items, Item{Key: key, Fields: fields})
-		})
+		}
 	}
 }
 
 // fieldValue returns the field's value and whether it is present and non-empty.
 // href and src attributes are resolved against the page URL, as a link is only useful
 // absolute.
-func fieldValue(c *goquery.Selection, f fieldRule, page *url.URL) (string, bool) {
-	sel := c
-	if f.css != nil {
-		sel = c.FindMatcher(f.css).First()
-	}
-	if sel.Length() == 0 {
+func fieldValue(raw rawField, f fieldRule, page *url.URL) (string, bool) {
+	if !raw.ok {
 		return "", false
 	}
 	var v string
 	switch f.attr {
 	case "text":
-		v = collapse(sel.Text())
+		v = collapse(raw.v)
 	case "html":
-		h, err := sel.Html()
-		if err != nil {
-			return "", false
-		}
-		v = strings.TrimSpace(h)
+		v = strings.TrimSpace(raw.v)
 	default:
-		a, ok := sel.Attr(f.attr)
-		if !ok {
-			return "", false
-		}
-		v = collapse(a)
+		v = collapse(raw.v)
 		if f.attr == "href" || f.attr == "src" {
 			if abs, err := urlx.Resolve(page, v); err == nil {
 				v = abs
@@ -309,7 +371,7 @@ func fieldValue(c *goquery.Selection, f fieldRule, page *url.URL) (string, bool)
 
 func collapse(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-func (d *declarative) extractLinks(doc *goquery.Document, pageURL *url.URL, depth int, res *Result) {
+func (d *declarative) finishLinks(p *pageData, pageURL *url.URL, depth int, res *Result) {
 	if len(d.follow) == 0 {
 		return
 	}
@@ -317,14 +379,14 @@ func (d *declarative) extractLinks(doc *goquery.Document, pageURL *url.URL, dept
 		return
 	}
 	base := pageURL
-	if href, ok := doc.Find("base[href]").First().Attr("href"); ok {
-		if b, err := pageURL.Parse(strings.TrimSpace(href)); err == nil && (b.Scheme == "http" || b.Scheme == "https") {
+	if p.base != nil {
+		if b, err := pageURL.Parse(strings.TrimSpace(*p.base)); err == nil && (b.Scheme == "http" || b.Scheme == "https") {
 			base = b
 		}
 	}
 	seen := map[string]bool{}
-	for _, rule := range d.follow {
-		for _, href := range rule.hrefs(doc) {
+	for i, rule := range d.follow {
+		for _, href := range p.links[i] {
 			res.Stats.Links++
 			u, err := urlx.Resolve(base, href)
 			if err != nil || seen[u] || !d.accept(rule, u) {
@@ -375,9 +437,35 @@ func (d *declarative) accept(r followRule, u string) bool {
 	if r.deny != nil && r.deny.MatchString(u) {
 		return false
 	}
-	host := urlx.Hostname(u)
+	host := hostOf(u)
 	if !d.settings.AllowPrivate && urlx.IsLinkLocal(host) {
 		return false
 	}
 	return urlx.InDomains(host, d.settings.AllowedDomains)
+}
+
+// hostOf returns urlx.Hostname(u) for a canonical URL u (as urlx.Resolve returns) without
+// canonicalising it again: the authority between "://" and the next '/', '?' or '#', its
+// port dropped. Authorities with user info, an IPv6 literal or escapes take urlx.Hostname.
+func hostOf(u string) string {
+	i := strings.Index(u, "://")
+	if i < 0 {
+		return urlx.Hostname(u)
+	}
+	auth := u[i+3:]
+	if end := strings.IndexAny(auth, "/?#"); end >= 0 {
+		auth = auth[:end]
+	}
+	if auth == "" || strings.ContainsAny(auth, "@[]%") {
+		return urlx.Hostname(u)
+	}
+	if c := strings.LastIndexByte(auth, ':'); c >= 0 {
+		for _, r := range auth[c+1:] {
+			if r < '0' || r > '9' {
+				return urlx.Hostname(u)
+			}
+		}
+		auth = auth[:c]
+	}
+	return auth
 }

@@ -1,7 +1,9 @@
 // Package spider owns spider kinds: the Spider interface that Go spiders implement, the
 // declarative spec (YAML/JSON) compiled into a Spider, command spiders (an argv run by
 // the ECS runner), and the Registry that names them. It fetches nothing: the crawl
-// package feeds it Responses and turns its Requests into page jobs.
+// package feeds it Responses and turns its Requests into page jobs. Declarative specs
+// extract from the HTML token stream when their selectors and the page allow it
+// (stream.go), and from a DOM otherwise, with the same results.
 package spider
 
 import (

@@ -38,7 +38,7 @@ delay: 250ms
 concurrency: 2
 `
 
-func mustSpider(t *testing.T, yamlText string) Spider {
+func mustSpider(t testing.TB, yamlText string) Spider {
 	t.Helper()
 	spec, err := ParseSpec([]byte(yamlText), "test.yaml")
 	if err != nil {

@@ -1,0 +1,113 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"crawlq/internal/dbtest"
+)
+
+// The meter finds the local server's processes and sees the CPU a query burns there, and
+// this process's own CPU.
+func TestCPUMeterSeesServerAndSelf(t *testing.T) {
+	pool := dbtest.Pool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m := startCPU(ctx, pool)
+	if m.pgErr != nil {
+		t.Fatalf("the test server runs on this machine, but: %v", m.pgErr)
+	}
+	if _, err := pool.Exec(ctx, "SELECT count(*) FROM generate_series(1, 3000000)"); err != nil {
+		t.Fatal(err)
+	}
+	for x, i := 0, 0; i < 30_000_000; i++ {
+		x += i * i
+		_ = x
+	}
+	m.stop()
+	if !m.PGKnown || m.PG <= 0 || m.Self <= 0 {
+		t.Fatalf("meter: self %v, server %v (known %v)", m.Self, m.PG, m.PGKnown)
+	}
+	f := m.fields(1000)
+	for _, k := range []string{"allocs_per_page=", "cpu_s=", "cpu_s_per_1k_pages=", "pg_cpu_s=", "pg_cpu_s_per_1k_pages=", "total_cpu_s_per_1k_pages="} {
+		if !strings.Contains(f, k) || strings.Contains(f, "na") {
+			t.Errorf("fields %q: want %s with a figure", f, k)
+		}
+	}
+	// Unknown server CPU is reported as unknown, not as zero.
+	m.PGKnown = false
+	if f := m.fields(1000); !strings.Contains(f, "pg_cpu_s=na") {
+		t.Errorf("fields without the server: %q", f)
+	}
+}
+
+func TestReadStatOfThisProcess(t *testing.T) {
+	st, err := readStat(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ppid != os.Getppid() || st.comm == "" {
+		t.Fatalf("stat = %+v, want ppid %d", st, os.Getppid())
+	}
+}
+
+// A small crawl of a site shaped like ../shared/bench/site prints the RESULT line with the
+// CPU figures beside pages/s.
+func TestCrawlReportsCPUPerPage(t *testing.T) {
+	const items, per = 30, 7
+	mux := http.NewServeMux()
+	page := func(w http.ResponseWriter, title, body string) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprintf(w, "<!doctype html><html><head><title>%s</title></head><body>%s</body></html>", title, body)
+	}
+	mux.HandleFunc("/robots.txt", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "User-agent: *\nAllow: /\n") })
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		page(w, "Catalogue", `<a class="next" href="/list/1">Browse</a>`)
+	})
+	mux.HandleFunc("/list/", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/list/"))
+		var b strings.Builder
+		for i := (n-1)*per + 1; i <= n*per && i <= items; i++ {
+			fmt.Fprintf(&b, `<li><a class="item" href="/item/%d">Item %d</a></li>`, i, i)
+		}
+		if n*per < items {
+			fmt.Fprintf(&b, `<a class="next" href="/list/%d">Next</a>`, n+1)
+		}
+		page(w, "Listing", b.String())
+	})
+	mux.HandleFunc("/item/", func(w http.ResponseWriter, r *http.Request) {
+		n := strings.TrimPrefix(r.URL.Path, "/item/")
+		page(w, "Item "+n, `<div class="product"><h1 class="title">Item `+n+`</h1><p class="price">1.00</p></div>`)
+	})
+	site := httptest.NewServer(mux)
+	defer site.Close()
+	url := dbtest.URL(t)
+	t.Cleanup(func() {
+		dbtest.Open(t, url, 1).Exec(context.Background(), "DROP SCHEMA IF EXISTS crawlq_bench_crawl_test CASCADE")
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	if _, err := Crawl(ctx, Config{URL: url, Schema: "crawlq_bench_crawl_test", Out: &out}, site.URL); err != nil {
+		t.Fatal(err)
+	}
+	pages := 1 + (items+per-1)/per + items
+	want := regexp.MustCompile(fmt.Sprintf(`^RESULT system=crawlq op=crawl pages=%d items=%d seconds=[0-9.]+ pages_per_s=[0-9]+ `+
+		`allocs_per_page=[0-9]+ cpu_s=[0-9.]+ cpu_s_per_1k_pages=[0-9.]+ pg_cpu_s=[0-9.]+ pg_cpu_s_per_1k_pages=[0-9.]+ total_cpu_s_per_1k_pages=[0-9.]+\n$`, pages, items))
+	if !want.MatchString(out.String()) {
+		t.Fatalf("output %q does not match %s", out.String(), want)
+	}
+}
