@@ -183,7 +183,7 @@ func registry(t *testing.T) *spider.Registry {
 func startNode(t *testing.T, pool *pgxpool.Pool, finished chan<- int64) (n *node.Node, stop func()) {
 	t.Helper()
 	n, err := node.New(node.Config{Pool: pool, Spiders: registry(t), Workers: 1,
-		Worker: queue.WorkerConfig{Concurrency: 8, StopGrace: 100 * time.Millisecond}, // the hanging page need not finish
+		Worker:   queue.WorkerConfig{Concurrency: 8, StopGrace: 100 * time.Millisecond}, // the hanging page need not finish
 		Queue:    queue.Config{RetryBase: 5 * time.Millisecond, RetryMax: 10 * time.Millisecond},
 		OnFinish: func(id int64, _ string) { finished <- id }})
 	if err != nil {
@@ -276,7 +276,7 @@ func TestMaintenanceDeletesExactlyWhatItShould(t *testing.T) {
 		}
 	}
 
-		// The live run's last page hangs on a host of its own: a host's requests are serial (the
+	// The live run's last page hangs on a host of its own: a host's requests are serial (the
 	// spider has a delay), and the hanging one must not hold back the run's other pages.
 	hang := newSite(t, nil, nil)
 	done, done2, dead, live := newSite(t, nil, nil), newSite(t, nil, nil), newSite(t, []string{"/flaky"}, nil), newSite(t, nil, []string{hang.base + "/hang"})
