@@ -66,6 +66,9 @@ type Config struct {
 	Budget time.Duration
 	// QueryTimeout bounds each statement. Default 10s.
 	QueryTimeout time.Duration
+	// Now is the clock Start's passes measure retention windows back from. Default time.Now; the
+	// soak benchmark moves it ahead to age what it wrote.
+	Now func() time.Time
 	// Holder names this process in the lease. Default host-pid-random.
 	Holder string
 	// Logger defaults to slog.Default().
@@ -111,6 +114,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	return c
 }
@@ -289,7 +295,7 @@ func (s *Service) loop(ctx context.Context, done chan struct{}) {
 			return
 		case <-t.C:
 		}
-		if _, err := s.RunOnce(ctx, time.Now()); err != nil && ctx.Err() == nil {
+		if _, err := s.RunOnce(ctx, s.cfg.Now()); err != nil && ctx.Err() == nil {
 			s.log.Warn("maintenance pass failed; the next pass retries", "err", err)
 		}
 	}
