@@ -134,7 +134,8 @@ func Soak(ctx context.Context, cfg Config, sc SoakConfig) ([]SoakReport, error) 
 	}
 	defer halt()
 
-	var pages atomic.Int64
+	var pages atomic.Int64 // of finished runs
+	var cur atomic.Int64   // the run going on
 	runs := 0
 	start := time.Now()
 	var reports []SoakReport
@@ -144,6 +145,15 @@ func Soak(ctx context.Context, cfg Config, sc SoakConfig) ([]SoakReport, error) 
 			return err
 		}
 		r.Elapsed, r.Pages, r.Runs, r.Maintenance = time.Since(start), pages.Load(), runs, res
+		if id := cur.Load(); id != 0 {
+			run, err := n.Crawler.Get(ctx, id)
+			if err != nil {
+				return err
+			}
+			if !run.Finished() {
+				r.Pages += run.Stats.Pages // so far
+			}
+		}
 		prevT, prevP := time.Duration(0), int64(0)
 		if last != nil {
 			prevT, prevP = last.Elapsed, last.Pages
@@ -165,6 +175,7 @@ func Soak(ctx context.Context, cfg Config, sc SoakConfig) ([]SoakReport, error) 
 	defer tick.Stop()
 	schedule := func() (int64, error) {
 		s, err := n.Crawler.Schedule(ctx, crawl.ScheduleParams{Spider: sc.Spider, Args: map[string]string{"base_url": sc.Site}})
+		cur.Store(s.RunID)
 		return s.RunID, err
 	}
 	id, err := schedule()
@@ -188,6 +199,7 @@ func Soak(ctx context.Context, cfg Config, sc SoakConfig) ([]SoakReport, error) 
 			}
 			pages.Add(r.Stats.Pages)
 			runs++
+			cur.Store(0)
 			if pages.Load() < sc.Pages {
 				if id, err = schedule(); err != nil {
 					return reports, err
@@ -287,7 +299,7 @@ func printSoak(w io.Writer, r SoakReport) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "  table\theap MB\tindex MB\tlive\tdead\tautovacuums\t")
 	for _, t := range r.Tables {
-		if t.Heap+t.Index < 64<<10 && t.Live+t.Dead == 0 {
+		if t.Heap+t.Index < 64<<10 {
 			continue
 		}
 		fmt.Fprintf(tw, "  %s\t%.1f\t%.1f\t%d\t%d\t%d\t\n", strings.TrimPrefix(t.Name, "crawlq_"), mb(t.Heap), mb(t.Index), t.Live, t.Dead, t.Vacuums)
