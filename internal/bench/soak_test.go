@@ -48,7 +48,7 @@ func TestSoakMaintenanceKeepsTablesSmall(t *testing.T) {
 	if len(reps) < 2 || len(reports) != len(reps) {
 		t.Fatalf("%d reports (%d passed to Report)", len(reps), len(reports))
 	}
-	if !regexp.MustCompile(`(?m)^SOAK t=\d+s pages=\d+ runs=\d+ pages_per_s=\d+ total_mb=[0-9.]+ oldest_xact_s=[0-9.]+`).MatchString(out.String()) ||
+	if !regexp.MustCompile(`(?m)^SOAK t=\d+s pages=\d+ runs=\d+ pages_per_s=\d+ total_mb=[0-9.]+ without_items_mb=[0-9.]+ oldest_xact_s=[0-9.]+`).MatchString(out.String()) ||
 		!regexp.MustCompile(`(?m)^RESULT system=crawlq op=soak pages=\d+ runs=\d+ `).MatchString(out.String()) {
 		t.Errorf("output:\n%s", out.String())
 	}

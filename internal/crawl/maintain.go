@@ -34,22 +34,24 @@ func (c *Crawler) PurgeCandidates(ctx context.Context, before time.Time, limit i
 
 // Purged is what one PurgeRun call did.
 type Purged struct {
-	OnceKeys, Robots, Stats int  // rows deleted
-	Settled                 bool // the run has no unfinished and no dead job (else nothing was deleted)
-	Done                    bool // nothing is left: the run is marked purged
+	OnceKeys, Robots, Stats int      // rows deleted
+	Settled                 bool     // the run has no unfinished and no dead job (else nothing was deleted)
+	Done                    bool     // nothing is left: the run is marked purged
+	After                   [16]byte // the once key the next call goes on after
 }
 
-// PurgeRun deletes up to limit rows of each kind a finished, settled run leaves behind (once keys,
-// robots.txt copies, stat rows) and marks the run purged once none is left. A run that is not
-// settled (it has dead jobs, or is live again) is left alone.
-func (c *Crawler) PurgeRun(ctx context.Context, run int64, limit int) (Purged, error) {
-	var p Purged
+// PurgeRun deletes up to limit rows of each kind a finished, settled run leaves behind (once keys
+// after key `after`, robots.txt copies, stat rows) and marks the run purged once none is left. A
+// run that is not settled (it has dead jobs, or is live again) is left alone. Call it again with
+// the returned After until Done.
+func (c *Crawler) PurgeRun(ctx context.Context, run int64, after [16]byte, limit int) (Purged, error) {
+	p := Purged{After: after}
 	ok, err := c.cfg.Queue.Settled(ctx, run)
 	if err != nil || !ok {
 		return p, err
 	}
 	p.Settled = true
-	if p.OnceKeys, err = c.cfg.Queue.DeleteOnceKeys(ctx, run, limit); err != nil {
+	if p.OnceKeys, p.After, err = c.cfg.Queue.DeleteOnceKeys(ctx, run, after, limit); err != nil {
 		return p, err
 	}
 	tag, err := c.cfg.Pool.Exec(ctx, sqlDeleteRunRobots, run, limit)

@@ -423,10 +423,11 @@ func (s *Service) purgeRuns(ctx context.Context, now time.Time, res *Result) err
 			if skip[id] {
 				continue
 			}
+			var after [16]byte
 			for {
 				var p crawl.Purged
 				if err := s.timeout(ctx, func(ctx context.Context) (err error) {
-					p, err = s.crawl.PurgeRun(ctx, id, s.cfg.Batch)
+					p, err = s.crawl.PurgeRun(ctx, id, after, s.cfg.Batch)
 					return err
 				}); err != nil {
 					return err
@@ -441,6 +442,7 @@ func (s *Service) purgeRuns(ctx context.Context, now time.Time, res *Result) err
 					skip[id] = true
 					break
 				}
+				after = p.After
 			}
 		}
 		if !progress || len(ids) < len(skip)+100 {

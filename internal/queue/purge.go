@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Purging is retention done by internal/maintain on a schedule, as opposed to the operator's
@@ -41,19 +43,21 @@ func (c *Client) PurgeFinished(ctx context.Context, q string, cut Cutoffs, limit
 	return n, nil
 }
 
-// DeleteOnceKeys deletes up to limit once keys of parent, but only while the parent is settled:
-// it has no unfinished job and no dead job (which a redrive could bring back, and whose pages
-// would then find and enqueue again URLs the parent already fetched). It returns how many it
-// deleted; 0 with a parent that is not settled.
-func (c *Client) DeleteOnceKeys(ctx context.Context, parent int64, limit int) (int, error) {
+// DeleteOnceKeys deletes up to limit once keys of parent after key `after` (the zero key to
+// start), but only while the parent is settled: it has no unfinished job and no dead job (which a
+// redrive could bring back, and whose pages would then find and enqueue again URLs the parent
+// already fetched). It returns how many it deleted and the key to go on after; 0 with a parent
+// that is not settled.
+func (c *Client) DeleteOnceKeys(ctx context.Context, parent int64, after [16]byte, limit int) (int, [16]byte, error) {
 	if limit <= 0 || limit > math.MaxInt32 {
-		return 0, fmt.Errorf("%w: delete once keys: limit %d", ErrInvalid, limit)
+		return 0, after, fmt.Errorf("%w: delete once keys: limit %d", ErrInvalid, limit)
 	}
-	tag, err := c.pool.Exec(ctx, sqlDeleteOnceKeys, parent, limit)
-	if err != nil {
-		return 0, fmt.Errorf("delete once keys of %d: %w", parent, err)
+	var n int
+	var last pgtype.UUID
+	if err := c.pool.QueryRow(ctx, sqlDeleteOnceKeys, parent, limit, pgtype.UUID{Bytes: after, Valid: true}).Scan(&n, &last); err != nil {
+		return 0, after, fmt.Errorf("delete once keys of %d: %w", parent, err)
 	}
-	return int(tag.RowsAffected()), nil
+	return n, last.Bytes, nil
 }
 
 // Settled reports whether parent has no unfinished and no dead job (see DeleteOnceKeys).

@@ -37,14 +37,21 @@ var settled = `
 NOT EXISTS (SELECT 1 FROM crawlq_job WHERE parent_id = $1 AND state IN ` + unfinished + `)
 AND NOT EXISTS (SELECT 1 FROM crawlq_job WHERE parent_id = $1 AND state = 'dead')`
 
-// sqlDeleteOnceKeys deletes up to $2 once keys of parent $1, only while the parent is settled
-// (checked in the same statement, so a caller that judged it settled a moment ago cannot be
-// wrong by now). Index: crawlq_job_once's primary key (parent_id leads); the delete goes through
-// the rows' ctids so it does not look each key up again.
+// sqlDeleteOnceKeys deletes up to $2 once keys of parent $1 after key $3, in key order, only
+// while the parent is settled (checked in the same statement, so a caller that judged it settled a
+// moment ago cannot be wrong by now). It returns how many it deleted and the last key. Index:
+// crawlq_job_once's primary key, read from ($1, $3) on: each batch starts where the last ended,
+// never stepping over the rows deleted before it (which stay in the heap and index until vacuum;
+// without the cursor a run of 200,000 keys deleted 100 times slower).
 var sqlDeleteOnceKeys = `
-DELETE FROM crawlq_job_once
-WHERE ctid = ANY (ARRAY(SELECT ctid FROM crawlq_job_once WHERE parent_id = $1 LIMIT $2))
-  AND ` + settled
+WITH k AS (
+    SELECT ctid, h FROM crawlq_job_once WHERE parent_id = $1 AND h > $3::uuid ORDER BY h LIMIT $2
+), d AS (
+    DELETE FROM crawlq_job_once
+    WHERE ctid = ANY (ARRAY(SELECT ctid FROM k)) AND ` + settled + `
+    RETURNING h
+)
+SELECT count(*), COALESCE((SELECT h FROM d ORDER BY h DESC LIMIT 1), $3::uuid) FROM d`
 
 // sqlParentSettled reports whether parent $1 is settled (see settled).
 var sqlParentSettled = `SELECT ` + settled

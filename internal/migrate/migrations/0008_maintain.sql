@@ -23,3 +23,29 @@ CREATE INDEX crawlq_run_purge ON crawlq_run (finished_at) WHERE finished_at IS N
 -- A run's dead jobs: a run with any is not purged (a redrive may bring them back). Dead jobs are
 -- few, so the index is small; it also serves listing a run's dead pages.
 CREATE INDEX crawlq_job_parent_dead ON crawlq_job (parent_id) WHERE state = 'dead' AND parent_id IS NOT NULL;
+
+-- Autovacuum for the tables a crawl writes on every page. The defaults (vacuum when 20% of a table
+-- is dead, throttled to cost 200 per 2 ms) suit tables that change slowly; these change all the
+-- time: a page job is inserted, updated once or twice and deleted by retention, a once key is
+-- inserted and later deleted, the count deltas are inserted and folded away, a host's row is
+-- updated twice per request. Measured with `crawlq bench --op soak` (README, "Storage over
+-- time"): with the defaults, crawlq_job carried as many dead rows as live ones (200,000+) and its
+-- heap kept growing past the retention window; with these it stays a fraction of that. A vacuum
+-- here is cheap (the rows are recent and in memory), so it runs unthrottled and early; naptime
+-- stays the server's (autovacuum_naptime, a parameter group setting on RDS).
+ALTER TABLE crawlq_job SET (
+    autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_threshold = 5000,
+    autovacuum_vacuum_insert_scale_factor = 0.05, autovacuum_vacuum_insert_threshold = 10000,
+    autovacuum_analyze_scale_factor = 0.05, autovacuum_vacuum_cost_delay = 0);
+ALTER TABLE crawlq_job_once SET (
+    autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_threshold = 5000,
+    autovacuum_vacuum_insert_scale_factor = 0.1, autovacuum_vacuum_cost_delay = 0);
+ALTER TABLE crawlq_job_count_delta SET (
+    autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000, autovacuum_vacuum_cost_delay = 0);
+ALTER TABLE crawlq_run_stat SET (
+    autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_threshold = 1000, autovacuum_vacuum_cost_delay = 0);
+ALTER TABLE crawlq_domain SET (
+    autovacuum_vacuum_scale_factor = 0.05, autovacuum_vacuum_threshold = 1000, autovacuum_vacuum_cost_delay = 0);
+ALTER TABLE crawlq_robots SET (autovacuum_vacuum_scale_factor = 0.05, autovacuum_vacuum_threshold = 500);
+ALTER TABLE crawlq_worker SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 500);
+ALTER TABLE crawlq_leader SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 200);
