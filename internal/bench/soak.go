@@ -26,7 +26,7 @@ type SoakConfig struct {
 	Site string
 	// Spider crawls Site. Default "benchsite".
 	Spider string
-	// Pages to crawl in all. Default 2,000,000 (about 10 minutes on this project's machine).
+	// Pages to crawl in all. Default 1,000,000 (about 10 minutes on this project's shared machine).
 	Pages int64
 	// Every is the report interval. Default 1m.
 	Every time.Duration
@@ -61,6 +61,10 @@ type SoakReport struct {
 	// runs are deleted; everything else is what maintenance must keep bounded.
 	Queue       int64
 	OldestXact  time.Duration // the oldest open transaction in the cluster (0: none)
+	// WALPerPage is the WAL written in the interval (cluster-wide: the crawl, maintenance,
+	// autovacuum, checkpoints' full-page images) per page crawled in it.
+	WALPerPage float64
+	lsn        string
 	Maintenance maintain.Result
 }
 
@@ -78,7 +82,7 @@ func (c *SoakConfig) defaults() {
 		c.Spider = "benchsite"
 	}
 	if c.Pages <= 0 {
-		c.Pages = 2_000_000
+		c.Pages = 1_000_000
 	}
 	if c.Every <= 0 {
 		c.Every = time.Minute
@@ -163,6 +167,13 @@ func Soak(ctx context.Context, cfg Config, sc SoakConfig) ([]SoakReport, error) 
 		}
 		if dt := (r.Elapsed - prevT).Seconds(); dt > 0 {
 			r.PagesPerSec = float64(r.Pages-prevP) / dt
+		}
+		if last != nil && r.Pages > prevP {
+			var wal int64
+			if err := pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff($1::pg_lsn, $2::pg_lsn)::bigint`, r.lsn, last.lsn).Scan(&wal); err != nil {
+				return fmt.Errorf("soak: WAL: %w", err)
+			}
+			r.WALPerPage = float64(wal) / float64(r.Pages-prevP)
 		}
 		reports = append(reports, r)
 		printSoak(cfg.Out, r)
@@ -287,8 +298,8 @@ ORDER BY c.relname`, schema)
 	if err := rows.Err(); err != nil {
 		return r, fmt.Errorf("soak: table sizes: %w", err)
 	}
-	err = pool.QueryRow(ctx, `SELECT COALESCE(max(now() - xact_start), '0') FROM pg_stat_activity
-WHERE xact_start IS NOT NULL AND pid <> pg_backend_pid()`).Scan(&r.OldestXact)
+	err = pool.QueryRow(ctx, `SELECT GREATEST(COALESCE(max(now() - xact_start), '0'), '0'), pg_current_wal_lsn()::text FROM pg_stat_activity
+WHERE xact_start IS NOT NULL AND pid <> pg_backend_pid()`).Scan(&r.OldestXact, &r.lsn)
 	if err != nil {
 		return r, fmt.Errorf("soak: oldest transaction: %w", err)
 	}
@@ -296,8 +307,8 @@ WHERE xact_start IS NOT NULL AND pid <> pg_backend_pid()`).Scan(&r.OldestXact)
 }
 
 func printSoak(w io.Writer, r SoakReport) {
-	fmt.Fprintf(w, "SOAK t=%.0fs pages=%d runs=%d pages_per_s=%.0f total_mb=%.1f without_items_mb=%.1f oldest_xact_s=%.2f",
-		r.Elapsed.Seconds(), r.Pages, r.Runs, r.PagesPerSec, mb(r.Total), mb(r.Queue), r.OldestXact.Seconds())
+	fmt.Fprintf(w, "SOAK t=%.0fs pages=%d runs=%d pages_per_s=%.0f total_mb=%.1f without_items_mb=%.1f oldest_xact_s=%.2f wal_bytes_per_page=%.0f",
+		r.Elapsed.Seconds(), r.Pages, r.Runs, r.PagesPerSec, mb(r.Total), mb(r.Queue), r.OldestXact.Seconds(), r.WALPerPage)
 	if r.Maintenance.Ran {
 		fmt.Fprintf(w, " (final maintenance pass: %d jobs, %d once keys, %d runs purged)", r.Maintenance.Jobs, r.Maintenance.OnceKeys, r.Maintenance.Runs)
 	}

@@ -52,7 +52,7 @@ index's size, dead tuples and the oldest open transaction (see the README, "Stor
 			site := fs.String("url", "", "with --op crawl: the bench site's base URL")
 			quiet := fs.Bool("quiet", false, "no progress lines")
 			var soak bench.SoakConfig
-			fs.Int64Var(&soak.Pages, "pages", 0, "with --op soak: pages to crawl in all (default 2,000,000: about 10 minutes here)")
+			fs.Int64Var(&soak.Pages, "pages", 0, "with --op soak: pages to crawl in all (default 1,000,000: about 10 minutes here)")
 			fs.DurationVar(&soak.Every, "every", 0, "with --op soak: report interval (default 1m)")
 			fs.DurationVar(&soak.Retention, "retention", 0, "with --op soak: the retention windows of succeeded jobs and finished runs' data (default 2m)")
 			cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")

@@ -210,7 +210,7 @@ func (d *Dispatcher) Tick(ctx context.Context) (Result, error) {
 	}
 	ch := make(chan pass, 1)
 	go func() {
-		r, err := d.cfg.Maintain.RunOnce(mctx, time.Now())
+		r, err := d.cfg.Maintain.RunOnce(mctx, d.cfg.Maintain.Config().Now())
 		ch <- pass{r, err}
 	}()
 	werr := d.wait(ctx, &res, started)

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"crawlq/internal/dbtest"
+	"crawlq/internal/maintain"
 	"crawlq/internal/queue"
 )
 
@@ -162,4 +163,83 @@ func walSince(b *testing.B, pool *pgxpool.Pool, lsn string) int64 {
 		b.Fatal(err)
 	}
 	return n
+}
+
+// Claims and completions with and without a maintenance pass deleting finished jobs at the same
+// time (a deep backlog of them, 2 days old): the pass must not slow the hot path measurably.
+//
+//	go test -run XXX -bench ClaimDuringMaintenance -benchtime 2000x ./internal/maintain
+func BenchmarkClaimDuringMaintenance(b *testing.B) {
+	for _, busy := range []bool{false, true} {
+		name := "idle"
+		if busy {
+			name = "maintaining"
+		}
+		b.Run(name, func(b *testing.B) {
+			pool := dbtest.Pool(b)
+			ctx := context.Background()
+			q := queue.New(pool, queue.Config{})
+			_, err := pool.Exec(ctx, `INSERT INTO crawlq_job (queue, kind, state, args, created_at, finished_at, attempt)
+SELECT 'crawl', 'page', 'succeeded', '{}', now() - interval '3 days', now() - interval '2 days', 1
+FROM generate_series(1, 300000)`)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := pool.Exec(ctx, `VACUUM ANALYZE crawlq_job`); err != nil {
+				b.Fatal(err)
+			}
+			ps := make([]queue.EnqueueParams, b.N*10)
+			for i := range ps {
+				ps[i] = queue.EnqueueParams{Queue: "work", Kind: "noop"}
+			}
+			if _, err := q.EnqueueMany(ctx, ps); err != nil {
+				b.Fatal(err)
+			}
+			stop := make(chan struct{})
+			done := make(chan int)
+			if busy {
+				svc, err := maintain.New(q, nil, maintain.Config{Batch: 2000})
+				if err != nil {
+					b.Fatal(err)
+				}
+				go func() {
+					deleted := 0
+					defer func() { done <- deleted }()
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						pool.Exec(ctx, `DELETE FROM crawlq_leader`)
+						res, err := svc.RunOnce(ctx, time.Now())
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						deleted += res.Jobs
+					}
+				}()
+			}
+			b.ResetTimer()
+			for range b.N {
+				jobs, err := q.Claim(ctx, queue.ClaimParams{Queue: "work", Worker: "b", Limit: 10, Lease: time.Minute})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ls := make([]queue.Lease, len(jobs))
+				for i, j := range jobs {
+					ls[i] = j.Lease()
+				}
+				if _, err := q.CompleteMany(ctx, ls); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			close(stop)
+			if busy {
+				b.ReportMetric(float64(<-done), "deleted")
+			}
+		})
+	}
 }
