@@ -59,12 +59,12 @@ type SoakReport struct {
 	Total       int64 // bytes of every crawlq table and index
 	// Queue is Total without crawlq_item: the items are what a crawl is for and stay until their
 	// runs are deleted; everything else is what maintenance must keep bounded.
-	Queue       int64
-	OldestXact  time.Duration // the oldest open transaction in the cluster (0: none)
+	Queue      int64
+	OldestXact time.Duration // the oldest open transaction in the cluster (0: none)
 	// WALPerPage is the WAL written in the interval (cluster-wide: the crawl, maintenance,
 	// autovacuum, checkpoints' full-page images) per page crawled in it.
-	WALPerPage float64
-	lsn        string
+	WALPerPage  float64
+	lsn         string
 	Maintenance maintain.Result
 }
 
