@@ -45,6 +45,12 @@ locals {
     CRAWLQ_WORKER_MAX          = tostring(var.worker_max > 0 ? var.worker_max : var.worker_reserved_concurrency)
     CRAWLQ_METRICS_NAMESPACE   = var.metrics_namespace
     CRAWLQ_LOG_LEVEL           = var.log_level
+    CRAWLQ_MAINTAIN            = var.maintain ? "on" : "off"
+    CRAWLQ_RETAIN_SUCCEEDED    = var.retain_succeeded
+    CRAWLQ_RETAIN_CANCELLED    = var.retain_cancelled
+    CRAWLQ_RETAIN_DEAD         = var.retain_dead
+    CRAWLQ_RETAIN_RUN_DATA     = var.retain_run_data
+    CRAWLQ_RETAIN_IDLE_HOSTS   = var.retain_idle_hosts
   }
 }
 

@@ -223,3 +223,61 @@ variable "alarm_lambda_errors" {
   type        = number
   default     = 0
 }
+
+# --- storage over time (internal/maintain; see the README, "Storage over time") ---
+
+variable "maintain" {
+  description = "CRAWLQ_MAINTAIN: automatic maintenance (retention) in the dispatch tick and in runners; false turns it off."
+  type        = bool
+  default     = true
+}
+
+variable "retain_succeeded" {
+  description = "CRAWLQ_RETAIN_SUCCEEDED: how long succeeded jobs are kept after they finished (a Go duration, at least 1m)."
+  type        = string
+  default     = "24h"
+  validation {
+    condition     = can(regex("^([0-9]+(\\.[0-9]+)?(h|m|s))+$", var.retain_succeeded))
+    error_message = "retain_succeeded must be a Go duration such as 24h or 90m."
+  }
+}
+
+variable "retain_cancelled" {
+  description = "CRAWLQ_RETAIN_CANCELLED: how long cancelled jobs are kept after they finished (a Go duration, at least 1m)."
+  type        = string
+  default     = "24h"
+  validation {
+    condition     = can(regex("^([0-9]+(\\.[0-9]+)?(h|m|s))+$", var.retain_cancelled))
+    error_message = "retain_cancelled must be a Go duration such as 24h or 90m."
+  }
+}
+
+variable "retain_dead" {
+  description = "CRAWLQ_RETAIN_DEAD: how long dead jobs are kept for redrive; a run keeps its URL once keys while it has any (a Go duration, at least 1m)."
+  type        = string
+  default     = "168h"
+  validation {
+    condition     = can(regex("^([0-9]+(\\.[0-9]+)?(h|m|s))+$", var.retain_dead))
+    error_message = "retain_dead must be a Go duration such as 168h."
+  }
+}
+
+variable "retain_run_data" {
+  description = "CRAWLQ_RETAIN_RUN_DATA: how long after a run finished its once keys, robots.txt copies and stat rows are kept (runs without dead jobs; a Go duration, at least 1m)."
+  type        = string
+  default     = "24h"
+  validation {
+    condition     = can(regex("^([0-9]+(\\.[0-9]+)?(h|m|s))+$", var.retain_run_data))
+    error_message = "retain_run_data must be a Go duration such as 24h."
+  }
+}
+
+variable "retain_idle_hosts" {
+  description = "CRAWLQ_RETAIN_IDLE_HOSTS: how long a host's politeness row is kept after its last request (a Go duration, at least 1h)."
+  type        = string
+  default     = "24h"
+  validation {
+    condition     = can(regex("^([0-9]+(\\.[0-9]+)?(h|m|s))+$", var.retain_idle_hosts))
+    error_message = "retain_idle_hosts must be a Go duration such as 24h."
+  }
+}

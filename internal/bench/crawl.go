@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,7 +19,8 @@ import (
 // RESULT system=crawlq op=crawl pages=N items=M seconds=S pages_per_s=R, then what the crawl
 // cost (cpu.go): allocs_per_page, cpu_s, pg_cpu_s and their sum per 1,000 pages. CPU is what a page
 // costs where the fetch waits on the network, and unlike pages/s it barely depends on how
-// busy the machine is.
+// busy the machine is. Then the database cost of a page (dbcost.go) as
+// RESULT system=crawlq op=crawl_dbcost pages=N statements_per=… .
 func Crawl(ctx context.Context, cfg Config, siteURL string) (Result, error) {
 	cfg.defaults()
 	if !validSchema(cfg.Schema) {
@@ -33,7 +35,8 @@ func Crawl(ctx context.Context, cfg Config, siteURL string) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("bench: reset schema: %w", err)
 	}
-	pool, err := db.Open(ctx, db.Config{URL: cfg.URL + sep(cfg.URL) + "search_path=" + cfg.Schema, MaxConns: 40})
+	counter := &Counter{}
+	pool, err := openCounted(ctx, cfg, 40, counter)
 	if err != nil {
 		return Result{}, err
 	}
@@ -41,6 +44,11 @@ func Crawl(ctx context.Context, cfg Config, siteURL string) (Result, error) {
 	if _, err := migrate.Up(ctx, pool); err != nil {
 		return Result{}, err
 	}
+	meter, err := startMeter(ctx, cfg, counter)
+	if err != nil {
+		return Result{}, err
+	}
+	defer meter.close()
 	finished := make(chan struct{})
 	var once atomic.Bool
 	n, err := node.New(node.Config{Pool: pool, Workers: cfg.Workers, Worker: queue.WorkerConfig{Concurrency: cfg.Concurrency, BatchSize: cfg.Concurrency * 2},
@@ -55,7 +63,8 @@ func Crawl(ctx context.Context, cfg Config, siteURL string) (Result, error) {
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- n.Run(wctx) }()
-	defer func() { stop(); <-done }()
+	halt := sync.OnceFunc(func() { stop(); <-done })
+	defer halt()
 	cpu := startCPU(ctx, pool)
 	start := time.Now()
 	s, err := n.Crawler.Schedule(ctx, crawl.ScheduleParams{Spider: "benchsite", Args: map[string]string{"base_url": siteURL}})
@@ -86,5 +95,12 @@ func Crawl(ctx context.Context, cfg Config, siteURL string) (Result, error) {
 	}
 	fmt.Fprintf(cfg.Out, "RESULT system=crawlq op=crawl pages=%d items=%d seconds=%.3f pages_per_s=%.0f %s\n",
 		r.Stats.Pages, r.Stats.Items, el, float64(r.Stats.Pages)/el, cpu.fields(r.Stats.Pages))
+	halt()
+	pool.Close()
+	if cost, err := meter.finish(ctx, r.Stats.Pages); err != nil {
+		return Result{}, err
+	} else {
+		fmt.Fprintln(cfg.Out, cost.line("crawlq", "crawl_dbcost", "pages"))
+	}
 	return Result{Op: "crawl", Jobs: int(r.Stats.Pages), Seconds: el, PerSec: float64(r.Stats.Pages) / el}, nil
 }

@@ -14,7 +14,7 @@ import (
 
 func benchCmd() *Command {
 	return &Command{
-		Name: "bench", Synopsis: "measure queue (and crawl) throughput beside the peers", Usage: "[--jobs N] [--op insert,work,unique|crawl] [--backlog M] [--cpuprofile FILE]",
+		Name: "bench", Synopsis: "measure queue (and crawl) throughput beside the peers", Usage: "[--jobs N] [--op insert,work,unique|crawl|dbcost|soak] [--backlog M] [--cpuprofile FILE]",
 		Help: `Measures the queue on the database at DATABASE_URL, in a schema of its own (--schema, emptied
 first): inserts --jobs no-op jobs, then burns them down with workers in this process, and prints
 RESULT lines in the format of ../shared/bench/peers/run.sh so the figures sit beside River's,
@@ -36,13 +36,21 @@ backlog still present: what a deep backlog costs a claim. --op crawl --url URL c
 process and of the Postgres server (the postmaster and its children, read from /proc; "na" when
 the server does not run on this machine) during the crawl. scripts/bench-crawl.sh puts them
 beside Colly's on the same site (MODE=chain or wide).
+Then what a page cost the database: RESULT system=crawlq op=crawl_dbcost pages=N statements_per=… round_trips_per=…
+rows_written_per=… wal_bytes_per=… xacts_per=… (statements from pg_stat_statements when it is
+installed, else as sent). --op dbcost measures the same per job of --jobs no-op jobs inserted and
+worked, as River is measured by scripts/bench-dbcost.sh.
+
+--op soak --url URL crawls the bench site again and again (a run after each other) with automatic
+maintenance on, --pages pages in all, and prints every --every: pages/s, each crawlq table's and
+index's size, dead tuples and the oldest open transaction (see the README, "Storage over time").
 
 --cpuprofile FILE writes a CPU profile of the whole command (read it with go tool pprof).`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			url := fs.String("database-url", "", "PostgreSQL URL (default $DATABASE_URL)")
 			var cfg bench.Config
 			fs.IntVar(&cfg.Jobs, "jobs", 100000, "jobs to insert and work")
-			ops := fs.String("op", "insert,work", "what to measure: insert, work, unique (comma-separated), or crawl")
+			ops := fs.String("op", "insert,work", "what to measure: insert, work, unique (comma-separated), or crawl, dbcost, soak")
 			fs.IntVar(&cfg.Backlog, "backlog", 0, "extra delayed and finished jobs present during the work phase")
 			fs.IntVar(&cfg.Workers, "workers", 2, "workers")
 			fs.IntVar(&cfg.Concurrency, "concurrency", 128, "handlers per worker")
@@ -50,6 +58,10 @@ beside Colly's on the same site (MODE=chain or wide).
 			fs.StringVar(&cfg.Schema, "schema", "crawlq_bench", "schema to work in (dropped and recreated)")
 			site := fs.String("url", "", "with --op crawl: the bench site's base URL")
 			quiet := fs.Bool("quiet", false, "no progress lines")
+			var soak bench.SoakConfig
+			fs.Int64Var(&soak.Pages, "pages", 0, "with --op soak: pages to crawl in all (default 1,000,000: about 10 minutes here)")
+			fs.DurationVar(&soak.Every, "every", 0, "with --op soak: report interval (default 1m)")
+			fs.DurationVar(&soak.Retention, "retention", 0, "with --op soak: the retention windows of succeeded jobs and finished runs' data (default 2m)")
 			cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
 			return func(ctx context.Context, args []string) error {
 				if err := noArgs(args); err != nil {
@@ -76,6 +88,18 @@ beside Colly's on the same site (MODE=chain or wide).
 				cfg.Out = env.Stdout
 				if !*quiet {
 					cfg.Progress = env.Stderr
+				}
+				if *ops == "dbcost" {
+					_, err := bench.QueueCost(ctx, cfg)
+					return err
+				}
+				if *ops == "soak" {
+					if *site == "" {
+						return usageErr("--op soak needs --url (the bench site, e.g. http://127.0.0.1:8089)")
+					}
+					soak.Site = *site
+					_, err := bench.Soak(ctx, cfg, soak)
+					return err
 				}
 				if *ops == "crawl" {
 					if *site == "" {

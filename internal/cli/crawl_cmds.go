@@ -19,6 +19,7 @@ import (
 	"crawlq/internal/crawl"
 	"crawlq/internal/demosite"
 	"crawlq/internal/items"
+	"crawlq/internal/maintain"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
 )
@@ -42,7 +43,9 @@ func workerCmd() *Command {
 		Help: `Claims and works jobs (spider runs, pages, no-ops) of the given queues until SIGINT or SIGTERM,
 then stops claiming, releases the jobs it has not started and lets running ones finish.
 Also runs the upkeep every second (expired leases, due delayed jobs, finished runs) unless
---upkeep 0. Spiders: the built-in specs plus those in --spiders.`,
+--upkeep 0, and with it automatic maintenance: retention of finished jobs and of what finished
+runs leave behind, once a minute across all processes (settings: CRAWLQ_MAINTAIN=off and the
+CRAWLQ_RETAIN_* variables, see the README). Spiders: the built-in specs plus those in --spiders.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			open := dbFlag(fs, env)
 			queues := fs.String("queues", "crawl", "queues to work, comma-separated")
@@ -50,7 +53,7 @@ Also runs the upkeep every second (expired leases, due delayed jobs, finished ru
 			conc := fs.Int("concurrency", 16, "jobs in flight per worker")
 			dir := fs.String("spiders", "", "directory of extra spider specs")
 			lease := fs.Duration("lease", 30*time.Second, "job lease length")
-			upkeep := fs.Duration("upkeep", time.Second, "upkeep interval (0 turns it off)")
+			upkeep := fs.Duration("upkeep", time.Second, "upkeep interval (0 turns it and automatic maintenance off)")
 			return func(ctx context.Context, args []string) error {
 				if err := noArgs(args); err != nil {
 					return err
@@ -63,11 +66,16 @@ Also runs the upkeep every second (expired leases, due delayed jobs, finished ru
 				ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 				defer stop()
 				up := *upkeep
+				var mc *maintain.Config
 				if up == 0 {
 					up = -1
+				} else if c, on, err := maintain.FromEnv(env.Getenv); err != nil {
+					return usageErr("%v", err)
+				} else if on {
+					mc = &c
 				}
 				n, err := node.New(node.Config{Pool: pool, SpiderDir: *dir, Queues: strings.Split(*queues, ","), Workers: *workers,
-					Worker: queue.WorkerConfig{Concurrency: *conc, Lease: *lease}, Upkeep: up})
+					Worker: queue.WorkerConfig{Concurrency: *conc, Lease: *lease}, Upkeep: up, Maintain: mc})
 				if err != nil {
 					return err
 				}

@@ -12,6 +12,7 @@ import (
 
 	"crawlq/internal/command"
 	"crawlq/internal/ecsrun"
+	"crawlq/internal/maintain"
 	"crawlq/internal/runner"
 )
 
@@ -40,7 +41,7 @@ and CRAWLQ_SPIDER_DIR.`,
 			maxMem := fs.Int64("max-memory-mib", 0, "exit when resident memory passes this many MiB; 0: no limit ($"+ecsrun.EnvMaxMemory+")")
 			dir := fs.String("spiders", "", "directory of extra spider specs ($CRAWLQ_SPIDER_DIR)")
 			lease := fs.Duration("lease", 30*time.Second, "job lease (heartbeats renew it every third of it)")
-			upkeep := fs.Duration("upkeep", 10*time.Second, "how often to rescue expired leases and sweep finished runs; 0: never")
+			upkeep := fs.Duration("upkeep", 10*time.Second, "how often to rescue expired leases and sweep finished runs; 0: never (and no automatic maintenance)")
 			cmdTimeout := fs.Duration("command-timeout", 12*time.Hour, "kill a command spider after this, unless its spec sets a timeout")
 			killGrace := fs.Duration("kill-grace", 10*time.Second, "between SIGTERM and SIGKILL to a command spider's processes")
 			fromEnv := map[string]string{"queue": ecsrun.EnvQueue, "concurrency": ecsrun.EnvConcurrency, "grace": ecsrun.EnvStopGrace,
@@ -62,8 +63,13 @@ and CRAWLQ_SPIDER_DIR.`,
 					return usageErr("--max-memory-mib must be 0..%d", 1<<30)
 				}
 				up := *upkeep
+				var mc *maintain.Config
 				if up == 0 {
 					up = -1
+				} else if c, on, err := maintain.FromEnv(env.Getenv); err != nil {
+					return usageErr("%v", err)
+				} else if on {
+					mc = &c
 				}
 				pool, err := open(ctx)
 				if err != nil {
@@ -73,7 +79,7 @@ and CRAWLQ_SPIDER_DIR.`,
 				log := slog.New(slog.NewJSONHandler(env.Stderr, nil))
 				r, err := runner.New(runner.Config{
 					Pool: pool, Queue: *q, Concurrency: *conc, Lease: *lease, StopGrace: *grace, MaxJobs: *maxJobs,
-					MaxMemory: *maxMem << 20, Upkeep: up, SpiderDir: *dir, Logger: log,
+					MaxMemory: *maxMem << 20, Upkeep: up, Maintain: mc, SpiderDir: *dir, Logger: log,
 					Command: command.Config{Timeout: *cmdTimeout, KillGrace: *killGrace},
 				})
 				if err != nil {

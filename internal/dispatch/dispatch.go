@@ -1,6 +1,6 @@
 // Package dispatch owns the dispatcher's tick: the upkeep that must run even when no worker is
 // alive (rescue expired leases, promote due delayed jobs, finish runs with nothing left, forget
-// dead workers) and the fan-out that starts workers: asynchronous worker Lambda invocations for
+// dead workers, and a maintenance pass: see internal/maintain) and the fan-out that starts workers: asynchronous worker Lambda invocations for
 // the Lambda queues and runner tasks for the long-crawl queue, each sized by backlog and capped
 // per queue, counting live workers by their heartbeats in Postgres (not by eventually
 // consistent Lambda or ECS listings). A tick also waits for jobs due within its lookahead, so a
@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
 	"crawlq/internal/crawl"
+	"crawlq/internal/maintain"
 	"crawlq/internal/queue"
 )
 
@@ -73,6 +74,9 @@ type Config struct {
 	DeadlineMargin time.Duration
 	// Batch bounds each upkeep statement. Default 5000.
 	Batch int
+	// Maintain, when set, runs a maintenance pass in every tick (alongside the wait for delayed
+	// jobs; the pass itself runs at most once per its Interval across all processes). Default none.
+	Maintain *maintain.Service
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -159,6 +163,8 @@ type Result struct {
 	Invoked  map[string]int `json:"invoked"`  // worker Lambdas invoked per queue
 	Launched int            `json:"launched"` // runner tasks started
 	Waited   int            `json:"waited"`   // delayed jobs waited for inside the tick
+	// Maintenance is what the tick's maintenance pass did (nil without Config.Maintain).
+	Maintenance *maintain.Result `json:"maintenance,omitempty"`
 }
 
 // Tick runs one dispatcher tick: upkeep, fan-out, then waiting for the jobs due within the
@@ -188,7 +194,31 @@ func (d *Dispatcher) Tick(ctx context.Context) (Result, error) {
 	if err := errors.Join(errs...); err != nil {
 		return res, err
 	}
-	return res, d.wait(ctx, &res, started)
+	if d.cfg.Maintain == nil {
+		return res, d.wait(ctx, &res, started)
+	}
+	// The pass runs beside the wait, so delayed jobs still start on time, and ends before the
+	// tick's deadline margin, so the tick returns (a Lambda is frozen after it does).
+	mctx, cancel := ctx, context.CancelFunc(func() {})
+	if dl, ok := ctx.Deadline(); ok {
+		mctx, cancel = context.WithDeadline(ctx, dl.Add(-d.cfg.DeadlineMargin))
+	}
+	defer cancel()
+	type pass struct {
+		res maintain.Result
+		err error
+	}
+	ch := make(chan pass, 1)
+	go func() {
+		r, err := d.cfg.Maintain.RunOnce(mctx, d.cfg.Maintain.Config().Now())
+		ch <- pass{r, err}
+	}()
+	werr := d.wait(ctx, &res, started)
+	p := <-ch
+	if p.res.Ran {
+		res.Maintenance = &p.res
+	}
+	return res, errors.Join(werr, p.err)
 }
 
 // wait sleeps until each delayed job due within the lookahead, then promotes and fans out.

@@ -29,6 +29,7 @@ import (
 	"crawlq/internal/db"
 	"crawlq/internal/dispatch"
 	"crawlq/internal/items"
+	"crawlq/internal/maintain"
 	"crawlq/internal/metrics"
 	"crawlq/internal/migrate"
 	"crawlq/internal/node"
@@ -191,7 +192,8 @@ func API(a *api.API) func(ctx context.Context, payload json.RawMessage) (json.Ra
 }
 
 // DispatchConfig returns the dispatcher configuration the environment describes
-// (CRAWLQ_WORKER_MAX, CRAWLQ_ECS_MAX_TASKS); invoker starts workers, launcher runner tasks.
+// (CRAWLQ_WORKER_MAX, CRAWLQ_ECS_MAX_TASKS, and the maintenance settings of maintain.FromEnv);
+// invoker starts workers, launcher runner tasks.
 func (d *Deps) DispatchConfig(invoker dispatch.Invoker, launcher dispatch.TaskLauncher) (dispatch.Config, error) {
 	wmax, err := envInt(d.Getenv, "CRAWLQ_WORKER_MAX", 10)
 	if err != nil {
@@ -201,8 +203,17 @@ func (d *Deps) DispatchConfig(invoker dispatch.Invoker, launcher dispatch.TaskLa
 	if err != nil {
 		return dispatch.Config{}, err
 	}
+	var mt *maintain.Service
+	if mc, on, err := maintain.FromEnv(d.Getenv); err != nil {
+		return dispatch.Config{}, err
+	} else if on {
+		mc.Logger = d.Logger
+		if mt, err = maintain.New(d.Control.Queue, d.Control.Crawler, mc); err != nil {
+			return dispatch.Config{}, err
+		}
+	}
 	return dispatch.Config{Queue: d.Control.Queue, Crawler: d.Control.Crawler, Invoker: invoker,
-		WorkerFunction: d.Names().Worker, WorkerMax: wmax, Launcher: launcher, LongMax: lmax, Logger: d.Logger}, nil
+		WorkerFunction: d.Names().Worker, WorkerMax: wmax, Launcher: launcher, LongMax: lmax, Maintain: mt, Logger: d.Logger}, nil
 }
 
 // Dispatch returns the dispatch handler: one tick per invocation (the minute schedule's

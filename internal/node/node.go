@@ -16,6 +16,7 @@ import (
 	"crawlq/internal/crawl"
 	"crawlq/internal/fetch"
 	"crawlq/internal/items"
+	"crawlq/internal/maintain"
 	"crawlq/internal/queue"
 	"crawlq/internal/spider"
 	"crawlq/spiders"
@@ -37,6 +38,10 @@ type Config struct {
 	// Upkeep is how often this node rescues expired leases, promotes due jobs and sweeps finished
 	// runs. Default 1s; negative turns it off (when a dispatcher does it).
 	Upkeep time.Duration
+	// Maintain, when set, builds Node.Maintainer (internal/maintain), which Run starts: retention
+	// of finished jobs and of what finished runs leave behind. Default none (a dispatcher's tick
+	// runs it).
+	Maintain *maintain.Config
 	// Sink receives items. Default the Postgres sink (crawlq_item).
 	Sink items.Sink
 	// Pipeline tunes the item pipeline. FlushInterval defaults to 2ms here: page jobs wait for
@@ -61,6 +66,8 @@ type Node struct {
 	Pipeline *items.Pipeline
 	Crawler  *crawl.Crawler
 	Mux      *queue.Mux
+	// Maintainer is the maintenance service when Config.Maintain is set, else nil.
+	Maintainer *maintain.Service
 
 	mu      sync.Mutex
 	workers []*queue.Worker
@@ -137,6 +144,15 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.Crawler = cr
+	if cfg.Maintain != nil {
+		mc := *cfg.Maintain
+		if mc.Logger == nil {
+			mc.Logger = cfg.Logger
+		}
+		if n.Maintainer, err = maintain.New(qc, cr, mc); err != nil {
+			return nil, err
+		}
+	}
 	n.Mux.Handle("noop", queue.Noop)
 	cr.Register(n.Mux)
 	return n, nil
@@ -164,6 +180,10 @@ func (n *Node) Run(ctx context.Context) error {
 			wg.Add(1)
 			go func() { defer wg.Done(); w.Run(ctx) }()
 		}
+	}
+	if n.Maintainer != nil {
+		n.Maintainer.Start(ctx)
+		defer n.Maintainer.Stop()
 	}
 	upkeepDone := make(chan struct{})
 	go func() {

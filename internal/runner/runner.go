@@ -28,6 +28,7 @@ import (
 
 	"crawlq/internal/command"
 	"crawlq/internal/items"
+	"crawlq/internal/maintain"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
 	"crawlq/internal/spider"
@@ -76,6 +77,9 @@ type Config struct {
 	// Upkeep is how often this runner rescues expired leases, promotes due jobs and sweeps
 	// finished runs (safe alongside the dispatcher doing the same). Default 10s; negative: off.
 	Upkeep time.Duration
+	// Maintain, when set, runs maintenance passes (internal/maintain) while the runner runs; with
+	// a dispatcher doing the same, the lease lets one pass run at a time. Default none.
+	Maintain *maintain.Config
 	// SpiderDir holds extra spider specs. Default none (the embedded specs only).
 	SpiderDir string
 	// Spiders, when set, replaces the embedded specs and SpiderDir (tests, embedding).
@@ -164,7 +168,7 @@ func New(cfg Config) (*Runner, error) {
 		return nil, err
 	}
 	n, err := node.New(node.Config{Pool: cfg.Pool, Spiders: cfg.Spiders, SpiderDir: cfg.SpiderDir, Queues: []string{cfg.Queue},
-		Upkeep: -1, Sink: cfg.Sink, Pipeline: cfg.Pipeline, Logger: cfg.Logger})
+		Upkeep: -1, Maintain: cfg.Maintain, Sink: cfg.Sink, Pipeline: cfg.Pipeline, Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("assemble runner: %w", err)
 	}
@@ -211,6 +215,10 @@ func (r *Runner) Run(ctx context.Context) (Reason, error) {
 	if r.cfg.Upkeep > 0 {
 		wg.Add(1)
 		go func() { defer wg.Done(); r.node.Crawler.Maintain(bg, r.cfg.Upkeep) }()
+	}
+	if m := r.node.Maintainer; m != nil {
+		m.Start(bg)
+		defer m.Stop()
 	}
 	if r.cfg.MaxMemory > 0 {
 		wg.Add(1)

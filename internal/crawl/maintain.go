@@ -1,0 +1,88 @@
+package crawl
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// What a finished run leaves behind, and when it may go. A finished run keeps its row (with its
+// final stats) and its items; its once keys, stored robots.txt copies and stat rows serve only a
+// live run. They may go once the run is finished and can never run again: a redrive brings back
+// dead jobs only, and a redriven page would find links the run already fetched, which only the
+// once keys stop from being fetched again. So a run is purged only when it has no unfinished and
+// no dead job (queue.Client.Settled, re-checked by the delete itself): a run with dead pages keeps
+// everything until those are redriven or removed by the dead-job retention, whichever comes first.
+// Stat rows may go because sqlFinishRun folded them into the run row; a reopened run (not purged,
+// since it had dead jobs) still has them.
+
+// PurgeCandidates returns up to limit runs that finished before `before` and are not purged yet,
+// oldest first.
+func (c *Crawler) PurgeCandidates(ctx context.Context, before time.Time, limit int) ([]int64, error) {
+	rows, err := c.cfg.Pool.Query(ctx, sqlPurgeCandidates, before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list runs to purge: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("list runs to purge: %w", err)
+	}
+	return ids, nil
+}
+
+// Purged is what one PurgeRun call did.
+type Purged struct {
+	OnceKeys, Robots, Stats int      // rows deleted
+	Settled                 bool     // the run has no unfinished and no dead job (else nothing was deleted)
+	Done                    bool     // nothing is left: the run is marked purged
+	After                   [16]byte // the once key the next call goes on after
+}
+
+// PurgeRun deletes up to limit rows of each kind a finished, settled run leaves behind (once keys
+// after key `after`, robots.txt copies, stat rows) and marks the run purged once none is left. A
+// run that is not settled (it has dead jobs, or is live again) is left alone. Call it again with
+// the returned After until Done.
+func (c *Crawler) PurgeRun(ctx context.Context, run int64, after [16]byte, limit int) (Purged, error) {
+	p := Purged{After: after}
+	ok, err := c.cfg.Queue.Settled(ctx, run)
+	if err != nil || !ok {
+		return p, err
+	}
+	p.Settled = true
+	if p.OnceKeys, p.After, err = c.cfg.Queue.DeleteOnceKeys(ctx, run, after, limit); err != nil {
+		return p, err
+	}
+	tag, err := c.cfg.Pool.Exec(ctx, sqlDeleteRunRobots, run, limit)
+	if err != nil {
+		return p, fmt.Errorf("delete robots.txt copies of run %d: %w", run, err)
+	}
+	p.Robots = int(tag.RowsAffected())
+	if tag, err = c.cfg.Pool.Exec(ctx, sqlDeleteRunStats, run, limit); err != nil {
+		return p, fmt.Errorf("delete stat rows of run %d: %w", run, err)
+	}
+	p.Stats = int(tag.RowsAffected())
+	if p.OnceKeys == limit || p.Robots == limit || p.Stats == limit {
+		return p, nil // more left: the next call goes on
+	}
+	if _, err := c.cfg.Pool.Exec(ctx, sqlMarkPurged, run); err != nil {
+		return p, fmt.Errorf("mark run %d purged: %w", run, err)
+	}
+	p.Done = true
+	return p, nil
+}
+
+// PruneDomains deletes up to a chunk of politeness rows idle since before `before`, walking the
+// table in host order from after host `after` (see sqlPruneDomains). It returns where the next
+// call should start ("" once the walk reached the end) and how many rows it deleted.
+func (c *Crawler) PruneDomains(ctx context.Context, after string, before time.Time, chunk int) (next string, deleted int, err error) {
+	var seen int
+	if err := c.cfg.Pool.QueryRow(ctx, sqlPruneDomains, after, before, chunk).Scan(&next, &seen, &deleted); err != nil {
+		return after, 0, fmt.Errorf("prune politeness rows: %w", err)
+	}
+	if seen < chunk {
+		next = ""
+	}
+	return next, deleted, nil
+}

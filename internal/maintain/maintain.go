@@ -1,0 +1,480 @@
+// Package maintain owns crawlq's automatic maintenance: the deletes that keep the database's size
+// independent of how long crawlq has been running. A pass deletes, in bounded batches, finished
+// jobs past their state's retention window, the once keys, robots.txt copies and stat rows of
+// finished runs that can never run again (see internal/crawl/maintain.go for why a run with dead
+// pages keeps them), and politeness rows of hosts idle for a while. It also folds the queue's
+// count deltas, which nothing else does where no dispatcher reads stats.
+//
+// A Service runs passes by itself (Start/Stop, a ticker with jitter), or one at a time through
+// RunOnce (the dispatcher's tick). Any number of processes may run one: a lease row in
+// crawlq_leader lets one pass run at a time, at most once per Interval across all of them, and
+// expires by itself when its holder dies. Every statement has its own timeout and deletes at most
+// Batch rows with SKIP LOCKED or by primary key, so no pass holds many locks or holds them long,
+// and a pass stops at its Budget; what is left waits for the next.
+//
+// Why deletes and not partitions (measured by BenchmarkRetention, quoted in the README's "Storage
+// over time"): dropping a partition removed 200,000 rows ~30x faster than the pass's batched
+// deletes (68,000-84,000 jobs/s and 46,000 once keys/s on the shared 2-core machine, ~120-180 and
+// ~60 WAL bytes a row). But deleting already keeps up with a 100M pages/day crawl using ~3% of a
+// pass a minute, and partitions would cost more than they save: a job's finish time is not known
+// when it is inserted, a time range cannot be dropped while one old dead or delayed job is in it,
+// and the unique-key index would have to include the partition key.
+package maintain
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"crawlq/internal/crawl"
+	"crawlq/internal/queue"
+)
+
+// ErrInvalid marks a bad setting.
+var ErrInvalid = errors.New("maintain: invalid setting")
+
+// Config says what maintenance keeps and how hard it works. Zero fields take their defaults.
+type Config struct {
+	// Succeeded is how long succeeded jobs are kept after they finished. Default 24h.
+	Succeeded time.Duration
+	// Cancelled is how long cancelled jobs are kept after they finished. Default 24h.
+	Cancelled time.Duration
+	// Dead is how long dead jobs are kept after they died, for `crawlq redrive`. A run with dead
+	// pages keeps its once keys until they are gone. Default 168h (7 days).
+	Dead time.Duration
+	// RunData is how long after a run finished its once keys, robots.txt copies and stat rows
+	// are kept (only for runs with no dead job; the run row and its items stay). Default 24h.
+	RunData time.Duration
+	// IdleHosts is how long a host's politeness row is kept after its last request. It must be
+	// longer than any spider's delay, host pause or fetch timeout: at least 1h. Default 24h.
+	IdleHosts time.Duration
+	// Interval is the least time between two passes, across all processes. Default 1m.
+	Interval time.Duration
+	// Batch bounds the rows each statement deletes. Default 2000.
+	Batch int
+	// Budget bounds one pass; what is left waits for the next pass. Default 20s.
+	Budget time.Duration
+	// QueryTimeout bounds each statement. Default 10s.
+	QueryTimeout time.Duration
+	// Now is the clock Start's passes measure retention windows back from. Default time.Now; the
+	// soak benchmark moves it ahead to age what it wrote.
+	Now func() time.Time
+	// Holder names this process in the lease. Default host-pid-random.
+	Holder string
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Defaults.
+const (
+	DefaultSucceeded = 24 * time.Hour
+	DefaultCancelled = 24 * time.Hour
+	DefaultDead      = 7 * 24 * time.Hour
+	DefaultRunData   = 24 * time.Hour
+	DefaultIdleHosts = 24 * time.Hour
+	DefaultInterval  = time.Minute
+	DefaultBatch     = 2000
+	DefaultBudget    = 20 * time.Second
+	DefaultTimeout   = 10 * time.Second
+)
+
+// WithDefaults returns c with its zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.Succeeded, DefaultSucceeded)
+	def(&c.Cancelled, DefaultCancelled)
+	def(&c.Dead, DefaultDead)
+	def(&c.RunData, DefaultRunData)
+	def(&c.IdleHosts, DefaultIdleHosts)
+	def(&c.Interval, DefaultInterval)
+	def(&c.Budget, DefaultBudget)
+	def(&c.QueryTimeout, DefaultTimeout)
+	if c.Batch == 0 {
+		c.Batch = DefaultBatch
+	}
+	if c.Holder == "" {
+		host, _ := os.Hostname()
+		b := make([]byte, 4)
+		_, _ = rand.Read(b)
+		c.Holder = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Validate names the first bad field. Call it on a config with defaults applied.
+func (c Config) Validate() error {
+	for _, w := range []struct {
+		name string
+		d    time.Duration
+		min  time.Duration
+	}{
+		{"Succeeded", c.Succeeded, time.Minute}, {"Cancelled", c.Cancelled, time.Minute}, {"Dead", c.Dead, time.Minute},
+		{"RunData", c.RunData, time.Minute}, {"IdleHosts", c.IdleHosts, time.Hour},
+		{"Interval", c.Interval, time.Millisecond}, {"Budget", c.Budget, 10 * time.Millisecond},
+		{"QueryTimeout", c.QueryTimeout, 10 * time.Millisecond},
+	} {
+		if w.d < w.min {
+			return fmt.Errorf("%w: %s %s: want at least %s", ErrInvalid, w.name, w.d, w.min)
+		}
+	}
+	if c.Batch < 1 || c.Batch > 100000 {
+		return fmt.Errorf("%w: Batch %d: want 1..100000", ErrInvalid, c.Batch)
+	}
+	return nil
+}
+
+// Environment variables FromEnv reads (Terraform sets them on the dispatch function).
+const (
+	EnvEnabled   = "CRAWLQ_MAINTAIN"          // "off" turns automatic maintenance off; default on
+	EnvSucceeded = "CRAWLQ_RETAIN_SUCCEEDED"  // Config.Succeeded, a Go duration ("24h")
+	EnvCancelled = "CRAWLQ_RETAIN_CANCELLED"  // Config.Cancelled
+	EnvDead      = "CRAWLQ_RETAIN_DEAD"       // Config.Dead
+	EnvRunData   = "CRAWLQ_RETAIN_RUN_DATA"   // Config.RunData
+	EnvIdleHosts = "CRAWLQ_RETAIN_IDLE_HOSTS" // Config.IdleHosts
+	EnvInterval  = "CRAWLQ_MAINTAIN_INTERVAL" // Config.Interval
+	EnvBatch     = "CRAWLQ_MAINTAIN_BATCH"    // Config.Batch
+	EnvBudget    = "CRAWLQ_MAINTAIN_BUDGET"   // Config.Budget
+)
+
+// FromEnv reads a Config from the environment; ok is false when CRAWLQ_MAINTAIN is "off". Unset
+// variables take the defaults; a bad value is an error naming its variable.
+func FromEnv(getenv func(string) string) (cfg Config, ok bool, err error) {
+	switch v := strings.TrimSpace(getenv(EnvEnabled)); v {
+	case "", "on", "true", "1":
+	case "off", "false", "0":
+		return Config{}, false, nil
+	default:
+		return Config{}, false, fmt.Errorf("%w: %s %q: want on or off", ErrInvalid, EnvEnabled, v)
+	}
+	durs := []struct {
+		env string
+		dst *time.Duration
+	}{
+		{EnvSucceeded, &cfg.Succeeded}, {EnvCancelled, &cfg.Cancelled}, {EnvDead, &cfg.Dead},
+		{EnvRunData, &cfg.RunData}, {EnvIdleHosts, &cfg.IdleHosts}, {EnvInterval, &cfg.Interval}, {EnvBudget, &cfg.Budget},
+	}
+	for _, d := range durs {
+		v := strings.TrimSpace(getenv(d.env))
+		if v == "" {
+			continue
+		}
+		t, perr := time.ParseDuration(v)
+		if perr != nil || t <= 0 {
+			return Config{}, false, fmt.Errorf("%w: %s %q: want a positive duration such as 24h", ErrInvalid, d.env, v)
+		}
+		*d.dst = t
+	}
+	if v := strings.TrimSpace(getenv(EnvBatch)); v != "" {
+		if _, serr := fmt.Sscan(v, &cfg.Batch); serr != nil || cfg.Batch <= 0 || fmt.Sprint(cfg.Batch) != v {
+			return Config{}, false, fmt.Errorf("%w: %s %q: want a positive integer", ErrInvalid, EnvBatch, v)
+		}
+	}
+	if err := cfg.WithDefaults().Validate(); err != nil {
+		return Config{}, false, envName(err)
+	}
+	return cfg, true, nil
+}
+
+// envName rewrites a Validate error to name the variable rather than the field.
+func envName(err error) error {
+	s := err.Error()
+	for field, env := range map[string]string{"Succeeded": EnvSucceeded, "Cancelled": EnvCancelled, "Dead": EnvDead,
+		"RunData": EnvRunData, "IdleHosts": EnvIdleHosts, "Interval": EnvInterval, "Batch": EnvBatch, "Budget": EnvBudget} {
+		if strings.HasPrefix(s, ErrInvalid.Error()+": "+field+" ") {
+			return fmt.Errorf("%w: %s%s", ErrInvalid, env, strings.TrimPrefix(s, ErrInvalid.Error()+": "+field))
+		}
+	}
+	return err
+}
+
+// leaseName is the crawlq_leader row of the maintenance pass.
+const leaseName = "maintain"
+
+// Service runs maintenance passes.
+type Service struct {
+	cfg   Config
+	pool  *pgxpool.Pool
+	queue *queue.Client
+	crawl *crawl.Crawler
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	hostsAt string // where the walk over politeness rows goes on ("": from the start)
+	stop    context.CancelFunc
+	done    chan struct{}
+}
+
+// New returns a Service; cr may be nil for a queue-only deployment (then runs and hosts are left
+// alone).
+func New(q *queue.Client, cr *crawl.Crawler, cfg Config) (*Service, error) {
+	if q == nil {
+		return nil, fmt.Errorf("%w: a queue client is required", ErrInvalid)
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Service{cfg: cfg, pool: q.Pool(), queue: q, crawl: cr, log: cfg.Logger}, nil
+}
+
+// Config returns the service's settings, defaults applied.
+func (s *Service) Config() Config { return s.cfg }
+
+// Result says what a pass did.
+type Result struct {
+	// Ran is false when the pass was skipped: another process holds the lease, or the last pass
+	// ended less than Interval ago.
+	Ran      bool `json:"ran"`
+	Jobs     int  `json:"jobs"`      // finished jobs deleted
+	OnceKeys int  `json:"once_keys"` // once keys deleted
+	Robots   int  `json:"robots"`    // robots.txt copies deleted
+	Stats    int  `json:"stats"`     // run stat rows deleted
+	Runs     int  `json:"runs"`      // runs fully purged
+	Hosts    int  `json:"hosts"`     // politeness rows deleted
+	// Partial is true when the pass stopped at its budget with work left.
+	Partial bool          `json:"partial"`
+	Took    time.Duration `json:"took_ns"`
+}
+
+// Deleted sums the rows the pass deleted.
+func (r Result) Deleted() int { return r.Jobs + r.OnceKeys + r.Robots + r.Stats + r.Hosts }
+
+// Start runs passes every Interval (with ±10% jitter, so processes started together spread out)
+// until Stop or ctx ends. Calling it again while running does nothing.
+func (s *Service) Start(ctx context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done != nil {
+		return
+	}
+	ctx, s.stop = context.WithCancel(ctx)
+	s.done = make(chan struct{})
+	go s.loop(ctx, s.done)
+}
+
+// Stop ends the loop Start began and waits for its pass to end.
+func (s *Service) Stop() {
+	s.mu.Lock()
+	stop, done := s.stop, s.done
+	s.stop, s.done = nil, nil
+	s.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
+}
+
+func (s *Service) loop(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	for {
+		j := time.Duration(mrand.Int64N(int64(s.cfg.Interval)/5+1)) - s.cfg.Interval/10
+		t := time.NewTimer(s.cfg.Interval + j)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if _, err := s.RunOnce(ctx, s.cfg.Now()); err != nil && ctx.Err() == nil {
+			s.log.Warn("maintenance pass failed; the next pass retries", "err", err)
+		}
+	}
+}
+
+// RunOnce runs one pass as of now (the time retention windows are measured back from; tests move
+// it instead of waiting), if this process gets the lease. It stops at Budget or when ctx ends.
+func (s *Service) RunOnce(ctx context.Context, now time.Time) (Result, error) {
+	start := time.Now()
+	var res Result
+	ok, err := s.acquire(ctx)
+	if err != nil || !ok {
+		return res, err
+	}
+	res.Ran = true
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.Budget)
+	err = s.pass(pctx, now, &res)
+	cancel()
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		res.Partial, err = true, nil
+	}
+	if rerr := s.release(ctx); rerr != nil {
+		err = errors.Join(err, rerr)
+	}
+	res.Took = time.Since(start)
+	if err != nil {
+		return res, fmt.Errorf("maintenance: %w", err)
+	}
+	if res.Deleted() > 0 || res.Partial {
+		s.log.Info("maintenance pass", "jobs", res.Jobs, "once_keys", res.OnceKeys, "robots", res.Robots, "stats", res.Stats,
+			"runs", res.Runs, "hosts", res.Hosts, "partial", res.Partial, "took", res.Took)
+	}
+	return res, nil
+}
+
+// timeout runs f with the per-statement timeout.
+func (s *Service) timeout(ctx context.Context, f func(context.Context) error) error {
+	qctx, cancel := context.WithTimeout(ctx, s.cfg.QueryTimeout)
+	defer cancel()
+	err := f(qctx)
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err() // the pass's budget ended, not the statement's timeout
+	}
+	return err
+}
+
+func (s *Service) acquire(ctx context.Context) (bool, error) {
+	// The lease outlives the pass: the pass ends at Budget, its last statement by QueryTimeout
+	// after that, and the release follows.
+	ttl := s.cfg.Budget + 2*s.cfg.QueryTimeout + 10*time.Second
+	var got bool
+	err := s.timeout(ctx, func(ctx context.Context) error {
+		rows, err := s.pool.Query(ctx, sqlAcquire, leaseName, s.cfg.Holder, ttl.Microseconds())
+		if err != nil {
+			return err
+		}
+		got = rows.Next()
+		rows.Close()
+		return rows.Err()
+	})
+	if err != nil {
+		return false, fmt.Errorf("maintenance lease: %w", err)
+	}
+	return got, nil
+}
+
+func (s *Service) release(ctx context.Context) error {
+	err := s.timeout(context.WithoutCancel(ctx), func(ctx context.Context) error {
+		_, err := s.pool.Exec(ctx, sqlRelease, leaseName, s.cfg.Holder, s.cfg.Interval.Microseconds())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("release maintenance lease: %w", err)
+	}
+	return nil
+}
+
+// pass does the work; it returns the budget's context error when it ran out of time.
+func (s *Service) pass(ctx context.Context, now time.Time, res *Result) error {
+	var queues []string
+	if err := s.timeout(ctx, func(ctx context.Context) (err error) {
+		queues, err = s.queue.Queues(ctx) // also folds the count deltas
+		return err
+	}); err != nil {
+		return err
+	}
+	cut := queue.Cutoffs{Succeeded: now.Add(-s.cfg.Succeeded), Cancelled: now.Add(-s.cfg.Cancelled), Dead: now.Add(-s.cfg.Dead)}
+	for _, q := range queues {
+		for {
+			var n int
+			if err := s.timeout(ctx, func(ctx context.Context) (err error) {
+				n, err = s.queue.PurgeFinished(ctx, q, cut, s.cfg.Batch)
+				return err
+			}); err != nil {
+				return err
+			}
+			res.Jobs += n
+			if n < s.cfg.Batch {
+				break
+			}
+		}
+	}
+	if s.crawl == nil {
+		return nil
+	}
+	if err := s.purgeRuns(ctx, now, res); err != nil {
+		return err
+	}
+	return s.pruneHosts(ctx, now, res)
+}
+
+// purgeRuns deletes what finished runs leave behind, oldest run first.
+func (s *Service) purgeRuns(ctx context.Context, now time.Time, res *Result) error {
+	skip := map[int64]bool{} // not settled (dead pages): listed again, left alone this pass
+	for {
+		var ids []int64
+		if err := s.timeout(ctx, func(ctx context.Context) (err error) {
+			ids, err = s.crawl.PurgeCandidates(ctx, now.Add(-s.cfg.RunData), len(skip)+100)
+			return err
+		}); err != nil {
+			return err
+		}
+		progress := false
+		for _, id := range ids {
+			if skip[id] {
+				continue
+			}
+			var after [16]byte
+			for {
+				var p crawl.Purged
+				if err := s.timeout(ctx, func(ctx context.Context) (err error) {
+					p, err = s.crawl.PurgeRun(ctx, id, after, s.cfg.Batch)
+					return err
+				}); err != nil {
+					return err
+				}
+				res.OnceKeys, res.Robots, res.Stats = res.OnceKeys+p.OnceKeys, res.Robots+p.Robots, res.Stats+p.Stats
+				if p.Done {
+					res.Runs++
+					progress = true
+					break
+				}
+				if !p.Settled {
+					skip[id] = true
+					break
+				}
+				after = p.After
+			}
+		}
+		if !progress || len(ids) < len(skip)+100 {
+			return nil
+		}
+	}
+}
+
+// pruneHosts walks the politeness rows from where the last pass stopped, deleting idle ones,
+// until the walk reaches the end of the table (then it starts over next pass) or the budget ends.
+func (s *Service) pruneHosts(ctx context.Context, now time.Time, res *Result) error {
+	s.mu.Lock()
+	after := s.hostsAt
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.hostsAt = after
+		s.mu.Unlock()
+	}()
+	for {
+		var next string
+		var n int
+		if err := s.timeout(ctx, func(ctx context.Context) (err error) {
+			next, n, err = s.crawl.PruneDomains(ctx, after, now.Add(-s.cfg.IdleHosts), s.cfg.Batch)
+			return err
+		}); err != nil {
+			return err
+		}
+		res.Hosts += n
+		after = next
+		if next == "" {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,522 @@
+package maintain_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"crawlq/internal/crawl"
+	"crawlq/internal/dbtest"
+	"crawlq/internal/maintain"
+	"crawlq/internal/node"
+	"crawlq/internal/queue"
+	"crawlq/internal/spider"
+)
+
+func TestConfigRejectsBadValues(t *testing.T) {
+	t.Parallel()
+	base := maintain.Config{}.WithDefaults()
+	if err := base.Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	for field, mod := range map[string]func(*maintain.Config){
+		"Succeeded":    func(c *maintain.Config) { c.Succeeded = -time.Hour },
+		"Cancelled":    func(c *maintain.Config) { c.Cancelled = time.Second },
+		"Dead":         func(c *maintain.Config) { c.Dead = -1 },
+		"RunData":      func(c *maintain.Config) { c.RunData = time.Second },
+		"IdleHosts":    func(c *maintain.Config) { c.IdleHosts = 30 * time.Minute },
+		"Interval":     func(c *maintain.Config) { c.Interval = -time.Minute },
+		"Budget":       func(c *maintain.Config) { c.Budget = -1 },
+		"QueryTimeout": func(c *maintain.Config) { c.QueryTimeout = time.Microsecond },
+		"Batch":        func(c *maintain.Config) { c.Batch = 1_000_000 },
+	} {
+		c := base
+		mod(&c)
+		err := c.Validate()
+		if !errors.Is(err, maintain.ErrInvalid) || !strings.Contains(err.Error(), ": "+field+" ") {
+			t.Errorf("%s: got %v, want ErrInvalid naming the field", field, err)
+		}
+	}
+	if _, err := maintain.New(nil, nil, maintain.Config{}); !errors.Is(err, maintain.ErrInvalid) {
+		t.Errorf("New without a queue client: %v", err)
+	}
+
+	for env, val := range map[string]string{
+		maintain.EnvEnabled: "maybe", maintain.EnvSucceeded: "1 day", maintain.EnvCancelled: "-1h", maintain.EnvDead: "0s",
+		maintain.EnvRunData: "10s", maintain.EnvIdleHosts: "5m", maintain.EnvInterval: "soon", maintain.EnvBatch: "12x",
+		maintain.EnvBudget: "0",
+	} {
+		_, _, err := maintain.FromEnv(func(k string) string {
+			if k == env {
+				return val
+			}
+			return ""
+		})
+		if !errors.Is(err, maintain.ErrInvalid) || !strings.Contains(err.Error(), env) {
+			t.Errorf("%s=%q: got %v, want ErrInvalid naming the variable", env, val, err)
+		}
+	}
+	cfg, on, err := maintain.FromEnv(func(k string) string {
+		return map[string]string{maintain.EnvSucceeded: "2h", maintain.EnvDead: "720h", maintain.EnvBatch: "500"}[k]
+	})
+	if err != nil || !on || cfg.Succeeded != 2*time.Hour || cfg.Dead != 720*time.Hour || cfg.Batch != 500 {
+		t.Errorf("FromEnv: %+v %v %v", cfg, on, err)
+	}
+	if _, on, err := maintain.FromEnv(func(k string) string { return map[string]string{maintain.EnvEnabled: "off"}[k] }); on || err != nil {
+		t.Errorf("CRAWLQ_MAINTAIN=off: on=%v err=%v", on, err)
+	}
+}
+
+// site is a small site of three pages and two item pages; home links to the extra links, the
+// item page /p/2 (found last) to the tail links. /flaky answers 503 while failing is set, and
+// /hang holds its request until release is closed. It counts every request by path.
+type site struct {
+	base    string
+	failing atomic.Bool
+	release chan struct{}
+	mu      sync.Mutex
+	hits    map[string]int
+}
+
+func newSite(t *testing.T, links, tail []string) *site {
+	t.Helper()
+	s := &site{release: make(chan struct{}), hits: map[string]int{}}
+	s.failing.Store(true)
+	page := func(w http.ResponseWriter, title string, links ...string) {
+		fmt.Fprintf(w, "<html><body><h1>%s</h1>", title)
+		for _, l := range links {
+			fmt.Fprintf(w, `<a href="%s">%s</a> `, l, l)
+		}
+		fmt.Fprint(w, "</body></html>")
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.hits[r.URL.Path]++
+		s.mu.Unlock()
+		switch r.URL.Path {
+		case "/robots.txt":
+			fmt.Fprint(w, "User-agent: *\nAllow: /\n")
+		case "/":
+			page(w, "home", append([]string{"/a", "/p/1"}, links...)...)
+		case "/a":
+			page(w, "a", "/", "/p/1", "/p/2")
+		case "/flaky":
+			if s.failing.Load() {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+			// Everything it links to but /p/new was fetched before it died.
+			page(w, "flaky", "/", "/a", "/p/1", "/p/2", "/p/new")
+		case "/hang":
+			select {
+			case <-s.release:
+			case <-r.Context().Done():
+			}
+			page(w, "hang")
+		case "/p/2":
+			page(w, "2", tail...)
+		default:
+			page(w, strings.TrimPrefix(r.URL.Path, "/p/"))
+		}
+	})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	s.base = "http://" + l.Addr().String()
+	return s
+}
+
+func (s *site) count() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range s.hits {
+		out[k] = v
+	}
+	return out
+}
+
+const spec = `
+name: m
+start_urls: [http://127.0.0.1/]
+follow: [{css: a}]
+delay: 1ms
+items:
+  - match: '/p/'
+    key: title
+    fields:
+      title: {css: h1, required: true}
+`
+
+func registry(t *testing.T) *spider.Registry {
+	t.Helper()
+	s, err := spider.ParseSpec([]byte(spec), "m.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := spider.Compile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := spider.NewRegistry()
+	if err := reg.Register(sp); err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+// startNode runs a worker process's node until the test ends or stop is called; it reports the
+// runs it finishes on finished.
+func startNode(t *testing.T, pool *pgxpool.Pool, finished chan<- int64) (n *node.Node, stop func()) {
+	t.Helper()
+	n, err := node.New(node.Config{Pool: pool, Spiders: registry(t), Workers: 1,
+		Worker:   queue.WorkerConfig{Concurrency: 8, StopGrace: 100 * time.Millisecond}, // the hanging page need not finish
+		Queue:    queue.Config{RetryBase: 5 * time.Millisecond, RetryMax: 10 * time.Millisecond},
+		OnFinish: func(id int64, _ string) { finished <- id }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); n.Run(ctx) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-stopped }) }
+	t.Cleanup(stop)
+	return n, stop
+}
+
+// rows counts what a run has in each table maintenance deletes from.
+type rows struct{ once, robots, stats, jobs, dead, items int }
+
+func count(t *testing.T, pool *pgxpool.Pool, run int64) rows {
+	t.Helper()
+	var r rows
+	err := pool.QueryRow(context.Background(), `SELECT
+		(SELECT count(*) FROM crawlq_job_once WHERE parent_id = $1),
+		(SELECT count(*) FROM crawlq_robots WHERE run_id = $1),
+		(SELECT count(*) FROM crawlq_run_stat WHERE run_id = $1),
+		(SELECT count(*) FROM crawlq_job WHERE parent_id = $1),
+		(SELECT count(*) FROM crawlq_job WHERE parent_id = $1 AND state = 'dead'),
+		(SELECT count(*) FROM crawlq_item WHERE run_id = $1)`, run).Scan(&r.once, &r.robots, &r.stats, &r.jobs, &r.dead, &r.items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func scalar(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+// pass runs one maintenance pass as of now. The lease row is reset first: the passes of a test
+// follow each other closer than any Interval, and the lease itself has its own test.
+func pass(t *testing.T, svc *maintain.Service, pool *pgxpool.Pool, now time.Time) maintain.Result {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), `DELETE FROM crawlq_leader`); err != nil {
+		t.Fatal(err)
+	}
+	res, err := svc.RunOnce(context.Background(), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Ran || res.Partial {
+		t.Fatalf("pass did not run to the end: %+v", res)
+	}
+	return res
+}
+
+// Maintenance deletes exactly what it should: finished jobs past their state's window; the once
+// keys, robots.txt copies and stat rows of a finished run past the run window, and nothing of a
+// live run or of a run with a dead page; and a redrive of that dead page, after the window, fetches
+// nothing the run had fetched. Time moves through RunOnce's now, not by waiting.
+func TestMaintenanceDeletesExactlyWhatItShould(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	finished := make(chan int64, 10)
+	n, stop := startNode(t, pool, finished)
+	schedule := func(s *site) int64 {
+		t.Helper()
+		r, err := n.Crawler.Schedule(context.Background(), crawl.ScheduleParams{Spider: "m", Args: map[string]string{"base_url": s.base}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.RunID
+	}
+	waitFinished := func(id int64) {
+		t.Helper()
+		timeout := time.After(time.Minute)
+		for {
+			select {
+			case got := <-finished:
+				if got == id {
+					return
+				}
+				t.Fatalf("run %d finished, want %d", got, id)
+			case <-timeout:
+				t.Fatalf("run %d not finished within a minute", id)
+			}
+		}
+	}
+
+	// The live run's last page hangs on a host of its own: a host's requests are serial (the
+	// spider has a delay), and the hanging one must not hold back the run's other pages.
+	hang := newSite(t, nil, nil)
+	done, done2, dead, live := newSite(t, nil, nil), newSite(t, nil, nil), newSite(t, []string{"/flaky"}, nil), newSite(t, nil, []string{hang.base + "/hang"})
+	t.Cleanup(func() { close(hang.release) }) // before the node stops (cleanups run last first)
+	runDone := schedule(done)
+	waitFinished(runDone)
+	runDone2 := schedule(done2)
+	waitFinished(runDone2)
+	runDead := schedule(dead)
+	waitFinished(runDead)
+	runLive := schedule(live)
+	// The live run is live for good: its /hang request (found last) waits for the test's end.
+	// Wait until it has fetched everything else, so its rows no longer change.
+	deadline := time.Now().Add(time.Minute)
+	for c := count(t, pool, runLive); c.items < 2 || scalar(t, pool, `SELECT count(*) FROM crawlq_job WHERE parent_id = $1 AND state <> 'succeeded'`, runLive) != 1; c = count(t, pool, runLive) {
+		if time.Now().After(deadline) {
+			var dump string
+			_ = pool.QueryRow(context.Background(), `SELECT string_agg(id || ' ' || state || ' ' || args::text || ' ' || COALESCE(errors::text, ''), E'\n' ORDER BY id) FROM crawlq_job WHERE parent_id = $1`, runLive).Scan(&dump)
+			t.Fatalf("live run did not reach its hanging page: %+v\n%s\nhits %v", c, dump, live.count())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	before := map[int64]rows{}
+	for _, id := range []int64{runDone, runDone2, runDead, runLive} {
+		before[id] = count(t, pool, id)
+		if c := before[id]; c.once == 0 || c.robots == 0 || c.stats == 0 || c.items == 0 {
+			t.Fatalf("run %d left nothing to delete: %+v", id, c)
+		}
+	}
+	if before[runDead].dead != 1 {
+		t.Fatalf("the flaky page did not die: %+v", before[runDead])
+	}
+	hosts := scalar(t, pool, `SELECT count(*) FROM crawlq_domain`)
+	if hosts != 5 {
+		t.Fatalf("%d politeness rows, want 5 (one per site)", hosts)
+	}
+	finishedJobs := scalar(t, pool, `SELECT count(*) FROM crawlq_job WHERE state IN ('succeeded', 'cancelled')`)
+	runDoneRow, err := n.Crawler.Get(context.Background(), runDone)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	svc, err := maintain.New(n.Queue, n.Crawler, maintain.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+
+	// Within every window: nothing goes.
+	if res := pass(t, svc, pool, now); res.Deleted() != 0 {
+		t.Fatalf("pass within the windows deleted %+v", res)
+	}
+
+	// Past the 24h windows, within the dead jobs' 7 days.
+	res := pass(t, svc, pool, now.Add(25*time.Hour))
+	if res.Jobs != finishedJobs || res.Runs != 2 || res.Hosts != 5 {
+		t.Errorf("pass after 25h: %+v; want %d jobs, 2 runs, 5 hosts", res, finishedJobs)
+	}
+	for _, id := range []int64{runDone, runDone2} {
+		if c := count(t, pool, id); c != (rows{items: before[id].items}) {
+			t.Errorf("finished run %d after the window: %+v; want only its %d items", id, c, before[id].items)
+		}
+	}
+	if c := count(t, pool, runDead); c.once != before[runDead].once || c.robots != before[runDead].robots ||
+		c.stats != before[runDead].stats || c.jobs != 1 || c.dead != 1 {
+		t.Errorf("run with a dead page after the window: %+v, before %+v; want all kept but its succeeded jobs", c, before[runDead])
+	}
+	if c := count(t, pool, runLive); c.once != before[runLive].once || c.robots != before[runLive].robots ||
+		c.stats != before[runLive].stats || c.jobs != 1 {
+		t.Errorf("live run after the window: %+v, before %+v; want all kept but its succeeded jobs", c, before[runLive])
+	}
+	if got, err := n.Crawler.Get(context.Background(), runDone); err != nil || got.Stats.Pages != runDoneRow.Stats.Pages ||
+		got.Stats.Items != runDoneRow.Stats.Items || got.State != runDoneRow.State {
+		t.Errorf("purged run reads %+v (%v), before %+v", got, err, runDoneRow)
+	}
+	checkCounts(t, n.Queue, pool)
+
+	// The dead page, redriven after the window, finds the run's pages again: only the one it had
+	// never found is fetched. It runs in a new process, which has not seen the run's links (a
+	// process remembers those it queued, and would skip them without asking the database).
+	stop()
+	n, _ = startNode(t, pool, finished)
+	hitsBefore := dead.count()
+	dead.failing.Store(false)
+	ids, err := n.Queue.Redrive(context.Background(), "crawl", nil, 10)
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("redrive: %v %v", ids, err)
+	}
+	deadline = time.Now().Add(time.Minute)
+	for scalar(t, pool, `SELECT count(*) FROM crawlq_job WHERE parent_id = $1 AND state NOT IN ('succeeded')`, runDead) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("redriven page and what it found not done within a minute")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	hitsAfter := dead.count()
+	for path, n := range hitsAfter {
+		want := hitsBefore[path]
+		switch path {
+		case "/flaky", "/p/new":
+			want++
+		}
+		if n != want {
+			t.Errorf("%s fetched %d times in all, %d before the redrive; want %d", path, n, hitsBefore[path], want)
+		}
+	}
+	if hitsAfter["/p/new"] != 1 {
+		t.Errorf("/p/new fetched %d times, want once", hitsAfter["/p/new"])
+	}
+
+	// Nothing of it is dead any more, so the next pass past the window purges it.
+	res = pass(t, svc, pool, now.Add(25*time.Hour))
+	if c := count(t, pool, runDead); res.Runs != 1 || c.once != 0 || c.robots != 0 || c.stats != 0 {
+		t.Errorf("run after its redrive finished: pass %+v, rows %+v; want purged", res, c)
+	}
+	// Much later, a live run still keeps everything.
+	pass(t, svc, pool, now.Add(30*24*time.Hour))
+	if c := count(t, pool, runLive); c.once != before[runLive].once || c.robots != before[runLive].robots || c.stats != before[runLive].stats {
+		t.Errorf("live run after 30 days: %+v, before %+v", c, before[runLive])
+	}
+	checkCounts(t, n.Queue, pool)
+}
+
+// A run whose dead page is never redriven keeps its once keys until the dead job itself goes, 7
+// days on by default; then everything of it goes in the same pass.
+func TestDeadRetentionEndsARunsKeys(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	finished := make(chan int64, 1)
+	n, _ := startNode(t, pool, finished)
+	s := newSite(t, []string{"/flaky"}, nil)
+	r, err := n.Crawler.Schedule(context.Background(), crawl.ScheduleParams{Spider: "m", Args: map[string]string{"base_url": s.base}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-finished:
+	case <-time.After(time.Minute):
+		t.Fatal("run not finished within a minute")
+	}
+	svc, err := maintain.New(n.Queue, n.Crawler, maintain.Config{Batch: 2}) // small batches: many statements per pass
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	before := count(t, pool, r.RunID)
+	pass(t, svc, pool, now.Add(6*24*time.Hour))
+	if c := count(t, pool, r.RunID); c.once != before.once || c.dead != 1 {
+		t.Fatalf("after 6 days: %+v, before %+v", c, before)
+	}
+	res := pass(t, svc, pool, now.Add(8*24*time.Hour))
+	if c := count(t, pool, r.RunID); c != (rows{items: before.items}) || res.Runs != 1 || res.OnceKeys != before.once {
+		t.Fatalf("after 8 days: rows %+v, pass %+v; want only the items left", c, res)
+	}
+	if ids, err := n.Queue.Redrive(context.Background(), "crawl", nil, 10); err != nil || len(ids) != 0 {
+		t.Fatalf("redrive after the dead job went: %v %v", ids, err)
+	}
+	checkCounts(t, n.Queue, pool)
+}
+
+// checkCounts compares the queue's state counts with the job rows: deletes record their count
+// changes.
+func checkCounts(t *testing.T, q *queue.Client, pool *pgxpool.Pool) {
+	t.Helper()
+	st, err := q.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range st {
+		got := map[string]int64{"succeeded": s.Succeeded, "dead": s.Dead, "cancelled": s.Cancelled, "running": s.Running}
+		for state, n := range got {
+			if want := scalar(t, pool, `SELECT count(*) FROM crawlq_job WHERE queue = $1 AND state = $2::crawlq_job_state`, s.Queue, state); int64(want) != n {
+				t.Errorf("queue %s: %s counted %d, rows %d", s.Queue, state, n, want)
+			}
+		}
+	}
+}
+
+// One pass at a time and at most one per Interval across processes; a lease whose holder died
+// expires and another process takes it.
+func TestLease(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	q := queue.New(pool, queue.Config{})
+	a, err := maintain.New(q, nil, maintain.Config{Holder: "a", Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := maintain.New(q, nil, maintain.Config{Holder: "b", Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if r, err := a.RunOnce(ctx, time.Now()); err != nil || !r.Ran {
+		t.Fatalf("first pass: %+v %v", r, err)
+	}
+	for _, s := range []*maintain.Service{a, b} {
+		if r, err := s.RunOnce(ctx, time.Now()); err != nil || r.Ran {
+			t.Fatalf("a pass within the interval ran: %+v %v", r, err)
+		}
+	}
+	// A holder that died mid-pass: its lease is still valid, so nobody runs.
+	if _, err := pool.Exec(ctx, `UPDATE crawlq_leader SET holder = 'dead', expires_at = now() + interval '1 hour', next_at = '-infinity'`); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := b.RunOnce(ctx, time.Now()); err != nil || r.Ran {
+		t.Fatalf("a pass ran while another held the lease: %+v %v", r, err)
+	}
+	// Its lease expired: b takes over.
+	if _, err := pool.Exec(ctx, `UPDATE crawlq_leader SET expires_at = now() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := b.RunOnce(ctx, time.Now()); err != nil || !r.Ran {
+		t.Fatalf("b after the dead holder's lease expired: %+v %v", r, err)
+	}
+	var holder string
+	if err := pool.QueryRow(ctx, `SELECT holder FROM crawlq_leader`).Scan(&holder); err != nil || holder != "b" {
+		t.Fatalf("holder %q %v", holder, err)
+	}
+}
+
+// Start runs passes by itself and Stop waits for the loop; both are safe to call twice.
+func TestStartStop(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	q := queue.New(pool, queue.Config{})
+	s, err := maintain.New(q, nil, maintain.Config{Interval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start(context.Background())
+	s.Start(context.Background())
+	deadline := time.Now().Add(30 * time.Second)
+	for scalar(t, pool, `SELECT count(*) FROM crawlq_leader`) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no pass within 30s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.Stop()
+	s.Stop()
+}
