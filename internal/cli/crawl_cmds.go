@@ -145,7 +145,9 @@ start time moves if it has not started).`,
 func runsCmd() *Command {
 	return &Command{
 		Name: "runs", Synopsis: "list spider runs", Usage: "[--spider NAME] [--state S,...] [--limit N] [--json]",
-		Help: `Lists runs newest first with their stats.`,
+		Help: `Lists runs newest first with their stats. With --spider, a history: each run's figures with
+their change against the run before it, its monitors' verdict (and which failed) and its field
+coverage (each field's share of the run's items). --json adds each run's report.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			open := dbFlag(fs, env)
 			var p crawl.ListParams
@@ -165,11 +167,15 @@ func runsCmd() *Command {
 					if err != nil {
 						return err
 					}
+					views, err := withReports(ctx, n, runs)
+					if err != nil {
+						return err
+					}
 					if *asJSON {
-						if runs == nil {
-							runs = []*crawl.Run{}
-						}
-						return json.NewEncoder(env.Stdout).Encode(runs)
+						return json.NewEncoder(env.Stdout).Encode(views)
+					}
+					if p.Spider != "" {
+						return printHistory(env.Stdout, views)
 					}
 					tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 					fmt.Fprintln(tw, "ID\tSPIDER\tSTATE\tPAGES\tITEMS\tERRORS\tSECONDS\tCREATED")
@@ -197,23 +203,42 @@ func parseRunID(args []string) (int64, error) {
 
 func runCmd() *Command {
 	return &Command{
-		Name: "run", Synopsis: "show one spider run", Usage: "ID",
-		Help: `Prints a run with its stats (so far, while it runs) as JSON.`,
+		Name: "run", Synopsis: "show one spider run", Usage: "ID [--watch]",
+		Help: `Prints a run with its stats (so far, while it runs) as JSON, with its outcome and report
+(monitors' verdict and results, field coverage) once it has been judged. With --watch, prints
+a live line instead (pages, items, errors, queue depth, rate, and an ETA when the run has a
+page limit) until the run ends, then its verdict.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			open := dbFlag(fs, env)
+			watch := fs.Bool("watch", false, "show a live progress line until the run ends")
+			every := fs.Duration("interval", time.Second, "with --watch: how often to refresh")
 			return func(ctx context.Context, args []string) error {
+				args, err := reparse(fs, args)
+				if err != nil {
+					return err
+				}
+				if *every <= 0 {
+					return usageErr("--interval must be positive")
+				}
 				id, err := parseRunID(args)
 				if err != nil {
 					return err
 				}
 				return withNode(ctx, open, "", func(n *node.Node) error {
+					if *watch {
+						return watchRun(ctx, env.Stdout, n, id, *every)
+					}
 					r, err := n.Crawler.Get(ctx, id)
+					if err != nil {
+						return err
+					}
+					views, err := withReports(ctx, n, []*crawl.Run{r})
 					if err != nil {
 						return err
 					}
 					e := json.NewEncoder(env.Stdout)
 					e.SetIndent("", "  ")
-					return e.Encode(r)
+					return e.Encode(views[0])
 				})
 			}
 		},

@@ -77,20 +77,20 @@ ORDER BY run_id DESC LIMIT $3`
 // the primary key (run_id, key), a range scan.
 const sqlItemCount = `SELECT count(*) FROM crawlq_item WHERE run_id = $1`
 
-// sqlCoverage counts, per field, a run's stored items that have the field present and non-empty:
-// not JSON null, not a blank string, not an empty array or object (read-only, crawlq_item).
-// Index: the primary key range of the run; each item's fields are expanded once.
+// sqlCoverage counts, per field found in a run's stored items, the items that have it present
+// and non-empty: not JSON null, not a blank string, not an empty array or object (read-only,
+// crawlq_item). A field present but empty on every item shows as 0. Index: the primary key range
+// of the run; each item's fields are expanded once.
 const sqlCoverage = `
-SELECT f.name, count(*)
+SELECT f.name, count(*) FILTER (WHERE CASE jsonb_typeof(f.value)
+                                    WHEN 'null'   THEN false
+                                    WHEN 'string' THEN btrim(f.value #>> '{}') <> ''
+                                    WHEN 'array'  THEN jsonb_array_length(f.value) > 0
+                                    WHEN 'object' THEN f.value <> '{}'::jsonb
+                                    ELSE true
+                                END)
 FROM crawlq_item i CROSS JOIN LATERAL jsonb_each(i.data) AS f(name, value)
 WHERE i.run_id = $1
-  AND CASE jsonb_typeof(f.value)
-          WHEN 'null'   THEN false
-          WHEN 'string' THEN btrim(f.value #>> '{}') <> ''
-          WHEN 'array'  THEN jsonb_array_length(f.value) > 0
-          WHEN 'object' THEN f.value <> '{}'::jsonb
-          ELSE true
-      END
 GROUP BY f.name`
 
 // sqlRunDepth counts a live run's waiting and running page jobs (read-only, crawlq_job of
