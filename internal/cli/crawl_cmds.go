@@ -313,6 +313,7 @@ a slow page. Prints what a correct crawl yields, then serves until interrupted.`
 			var cfg demosite.Config
 			fs.IntVar(&cfg.Items, "items", 1200, "item pages")
 			fs.IntVar(&cfg.PerPage, "per-page", 24, "items per listing page")
+			fs.StringVar(&cfg.Markup, "markup", "", "item page markup: \"\" (what the demo spider expects), redesign (its selectors match nothing) or no-category (every third item lacks its category)")
 			return func(ctx context.Context, args []string) error {
 				if err := noArgs(args); err != nil {
 					return err
