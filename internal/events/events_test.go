@@ -302,3 +302,39 @@ func TestPublishFailureRetried(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Concurrent drains (two dispatch ticks) take different events: each is published once.
+func TestConcurrentDrains(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	const runs = 40
+	for range runs {
+		fixtureRun(t, pool, "shop", 1, 1, "running", "succeeded")
+	}
+	p1 := newPublisher(t, events.Config{Pool: pool, Batch: 3})
+	p2 := newPublisher(t, events.Config{Pool: pool, Batch: 3})
+	type out struct {
+		r   events.Result
+		err error
+	}
+	ch := make(chan out, 2)
+	for _, p := range []*events.Publisher{p1, p2} {
+		go func() {
+			r, err := p.Drain(ctxT(t, 30*time.Second))
+			ch <- out{r, err}
+		}()
+	}
+	a, b := <-ch, <-ch
+	if a.err != nil || b.err != nil {
+		t.Fatal(a.err, b.err)
+	}
+	if n := a.r.Published + b.r.Published; n != 3*runs {
+		t.Fatalf("published %d + %d, want %d in all", a.r.Published, b.r.Published, 3*runs)
+	}
+	if n := a.r.Judged + b.r.Judged; n != runs {
+		t.Fatalf("judged %d runs, want %d", n, runs)
+	}
+	if n, _, err := events.Backlog(context.Background(), pool); err != nil || n != 0 {
+		t.Fatalf("backlog %d %v", n, err)
+	}
+}
