@@ -368,7 +368,7 @@ func (p *Publisher) recordVerdict(ctx context.Context, rep *Report) {
 			p.log.Error("events: write monitor metrics", "run", rep.RunID, "err", err)
 		}
 	}
-	lvl := slog.LevelInfo
+	lvl := slog.LevelDebug
 	if rep.Monitors == monitor.StatusFailed {
 		lvl = slog.LevelWarn
 	}

@@ -8,16 +8,16 @@ package events
 // sqlClaim takes up to $1 due events, each the oldest unpublished event of its run (so a run's
 // events go out in order: the next is taken only once this one is published), and leases them
 // for $2 microseconds by pushing next_attempt_at ahead. A concurrent publisher re-checks
-// next_attempt_at on the locked row and skips it. Index: crawlq_run_event_pending (DISTINCT ON
-// walks it in (run_id, id) order).
+// next_attempt_at on the locked row and skips it. Indexes: crawlq_run_event_unpublished walks the
+// backlog oldest first and stops at the limit; crawlq_run_event_pending answers "an older
+// unpublished event of the same run?".
 const sqlClaim = `
-WITH heads AS (
-    SELECT DISTINCT ON (run_id) id, next_attempt_at
-    FROM crawlq_run_event
-    WHERE published_at IS NULL
-    ORDER BY run_id, id
-), due AS (
-    SELECT id FROM heads WHERE next_attempt_at <= now() ORDER BY id LIMIT $1
+WITH due AS (
+    SELECT e.id FROM crawlq_run_event e
+    WHERE e.published_at IS NULL AND e.next_attempt_at <= now()
+      AND NOT EXISTS (SELECT 1 FROM crawlq_run_event o
+                      WHERE o.run_id = e.run_id AND o.published_at IS NULL AND o.id < e.id)
+    ORDER BY e.id LIMIT $1
 )
 UPDATE crawlq_run_event e
 SET next_attempt_at = now() + $2::bigint * interval '1 microsecond', attempts = e.attempts + 1
@@ -43,7 +43,7 @@ DELETE FROM crawlq_run_event WHERE id IN (
     SELECT id FROM crawlq_run_event WHERE published_at IS NOT NULL AND published_at < $1
     ORDER BY published_at LIMIT $2)`
 
-// sqlBacklog counts unpublished events and the age of the oldest. Index: crawlq_run_event_pending.
+// sqlBacklog counts unpublished events and the age of the oldest. Index: crawlq_run_event_unpublished.
 const sqlBacklog = `
 SELECT count(*), COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)
 FROM crawlq_run_event WHERE published_at IS NULL`

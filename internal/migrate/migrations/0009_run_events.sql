@@ -27,8 +27,10 @@ CREATE TABLE crawlq_run_event (
     next_attempt_at timestamptz NOT NULL DEFAULT now(),
     last_error      text
 );
--- The unpublished events, oldest first per run (the publisher takes only each run's oldest, so a
--- run's events go out in order). Published rows leave the index, so it stays as small as the backlog.
+-- The unpublished events, oldest first (the publisher's scan), and per run (the publisher takes
+-- only each run's oldest, so a run's events go out in order). Published rows leave both, so they
+-- stay as small as the backlog.
+CREATE INDEX crawlq_run_event_unpublished ON crawlq_run_event (id) WHERE published_at IS NULL;
 CREATE INDEX crawlq_run_event_pending ON crawlq_run_event (run_id, id) WHERE published_at IS NULL;
 -- One run's events (crawlq run, tests) and retention of published events by age.
 CREATE INDEX crawlq_run_event_run ON crawlq_run_event (run_id, id);
