@@ -18,6 +18,7 @@ import (
 
 	"crawlq/internal/crawl"
 	"crawlq/internal/demosite"
+	"crawlq/internal/events"
 	"crawlq/internal/items"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
@@ -205,7 +206,8 @@ func runCmd() *Command {
 	return &Command{
 		Name: "run", Synopsis: "show one spider run", Usage: "ID [--watch]",
 		Help: `Prints a run with its stats (so far, while it runs) as JSON, with its outcome and report
-(monitors' verdict and results, field coverage) once it has been judged. With --watch, prints
+(monitors' verdict and results, field coverage) once it has been judged, and its state-change
+events with whether each was published to EventBridge. With --watch, prints
 a live line instead (pages, items, errors, queue depth, rate, and an ETA when the run has a
 page limit) until the run ends, then its verdict.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
@@ -234,6 +236,9 @@ page limit) until the run ends, then its verdict.`,
 					}
 					views, err := withReports(ctx, n, []*crawl.Run{r})
 					if err != nil {
+						return err
+					}
+					if views[0].Events, err = events.RunEvents(ctx, n.Queue.Pool(), id); err != nil {
 						return err
 					}
 					e := json.NewEncoder(env.Stdout)

@@ -22,6 +22,9 @@ type runView struct {
 	// Outcome is set once the run is judged: its state, or "monitors_failed" (events.Outcome).
 	Outcome string         `json:"outcome,omitempty"`
 	Report  *events.Report `json:"report,omitempty"`
+	// Events are the run's recorded state changes and whether each reached EventBridge
+	// (crawlq run only).
+	Events []events.Recorded `json:"events,omitempty"`
 }
 
 // withReports pairs runs with their reports.

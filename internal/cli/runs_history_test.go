@@ -71,8 +71,10 @@ func TestRunsHistory(t *testing.T) {
 		State   string
 		Outcome string
 		Report  events.Report
+		Events  []events.Recorded
 	}
-	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || v.State != "succeeded" || v.Outcome != "monitors_failed" || v.Report.Monitors != "failed" {
+	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || v.State != "succeeded" || v.Outcome != "monitors_failed" || v.Report.Monitors != "failed" ||
+		len(v.Events) != 2 || v.Events[1].State != "succeeded" || v.Events[1].PublishedAt == nil {
 		t.Fatalf("run: %d %s", code, out)
 	}
 }
