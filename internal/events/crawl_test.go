@@ -128,6 +128,10 @@ func TestFieldCoverageExact(t *testing.T) {
 	if rep.Monitors != monitor.StatusPassed {
 		t.Fatalf("category at 2/3 passes its 50%% monitor: %+v", rep.Results)
 	}
+	// The one 404 of the site; every other page fetched.
+	if ps := rep.Stats.PagesByStatus; ps["4xx"] != 1 || ps["5xx"] != 0 || ps["2xx"] != r.Stats.Pages || r.Stats.Pages == 0 {
+		t.Fatalf("pages by status %v, run %+v", ps, r.Stats)
+	}
 }
 
 // A spider whose selectors stop matching (the site's redesign) still "succeeds", with 0 items:

@@ -30,7 +30,10 @@ type Stats struct {
 	Retries      int64            `json:"retries"`
 	DeadPages    *int64           `json:"dead_pages,omitempty"` // when the run records them
 	ErrorsByKind map[string]int64 `json:"errors_by_kind,omitempty"`
-	Duration     float64          `json:"duration_seconds"`
+	// PagesByStatus counts pages by HTTP status class: "2xx" the pages fetched, "4xx" and "5xx"
+	// the pages that ended in such an answer (after retries), from ErrorsByKind.
+	PagesByStatus map[string]int64 `json:"pages_by_status"`
+	Duration      float64          `json:"duration_seconds"`
 }
 
 // snapshot is the run row a state change left (crawlq_run_event.run, to_jsonb of the row): only
@@ -60,6 +63,9 @@ func (s *snapshot) stats() Stats {
 	if s.StartedAt != nil && s.FinishedAt != nil {
 		st.Duration = s.FinishedAt.Sub(*s.StartedAt).Seconds()
 	}
+	// The kinds are internal/fetch's labels of HTTP answers (fetch.Kind).
+	st.PagesByStatus = map[string]int64{"2xx": s.Pages, "4xx": s.ErrorsByKind["status_4xx"] + s.ErrorsByKind["status_429"],
+		"5xx": s.ErrorsByKind["status_5xx"]}
 	return st
 }
 
