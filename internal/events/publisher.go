@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+	"github.com/aws/smithy-go"
 
 	"crawlq/internal/metrics"
 	"crawlq/internal/monitor"
@@ -172,6 +173,45 @@ type Detail struct {
 	Monitors      *MonitorsDetail  `json:"monitors,omitempty"`
 	FieldCoverage map[string]int64 `json:"field_coverage,omitempty"`
 	ItemsStored   *int64           `json:"items_stored,omitempty"`
+	// Truncated says parts were left out to keep the event within EventBridge's size limit
+	// (the field coverage of a run with very many fields, a very long error); `crawlq run ID`
+	// has them all.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// maxDetail bounds one event's detail; PutEvents takes at most 256 KB per call, all entries
+// together, and put splits batches to stay under that.
+const (
+	maxDetail   = 64 << 10
+	maxCallSize = 250_000
+)
+
+// encodeDetail encodes d, leaving out what does not fit in maxDetail.
+func encodeDetail(d *Detail) ([]byte, error) {
+	body, err := json.Marshal(d)
+	if err != nil || len(body) <= maxDetail {
+		return body, err
+	}
+	c := *d
+	c.Truncated = true
+	c.Error = truncate(c.Error)
+	if body, err = json.Marshal(&c); err != nil || len(body) <= maxDetail {
+		return body, err
+	}
+	c.FieldCoverage = nil
+	if c.Monitors != nil {
+		m := *c.Monitors
+		m.Results = nil
+		for _, r := range c.Monitors.Results {
+			if r.Status == monitor.StatusFailed {
+				r.Message = truncate(r.Message)
+				m.Results = append(m.Results, r)
+			}
+		}
+		c.Monitors = &m
+	}
+	c.Stats.ErrorsByKind = nil
+	return json.Marshal(&c)
 }
 
 // MonitorsDetail is the monitors' verdict in an event.
@@ -261,7 +301,7 @@ func (p *Publisher) publish(ctx context.Context, evs []*event, res *Result) erro
 			bad, badErr = append(bad, ev.ID), append(badErr, err.Error())
 			continue
 		}
-		body, err := json.Marshal(d)
+		body, err := encodeDetail(d)
 		if err != nil {
 			return fmt.Errorf("encode run event %d: %w", ev.ID, err)
 		}
@@ -281,7 +321,7 @@ func (p *Publisher) publish(ctx context.Context, evs []*event, res *Result) erro
 			ok = append(ok, d.Sequence)
 		}
 	default:
-		out, err := p.cfg.Putter.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: entries})
+		results, err := p.put(ctx, entries)
 		if err != nil {
 			callErr = fmt.Errorf("put run events: %w", err)
 			for _, d := range details {
@@ -290,15 +330,11 @@ func (p *Publisher) publish(ctx context.Context, evs []*event, res *Result) erro
 			break
 		}
 		for i, d := range details {
-			if i < len(out.Entries) && out.Entries[i].ErrorCode == nil {
+			if results[i] == "" {
 				ok = append(ok, d.Sequence)
-				continue
+			} else {
+				bad, badErr = append(bad, d.Sequence), append(badErr, results[i])
 			}
-			msg := "no result for the entry"
-			if i < len(out.Entries) {
-				msg = aws.ToString(out.Entries[i].ErrorCode) + ": " + aws.ToString(out.Entries[i].ErrorMessage)
-			}
-			bad, badErr = append(bad, d.Sequence), append(badErr, msg)
 		}
 	}
 	if len(ok) > 0 {
@@ -327,6 +363,65 @@ func (p *Publisher) publish(ctx context.Context, evs []*event, res *Result) erro
 		}
 	}
 	return callErr
+}
+
+// put sends entries and returns, per entry, "" when it was accepted or why not. When EventBridge
+// refuses the whole request (an API error such as a ValidationException, not a failure to reach
+// it), the entries are sent one by one, so one bad event (too large, say) fails alone instead of
+// holding back every event batched with it on each retry.
+func (p *Publisher) put(ctx context.Context, entries []ebtypes.PutEventsRequestEntry) ([]string, error) {
+	if n := fitting(entries); n < len(entries) {
+		first, err := p.put(ctx, entries[:n])
+		if err != nil {
+			return nil, err
+		}
+		rest, err := p.put(ctx, entries[n:])
+		if err != nil {
+			return nil, err
+		}
+		return append(first, rest...), nil
+	}
+	out, err := p.cfg.Putter.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: entries})
+	var apiErr smithy.APIError
+	if err != nil && len(entries) > 1 && errors.As(err, &apiErr) {
+		results := make([]string, len(entries))
+		for i := range entries {
+			r, err := p.put(ctx, entries[i:i+1])
+			if err != nil {
+				results[i] = err.Error()
+			} else {
+				results[i] = r[0]
+			}
+		}
+		return results, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	results := make([]string, len(entries))
+	for i := range entries {
+		switch {
+		case i >= len(out.Entries):
+			results[i] = "no result for the entry"
+		case out.Entries[i].ErrorCode != nil:
+			results[i] = aws.ToString(out.Entries[i].ErrorCode) + ": " + aws.ToString(out.Entries[i].ErrorMessage)
+		}
+	}
+	return results, nil
+}
+
+// fitting returns how many of the entries, from the first, one PutEvents call takes (at least
+// one), counting sizes as EventBridge does (source, detail-type, detail, bus name, 14 for a time).
+func fitting(entries []ebtypes.PutEventsRequestEntry) int {
+	size := 0
+	for i, e := range entries {
+		size += len(aws.ToString(e.Source)) + len(aws.ToString(e.DetailType)) + len(aws.ToString(e.Detail)) +
+			len(aws.ToString(e.EventBusName)) + 14
+		if size > maxCallSize && i > 0 {
+			return i
+		}
+	}
+	return len(entries)
 }
 
 // detail builds an event's detail, judging the run first when the event is its final one.
