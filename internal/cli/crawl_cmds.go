@@ -43,7 +43,8 @@ func workerCmd() *Command {
 		Help: `Claims and works jobs (spider runs, pages, no-ops) of the given queues until SIGINT or SIGTERM,
 then stops claiming, releases the jobs it has not started and lets running ones finish.
 Also runs the upkeep every second (expired leases, due delayed jobs, finished runs) unless
---upkeep 0. Spiders: the built-in specs plus those in --spiders.`,
+--upkeep 0; with it, finished runs are judged against their monitors and run events are
+published (--event-bus). Spiders: the built-in specs plus those in --spiders.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			open := dbFlag(fs, env)
 			queues := fs.String("queues", "crawl", "queues to work, comma-separated")
@@ -52,6 +53,7 @@ Also runs the upkeep every second (expired leases, due delayed jobs, finished ru
 			dir := fs.String("spiders", "", "directory of extra spider specs")
 			lease := fs.Duration("lease", 30*time.Second, "job lease length")
 			upkeep := fs.Duration("upkeep", time.Second, "upkeep interval (0 turns it off)")
+			eventBus := fs.String("event-bus", "", "with upkeep: EventBridge bus for run events, or off (default $CRAWLQ_EVENT_BUS, else \"default\" when AWS_ENDPOINT_URL names an emulator, else off)")
 			return func(ctx context.Context, args []string) error {
 				if err := noArgs(args); err != nil {
 					return err
@@ -71,6 +73,13 @@ Also runs the upkeep every second (expired leases, due delayed jobs, finished ru
 					Worker: queue.WorkerConfig{Concurrency: *conc, Lease: *lease}, Upkeep: up})
 				if err != nil {
 					return err
+				}
+				if up > 0 {
+					stopEvents, err := publishEvents(ctx, pool, n, localEventBus(*eventBus, env.Getenv), up, env.Stdout)
+					if err != nil {
+						return err
+					}
+					defer stopEvents()
 				}
 				return n.Run(ctx)
 			}

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"crawlq/internal/cli"
 	"crawlq/internal/crawl"
 	"crawlq/internal/db"
 	"crawlq/internal/dbtest"
@@ -118,4 +120,65 @@ func TestWatchRun(t *testing.T) {
 	if !strings.Contains(out, "queue ") || !strings.Contains(lines[len(lines)-1], "not judged yet") {
 		t.Fatalf("watch output:\n%s", out)
 	}
+}
+
+// `crawlq worker` judges the runs it finishes (publishing off without an emulator).
+func TestWorkerJudgesRuns(t *testing.T) {
+	t.Parallel()
+	_, url := dbtest.Schema(t)
+	pool := dbtest.Open(t, url, 4)
+	site := demosite.New(demosite.Config{Items: 10, SlowDelay: time.Millisecond, Markup: demosite.MarkupRedesign})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addr, err := site.Serve(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := run(t, url, "schedule", "--spider", "demo", "--arg", "base_url=http://"+addr.String())
+	if code != 0 {
+		t.Fatalf("schedule: %d %s", code, errs)
+	}
+	id, _ := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+	var stdout, stderr strings.Builder
+	done := make(chan int)
+	go func() {
+		done <- cli.Main(ctx, []string{"worker", "--upkeep", "50ms"}, cli.Env{Stdout: &syncWriter{w: &stdout}, Stderr: &syncWriter{w: &stderr},
+			Getenv: func(k string) string {
+				if k == "DATABASE_URL" {
+					return url
+				}
+				return ""
+			}})
+	}()
+	deadline := time.Now().Add(time.Minute)
+	var rep *events.Report
+	for rep == nil {
+		reps, err := events.Reports(ctx, pool, []int64{id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep = reps[id]
+		if time.Now().After(deadline) {
+			t.Fatalf("run %d not judged within a minute", id)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if c := <-done; c != 0 {
+		t.Fatalf("worker exited %d: %s", c, stderr.String())
+	}
+	if rep.State != "succeeded" || rep.Monitors != "failed" {
+		t.Fatalf("the demo spider on the redesigned site: %+v", rep)
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  *strings.Builder
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
