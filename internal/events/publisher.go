@@ -371,15 +371,19 @@ func (p *Publisher) publish(ctx context.Context, evs []*event, res *Result) erro
 // holding back every event batched with it on each retry.
 func (p *Publisher) put(ctx context.Context, entries []ebtypes.PutEventsRequestEntry) ([]string, error) {
 	if n := fitting(entries); n < len(entries) {
-		first, err := p.put(ctx, entries[:n])
-		if err != nil {
-			return nil, err
+		// Each part's failure is its entries' own: what one part published stays published.
+		var results []string
+		for _, part := range [][]ebtypes.PutEventsRequestEntry{entries[:n], entries[n:]} {
+			r, err := p.put(ctx, part)
+			if err != nil {
+				r = make([]string, len(part))
+				for i := range r {
+					r[i] = err.Error()
+				}
+			}
+			results = append(results, r...)
 		}
-		rest, err := p.put(ctx, entries[n:])
-		if err != nil {
-			return nil, err
-		}
-		return append(first, rest...), nil
+		return results, nil
 	}
 	out, err := p.cfg.Putter.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: entries})
 	var apiErr smithy.APIError

@@ -45,7 +45,6 @@ type snapshot struct {
 	State        string            `json:"state"`
 	Version      any               `json:"version"`
 	Error        *string           `json:"error"`
-	Args         map[string]string `json:"args"`
 	StartedAt    *time.Time        `json:"started_at"`
 	FinishedAt   *time.Time        `json:"finished_at"`
 	Pages        int64             `json:"pages"`
