@@ -216,9 +216,9 @@ func runCmd() *Command {
 		Name: "run", Synopsis: "show one spider run", Usage: "ID [--watch]",
 		Help: `Prints a run with its stats (so far, while it runs) as JSON, with its outcome and report
 (monitors' verdict and results, field coverage) once it has been judged, and its state-change
-events with whether each was published to EventBridge. With --watch, prints
-a live line instead (pages, items, errors, queue depth, rate, and an ETA when the run has a
-page limit) until the run ends, then its verdict.`,
+events with whether each was published to EventBridge. With --watch, prints a live line
+instead (pages, items, errors, queue depth, rate, and an ETA when the run has a page limit)
+until the run ends, then its verdict.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			open := dbFlag(fs, env)
 			watch := fs.Bool("watch", false, "show a live progress line until the run ends")
