@@ -47,7 +47,20 @@ func watchRun(ctx context.Context, w io.Writer, n *node.Node, id int64, every ti
 			if tty {
 				fmt.Fprintln(w)
 			}
-			return printVerdict(ctx, w, n, r)
+			// The verdict comes with the next publisher pass (a second under crawlq worker, a
+			// minute on AWS): wait a few refreshes for it before saying it is not there yet.
+			for range 3 {
+				if judged, err := printVerdict(ctx, w, n, r, false); err != nil || judged {
+					return err
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-t.C:
+				}
+			}
+			_, err := printVerdict(ctx, w, n, r, true)
+			return err
 		}
 		select {
 		case <-ctx.Done():
@@ -86,16 +99,19 @@ func progressLine(r *crawl.Run, waiting, running int64, limit int) string {
 	return b.String()
 }
 
-// printVerdict says how a finished run was judged, or that it is not judged yet.
-func printVerdict(ctx context.Context, w io.Writer, n *node.Node, r *crawl.Run) error {
+// printVerdict says how a finished run was judged and reports true; when it is not judged yet,
+// it says so if last, and reports false.
+func printVerdict(ctx context.Context, w io.Writer, n *node.Node, r *crawl.Run, last bool) (bool, error) {
 	reps, err := events.Reports(ctx, n.Queue.Pool(), []int64{r.ID})
 	if err != nil {
-		return err
+		return false, err
 	}
 	rep := reps[r.ID]
 	if rep == nil {
-		fmt.Fprintf(w, "run %d %s; monitors not judged yet (the next dispatch tick judges it)\n", r.ID, r.State)
-		return nil
+		if last {
+			fmt.Fprintf(w, "run %d %s; monitors not judged yet (the next dispatch tick judges it)\n", r.ID, r.State)
+		}
+		return false, nil
 	}
 	fmt.Fprintf(w, "run %d %s; monitors %s\n", r.ID, events.Outcome(r.State, rep.Monitors), rep.Monitors)
 	for _, res := range rep.Results {
@@ -105,7 +121,7 @@ func printVerdict(ctx context.Context, w io.Writer, n *node.Node, r *crawl.Run) 
 		}
 		fmt.Fprintf(w, "  %-7s %s: %s\n", res.Status, name, res.Message)
 	}
-	return nil
+	return true, nil
 }
 
 // pageLimit is the run's page limit: its own max_pages override, else its spider's (0: none).
