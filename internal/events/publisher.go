@@ -68,7 +68,8 @@ type Config struct {
 	Log RunLog
 	// Batch is events per PutEvents call, 1..10. Default 10.
 	Batch int
-	// MaxCalls bounds the PutEvents calls of one Drain. Default 50.
+	// MaxCalls bounds the PutEvents calls of one Drain (so a tick publishes at most 10x this many
+	// events; the rest go at the next). Default 200.
 	MaxCalls int
 	// Lease is how long a claimed event is kept from other publishers while this one publishes
 	// it. Default 1m.
@@ -123,7 +124,7 @@ func New(cfg Config) (*Publisher, error) {
 		cfg.Batch = maxEntriesPerCall
 	}
 	if cfg.MaxCalls == 0 {
-		cfg.MaxCalls = 50
+		cfg.MaxCalls = 200
 	}
 	if cfg.Lease == 0 {
 		cfg.Lease = time.Minute
