@@ -40,20 +40,20 @@ type Stats struct {
 // the columns events use are read, and a column another migration adds (version, dead_pages)
 // is picked up when it is there.
 type snapshot struct {
-	ID           int64             `json:"id"`
-	Spider       string            `json:"spider"`
-	State        string            `json:"state"`
-	Version      any               `json:"version"`
-	Error        *string           `json:"error"`
-	StartedAt    *time.Time        `json:"started_at"`
-	FinishedAt   *time.Time        `json:"finished_at"`
-	Pages        int64             `json:"pages"`
-	Items        int64             `json:"items"`
-	Bytes        int64             `json:"bytes"`
-	Errors       int64             `json:"errors"`
-	Retries      int64             `json:"retries"`
-	DeadPages    *int64            `json:"dead_pages"`
-	ErrorsByKind map[string]int64  `json:"errors_by_kind"`
+	ID           int64            `json:"id"`
+	Spider       string           `json:"spider"`
+	State        string           `json:"state"`
+	Version      any              `json:"version"`
+	Error        *string          `json:"error"`
+	StartedAt    *time.Time       `json:"started_at"`
+	FinishedAt   *time.Time       `json:"finished_at"`
+	Pages        int64            `json:"pages"`
+	Items        int64            `json:"items"`
+	Bytes        int64            `json:"bytes"`
+	Errors       int64            `json:"errors"`
+	Retries      int64            `json:"retries"`
+	DeadPages    *int64           `json:"dead_pages"`
+	ErrorsByKind map[string]int64 `json:"errors_by_kind"`
 }
 
 func (s *snapshot) stats() Stats {
