@@ -271,7 +271,11 @@ func (a *API) status(ctx context.Context, r *Request) (Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Response{"currstate": scrapydState(run.State), "job": jobView(run)}, nil
+	jobs := []Job{jobView(run)}
+	if err := a.addReports(ctx, jobs); err != nil {
+		return nil, err
+	}
+	return Response{"currstate": scrapydState(run.State), "job": jobs[0]}, nil
 }
 
 // scrapydState maps a run state to Scrapyd's pending/running/finished.
@@ -297,11 +301,14 @@ type Job struct {
 	Error     string      `json:"error,omitempty"`
 	Stats     crawl.Stats `json:"stats"`
 	Items     int64       `json:"items"`
-	// Outcome is how a finished run ended (succeeded, incomplete, failed, cancelled); empty while
-	// it is pending or running. State keeps Scrapyd's vocabulary in listjobs' groups.
+	// Outcome is how a finished run ended (succeeded, incomplete, failed, cancelled, or
+	// monitors_failed once judged); empty while it is pending or running. State keeps Scrapyd's
+	// vocabulary in listjobs' groups.
 	Outcome     string             `json:"outcome,omitempty"`
 	DeadPages   int64              `json:"dead_pages"`
 	FailedPages []crawl.FailedPage `json:"failed_pages"`
+	// Monitors and report of a judged run (reports.go); absent until judged.
+	*JobReport
 }
 
 func jobView(r *crawl.Run) Job {
@@ -345,6 +352,9 @@ func (a *API) listJobs(ctx context.Context, r *Request) (Response, error) {
 		jobs := make([]Job, 0, len(runs))
 		for _, run := range runs {
 			jobs = append(jobs, jobView(run))
+		}
+		if err := a.addReports(ctx, jobs); err != nil {
+			return nil, err
 		}
 		out[g.key] = jobs
 	}

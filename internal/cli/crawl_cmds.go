@@ -18,6 +18,7 @@ import (
 
 	"crawlq/internal/crawl"
 	"crawlq/internal/demosite"
+	"crawlq/internal/events"
 	"crawlq/internal/items"
 	"crawlq/internal/maintain"
 	"crawlq/internal/node"
@@ -43,9 +44,11 @@ func workerCmd() *Command {
 		Help: `Claims and works jobs (spider runs, pages, no-ops) of the given queues until SIGINT or SIGTERM,
 then stops claiming, releases the jobs it has not started and lets running ones finish.
 Also runs the upkeep every second (expired leases, due delayed jobs, finished runs) unless
---upkeep 0, and with it automatic maintenance: retention of finished jobs and of what finished
-runs leave behind, once a minute across all processes (settings: CRAWLQ_MAINTAIN=off and the
-CRAWLQ_RETAIN_* variables, see the README). Spiders: the built-in specs plus those in --spiders.`,
+--upkeep 0, and with it automatic maintenance (retention of finished jobs and of what finished
+runs leave behind, once a minute across all processes; settings: CRAWLQ_MAINTAIN=off and the
+CRAWLQ_RETAIN_* variables, see the README); with upkeep, finished runs are also judged against
+their monitors and run events are published (--event-bus). Spiders: the built-in specs plus those
+in --spiders.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			open := dbFlag(fs, env)
 			queues := fs.String("queues", "crawl", "queues to work, comma-separated")
@@ -53,7 +56,8 @@ CRAWLQ_RETAIN_* variables, see the README). Spiders: the built-in specs plus tho
 			conc := fs.Int("concurrency", 16, "jobs in flight per worker")
 			dir := fs.String("spiders", "", "directory of extra spider specs")
 			lease := fs.Duration("lease", 30*time.Second, "job lease length")
-			upkeep := fs.Duration("upkeep", time.Second, "upkeep interval (0 turns it and automatic maintenance off)")
+			upkeep := fs.Duration("upkeep", time.Second, "upkeep interval (0 turns it, automatic maintenance and run events off)")
+			eventBus := fs.String("event-bus", "", "with upkeep: EventBridge bus for run events, or off (default $CRAWLQ_EVENT_BUS, else \"default\" when AWS_ENDPOINT_URL names an emulator, else off)")
 			return func(ctx context.Context, args []string) error {
 				if err := noArgs(args); err != nil {
 					return err
@@ -78,6 +82,13 @@ CRAWLQ_RETAIN_* variables, see the README). Spiders: the built-in specs plus tho
 					Worker: queue.WorkerConfig{Concurrency: *conc, Lease: *lease}, Upkeep: up, Maintain: mc})
 				if err != nil {
 					return err
+				}
+				if up > 0 {
+					stopEvents, err := publishEvents(ctx, pool, n, localEventBus(*eventBus, env.Getenv), up, env.Stdout)
+					if err != nil {
+						return err
+					}
+					defer stopEvents()
 				}
 				return n.Run(ctx)
 			}
@@ -153,7 +164,9 @@ start time moves if it has not started).`,
 func runsCmd() *Command {
 	return &Command{
 		Name: "runs", Synopsis: "list spider runs", Usage: "[--spider NAME] [--state S,...] [--limit N] [--json]",
-		Help: `Lists runs newest first with their stats.`,
+		Help: `Lists runs newest first with their stats. With --spider, a history: each run's figures with
+their change against the run before it, its monitors' verdict (and which failed) and its field
+coverage (each field's share of the run's items). --json adds each run's report.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			open := dbFlag(fs, env)
 			var p crawl.ListParams
@@ -173,11 +186,15 @@ func runsCmd() *Command {
 					if err != nil {
 						return err
 					}
+					views, err := withReports(ctx, n, runs)
+					if err != nil {
+						return err
+					}
 					if *asJSON {
-						if runs == nil {
-							runs = []*crawl.Run{}
-						}
-						return json.NewEncoder(env.Stdout).Encode(runs)
+						return json.NewEncoder(env.Stdout).Encode(views)
+					}
+					if p.Spider != "" {
+						return printHistory(env.Stdout, views)
 					}
 					tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 					fmt.Fprintln(tw, "ID\tSPIDER\tSTATE\tPAGES\tITEMS\tERRORS\tDEAD\tSECONDS\tCREATED")
@@ -205,22 +222,37 @@ func parseRunID(args []string) (int64, error) {
 
 func runCmd() *Command {
 	return &Command{
-		Name: "run", Synopsis: "show one spider run", Usage: "ID [--wait]",
+		Name: "run", Synopsis: "show one spider run", Usage: "ID [--wait | --watch]",
 		Help: `Prints a run with its stats (so far, while it runs) as JSON: its state, dead_pages and a
-sample of failed_pages with their last error once it has finished.
+sample of failed_pages with their last error once it has finished, its outcome and report
+(monitors' verdict and results, field coverage) once it has been judged, and its state-change
+events with whether each was published to EventBridge. With --watch, prints a live line
+instead (pages, items, errors, queue depth, rate, and an ETA when the run has a page limit)
+until the run ends, then its verdict. With --wait it first waits for the run to finish.
 
 The exit status says how the run ended: 0 succeeded (or not finished yet), 3 incomplete (some
-pages died; 'crawlq redrive --run ID' retries them), 4 failed, 5 cancelled; 1 for an error.
-With --wait it first waits for the run to finish.`,
+pages died; 'crawlq redrive --run ID' retries them), 4 failed, 5 cancelled; 1 for an error.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			open := dbFlag(fs, env)
 			wait := fs.Bool("wait", false, "wait until the run has finished")
+			watch := fs.Bool("watch", false, "show a live progress line until the run ends")
+			every := fs.Duration("interval", time.Second, "with --watch: how often to refresh")
 			return func(ctx context.Context, args []string) error {
+				args, err := reparse(fs, args)
+				if err != nil {
+					return err
+				}
+				if *every <= 0 {
+					return usageErr("--interval must be positive")
+				}
 				id, err := parseRunID(args)
 				if err != nil {
 					return err
 				}
 				return withNode(ctx, open, "", func(n *node.Node) error {
+					if *watch {
+						return watchRun(ctx, env.Stdout, n, id, *every)
+					}
 					r, err := n.Crawler.Get(ctx, id)
 					for err == nil && *wait && !r.Finished() {
 						select {
@@ -233,9 +265,16 @@ With --wait it first waits for the run to finish.`,
 					if err != nil {
 						return err
 					}
+					views, err := withReports(ctx, n, []*crawl.Run{r})
+					if err != nil {
+						return err
+					}
+					if views[0].Events, err = events.RunEvents(ctx, n.Queue.Pool(), id); err != nil {
+						return err
+					}
 					e := json.NewEncoder(env.Stdout)
 					e.SetIndent("", "  ")
-					if err := e.Encode(r); err != nil {
+					if err := e.Encode(views[0]); err != nil {
 						return err
 					}
 					return runOutcome(r.State)
@@ -313,6 +352,7 @@ a slow page. Prints what a correct crawl yields, then serves until interrupted.`
 			var cfg demosite.Config
 			fs.IntVar(&cfg.Items, "items", 1200, "item pages")
 			fs.IntVar(&cfg.PerPage, "per-page", 24, "items per listing page")
+			fs.StringVar(&cfg.Markup, "markup", "", "item page markup: \"\" (what the demo spider expects), redesign (its selectors match nothing) or no-category (every third item lacks its category)")
 			return func(ctx context.Context, args []string) error {
 				if err := noArgs(args); err != nil {
 					return err

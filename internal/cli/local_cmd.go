@@ -29,7 +29,9 @@ the Lambda Invoke REST API, so the AWS CLI works against it as against AWS:
 
 (AWS CLI v2 also needs --cli-binary-format raw-in-base64-out.) Dispatch ticks every --tick and
 right after each schedule; the long-crawl queue is worked by in-process runners. The database
-schema is migrated at start. Stops on SIGINT/SIGTERM, releasing every claimed job.`,
+schema is migrated at start. Each dispatch tick also judges finished runs against their
+spiders' monitors and publishes run events to EventBridge (--event-bus). Stops on
+SIGINT/SIGTERM, releasing every claimed job.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			addr := fs.String("addr", "127.0.0.1:3001", "address of the Lambda Invoke API")
 			tick := fs.Duration("tick", time.Minute, "how often dispatch ticks by itself")
@@ -37,6 +39,7 @@ schema is migrated at start. Stops on SIGINT/SIGTERM, releasing every claimed jo
 			idle := fs.Duration("worker-idle", 10*time.Second, "a worker invocation ends after this long without work")
 			prefix := fs.String("prefix", "crawlq", "function name prefix (<prefix>-api, ...)")
 			dbURL := fs.String("database-url", "", "PostgreSQL URL (default $DATABASE_URL)")
+			eventBus := fs.String("event-bus", "", "EventBridge bus for run events, or off (default $CRAWLQ_EVENT_BUS, else \"default\" when AWS_ENDPOINT_URL names an emulator, else off)")
 			return func(ctx context.Context, args []string) error {
 				if err := noArgs(args); err != nil {
 					return err
@@ -50,6 +53,9 @@ schema is migrated at start. Stops on SIGINT/SIGTERM, releasing every claimed jo
 				getenv := func(k string) string {
 					if k == "DATABASE_URL" && *dbURL != "" {
 						return *dbURL
+					}
+					if k == "CRAWLQ_EVENT_BUS" {
+						return localEventBus(*eventBus, env.Getenv)
 					}
 					return env.Getenv(k)
 				}

@@ -24,6 +24,9 @@ type Config struct {
 	Items     int           // item pages (each one item); default 1200, at most 1,000,000
 	PerPage   int           // items per listing page; default 24
 	SlowDelay time.Duration // how long the slow page (item 7, or the last item if fewer) sleeps; default 300ms
+	// Markup is how item pages are marked up: "" (default, what spiders/demo.yaml expects),
+	// MarkupRedesign or MarkupNoCategory (markup.go). Site.SetMarkup changes it while serving.
+	Markup string
 }
 
 // MaxItems bounds Config.Items.
@@ -38,6 +41,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("demosite config: PerPage %d is negative", c.PerPage)
 	case c.SlowDelay < 0:
 		return fmt.Errorf("demosite config: SlowDelay %s is negative", c.SlowDelay)
+	case !validMarkup(c.Markup):
+		return fmt.Errorf("demosite config: Markup %q: want one of %q", c.Markup, Markups())
 	}
 	return nil
 }
@@ -90,15 +95,16 @@ type Site struct {
 	listings int
 	slowItem int
 
-	mu   sync.Mutex
-	hits map[string]int64
+	mu     sync.Mutex
+	hits   map[string]int64
+	markup string
 }
 
 // New returns a site; zero or out-of-range Config fields take their defaults (call
 // Config.Validate first to reject bad input instead).
 func New(cfg Config) *Site {
 	cfg = cfg.withDefaults()
-	s := &Site{cfg: cfg, hits: map[string]int64{}}
+	s := &Site{cfg: cfg, hits: map[string]int64{}, markup: cfg.Markup}
 	s.listings = (cfg.Items + cfg.PerPage - 1) / cfg.PerPage
 	s.slowItem = min(7, cfg.Items)
 	return s
@@ -227,7 +233,7 @@ func (s *Site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 					return
 				}
 			}
-			s.item(w, k)
+			s.item(w, k, s.Markup())
 			return
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -310,12 +316,14 @@ func (s *Site) listing(w http.ResponseWriter, r *http.Request, n int) {
 	page(w, fmt.Sprintf("Catalogue page %d", n), b.String())
 }
 
-func (s *Site) item(w http.ResponseWriter, k int) {
+func (s *Site) item(w http.ResponseWriter, k int, markup string) {
 	var b strings.Builder
-	fmt.Fprintf(&b, `<div class="product"><h1 class="title">%s</h1><p class="price">%s</p>`+
-		`<p>SKU <span class="sku">%s</span></p><p>Category <span class="category">%s</span></p>`+
-		`<a class="permalink" href="item-%d.html">permalink</a></div>`,
-		html.EscapeString(title(k)), price(k), sku(k), category(k), k)
+	if !itemMarkup(&b, k, markup) {
+		fmt.Fprintf(&b, `<div class="product"><h1 class="title">%s</h1><p class="price">%s</p>`+
+			`<p>SKU <span class="sku">%s</span></p><p>Category <span class="category">%s</span></p>`+
+			`<a class="permalink" href="item-%d.html">permalink</a></div>`,
+			html.EscapeString(title(k)), price(k), sku(k), category(k), k)
+	}
 	b.WriteString(`<h2>Related</h2><ul class="related">`)
 	for _, r := range []int{k%s.cfg.Items + 1, (k+1)%s.cfg.Items + 1} {
 		fmt.Fprintf(&b, `<li><a href="item-%d.html">%s</a></li>`, r, html.EscapeString(title(r)))

@@ -72,6 +72,11 @@ type Config struct {
 	Lookahead time.Duration
 	// DeadlineMargin is kept free before the context's deadline. Default 3s.
 	DeadlineMargin time.Duration
+	// Events, when set, publishes the run events recorded since the last tick (events.Publisher's
+	// Drain, wired by lambdafn) and returns how many went out. Its error is logged and shown in
+	// Result.EventsError, never fails the tick: events wait in their outbox and are retried,
+	// while a failed tick would also hold back the fan-out. Default none.
+	Events func(ctx context.Context) (published int, err error)
 	// Batch bounds each upkeep statement. Default 5000.
 	Batch int
 	// Maintain, when set, runs a maintenance pass in every tick (alongside the wait for delayed
@@ -165,6 +170,9 @@ type Result struct {
 	Waited   int            `json:"waited"`   // delayed jobs waited for inside the tick
 	// Maintenance is what the tick's maintenance pass did (nil without Config.Maintain).
 	Maintenance *maintain.Result `json:"maintenance,omitempty"`
+	// Events is how many run events were published; EventsError why some were not.
+	Events      int    `json:"events"`
+	EventsError string `json:"events_error,omitempty"`
 }
 
 // Tick runs one dispatcher tick: upkeep, fan-out, then waiting for the jobs due within the
@@ -182,6 +190,12 @@ func (d *Dispatcher) Tick(ctx context.Context) (Result, error) {
 	if d.cfg.Crawler != nil {
 		if res.Swept, err = d.cfg.Crawler.Sweep(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("sweep: %w", err))
+		}
+	}
+	if d.cfg.Events != nil { // after the sweep, so runs it finished have their events out this tick
+		if res.Events, err = d.cfg.Events(ctx); err != nil {
+			res.EventsError = err.Error()
+			d.log.Error("dispatch: publish run events", "err", err)
 		}
 	}
 	if res.Pruned, err = d.cfg.Queue.PruneWorkers(ctx, 10*d.cfg.Horizon); err != nil {

@@ -192,7 +192,8 @@ func API(a *api.API) func(ctx context.Context, payload json.RawMessage) (json.Ra
 }
 
 // DispatchConfig returns the dispatcher configuration the environment describes
-// (CRAWLQ_WORKER_MAX, CRAWLQ_ECS_MAX_TASKS, and the maintenance settings of maintain.FromEnv);
+// (CRAWLQ_WORKER_MAX, CRAWLQ_ECS_MAX_TASKS, the maintenance settings of maintain.FromEnv, and
+// CRAWLQ_EVENT_BUS for run events, see Events);
 // invoker starts workers, launcher runner tasks.
 func (d *Deps) DispatchConfig(invoker dispatch.Invoker, launcher dispatch.TaskLauncher) (dispatch.Config, error) {
 	wmax, err := envInt(d.Getenv, "CRAWLQ_WORKER_MAX", 10)
@@ -212,8 +213,13 @@ func (d *Deps) DispatchConfig(invoker dispatch.Invoker, launcher dispatch.TaskLa
 			return dispatch.Config{}, err
 		}
 	}
+	pub, err := d.Events(os.Stdout)
+	if err != nil {
+		return dispatch.Config{}, err
+	}
 	return dispatch.Config{Queue: d.Control.Queue, Crawler: d.Control.Crawler, Invoker: invoker,
-		WorkerFunction: d.Names().Worker, WorkerMax: wmax, Launcher: launcher, LongMax: lmax, Maintain: mt, Logger: d.Logger}, nil
+		WorkerFunction: d.Names().Worker, WorkerMax: wmax, Launcher: launcher, LongMax: lmax, Maintain: mt, Logger: d.Logger,
+		Events: drainEvents(pub)}, nil
 }
 
 // Dispatch returns the dispatch handler: one tick per invocation (the minute schedule's

@@ -18,6 +18,7 @@ type Registry struct {
 	mu       sync.RWMutex
 	spiders  map[string]Spider
 	commands map[string]commandEntry
+	monitors map[string]Monitors // declared by loaded specs (monitors.go)
 }
 
 type commandEntry struct {
@@ -142,6 +143,7 @@ func (r *Registry) LoadFS(fsys fs.FS) error {
 		file     string
 		spider   Spider
 		name     string
+		monitors *Monitors
 		command  CommandSpec
 		settings Settings
 	}
@@ -168,7 +170,7 @@ func (r *Registry) LoadFS(fsys fs.FS) error {
 			continue
 		}
 		seen[spec.Name] = e.Name()
-		l := loaded{file: e.Name(), name: spec.Name}
+		l := loaded{file: e.Name(), name: spec.Name, monitors: spec.Monitors}
 		if spec.IsCommand() {
 			l.command, _ = spec.CommandSpec()
 			l.settings, _ = spec.Settings()
@@ -197,6 +199,7 @@ func (r *Registry) LoadFS(fsys fs.FS) error {
 		} else {
 			r.commands[l.name] = commandEntry{spec: l.command, settings: l.settings}
 		}
+		r.setMonitors(l.name, l.monitors)
 	}
 	return nil
 }

@@ -41,7 +41,8 @@ type Spec struct {
 	Runtime        string       `yaml:"runtime"`     // "lambda" (default) or "ecs"
 	Queue          string       `yaml:"queue"`       // default "crawl"
 	AllowPrivate   bool         `yaml:"allow_private"`
-	Retry          *RetrySpec   `yaml:"retry"` // page retries and host pauses; see Retry
+	Retry          *RetrySpec   `yaml:"retry"`    // page retries and host pauses; see Retry
+	Monitors       *Monitors    `yaml:"monitors"` // checks on each run's outcome (monitors.go); default none
 
 	// Command spiders only.
 	Command []string          `yaml:"command"` // argv; "{spider}" is replaced by the name
@@ -347,6 +348,8 @@ func (s *Spec) validate() []FieldError {
 			add("timeout", "only for kind command")
 		}
 	}
+
+	errs = append(errs, s.monitorErrors()...)
 
 	// file:// and metadata hosts anywhere else (command arguments, env, patterns...).
 	for _, sv := range s.strings() {

@@ -1,0 +1,144 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"crawlq/internal/crawl"
+	"crawlq/internal/events"
+	"crawlq/internal/node"
+)
+
+// runView is a run as `crawlq run` and `crawlq runs --json` print it: the run, its outcome and
+// the report it was judged by (monitors, field coverage) once it has one.
+type runView struct {
+	*crawl.Run
+	// Outcome is set once the run is judged: its state, or "monitors_failed" (events.Outcome).
+	Outcome string         `json:"outcome,omitempty"`
+	Report  *events.Report `json:"report,omitempty"`
+	// Events are the run's recorded state changes and whether each reached EventBridge
+	// (crawlq run only).
+	Events []events.Recorded `json:"events,omitempty"`
+}
+
+// withReports pairs runs with their reports.
+func withReports(ctx context.Context, n *node.Node, runs []*crawl.Run) ([]runView, error) {
+	ids := make([]int64, len(runs))
+	for i, r := range runs {
+		ids[i] = r.ID
+	}
+	reps, err := events.Reports(ctx, n.Queue.Pool(), ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]runView, len(runs))
+	for i, r := range runs {
+		out[i] = runView{Run: r, Report: reps[r.ID]}
+		if rep := reps[r.ID]; rep != nil {
+			out[i].Outcome = events.Outcome(r.State, rep.Monitors)
+		}
+	}
+	return out, nil
+}
+
+// printHistory prints one spider's runs, newest first, each with its figures and their change
+// against the run before it (the next row down).
+func printHistory(w io.Writer, runs []runView) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tMONITORS\tPAGES\tITEMS\tERRORS\tRETRIES\tMB\tSECONDS\tCOVERAGE\tCREATED")
+	for i, r := range runs {
+		var prev *runView
+		if i+1 < len(runs) {
+			prev = &runs[i+1]
+		}
+		mons, cov := "-", "-"
+		if r.Report != nil {
+			mons = r.Report.Monitors
+			if failed := failedMonitors(r.Report); failed != "" {
+				mons += " (" + failed + ")"
+			}
+			cov = coverageLine(r.Report)
+		}
+		s := r.Stats
+		col := func(v int64, pv func(*runView) int64) string {
+			if prev == nil || !prev.Finished() || !r.Finished() {
+				return fmt.Sprint(v)
+			}
+			return fmt.Sprintf("%d (%s)", v, change(v, pv(prev)))
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%s\t%s\n", r.ID, r.State, mons,
+			col(s.Pages, func(p *runView) int64 { return p.Stats.Pages }),
+			col(s.Items, func(p *runView) int64 { return p.Stats.Items }),
+			col(s.Errors, func(p *runView) int64 { return p.Stats.Errors }),
+			col(s.Retries, func(p *runView) int64 { return p.Stats.Retries }),
+			float64(s.Bytes)/1e6, s.Duration, cov, r.CreatedAt.Format(time.RFC3339))
+	}
+	return tw.Flush()
+}
+
+// change says how v differs from was: "=", "+12%", "-60%", or "+5" when was is 0.
+func change(v, was int64) string {
+	switch {
+	case v == was:
+		return "="
+	case was == 0:
+		return fmt.Sprintf("%+d", v)
+	}
+	return fmt.Sprintf("%+.0f%%", 100*float64(v-was)/float64(was))
+}
+
+func failedMonitors(rep *events.Report) string {
+	var out []string
+	for _, r := range rep.Results {
+		if r.Status == "failed" {
+			name := r.Monitor
+			if r.Field != "" {
+				name += ":" + r.Field
+			}
+			out = append(out, name)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// coverageLine shows each field's share of the run's stored items, lowest first.
+func coverageLine(rep *events.Report) string {
+	if rep.ItemsStored == nil {
+		return "unknown"
+	}
+	if *rep.ItemsStored == 0 || len(rep.Coverage) == 0 {
+		return "-"
+	}
+	type fc struct {
+		f string
+		p float64
+	}
+	var fs []fc
+	for f, n := range rep.Coverage {
+		fs = append(fs, fc{f, 100 * float64(n) / float64(*rep.ItemsStored)})
+	}
+	sort.Slice(fs, func(i, j int) bool { return fs[i].p < fs[j].p || (fs[i].p == fs[j].p && fs[i].f < fs[j].f) })
+	parts := make([]string, len(fs))
+	for i, x := range fs {
+		parts[i] = fmt.Sprintf("%s=%.0f%%", x.f, x.p)
+	}
+	return strings.Join(parts, " ")
+}
+
+// reparse lets flags follow the positional argument ("crawlq run 12 --watch"): the flag package
+// stops at the first non-flag.
+func reparse(fs *flag.FlagSet, args []string) ([]string, error) {
+	if len(args) < 2 {
+		return args, nil
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		return nil, usageErr("%v", err)
+	}
+	return append([]string{args[0]}, fs.Args()...), nil
+}

@@ -1,0 +1,209 @@
+package events_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"crawlq/internal/awstest"
+	"crawlq/internal/awsx"
+	"crawlq/internal/crawl"
+	"crawlq/internal/dbtest"
+	"crawlq/internal/demosite"
+	"crawlq/internal/events"
+	"crawlq/internal/monitor"
+	"crawlq/internal/node"
+	"crawlq/internal/queue"
+	"crawlq/internal/spider"
+)
+
+// shopSpec is spiders/demo.yaml under another name, with monitors.
+const shopSpec = `
+name: shop
+start_urls: ["http://127.0.0.1:8088/"]
+allowed_domains: ["127.0.0.1"]
+follow: [{css: a}]
+items:
+  - match: '/catalogue/item-\d+\.html$'
+    css: div.product
+    key: sku
+    fields:
+      sku: {css: span.sku, required: true}
+      title: {css: h1.title, required: true}
+      price: {css: p.price, required: true}
+      category: {css: span.category}
+      url: {css: a.permalink, attr: href}
+concurrency: 4
+monitors:
+  min_items: 10
+  max_error_rate: 0.2
+  field_coverage: {title: 0.99, category: 0.5}
+  items_vs_median: {runs: 3, within_percent: 50}
+`
+
+type crawlEnv struct {
+	pool *pgxpool.Pool
+	reg  *spider.Registry
+	n    *node.Node
+	site *demosite.Site
+	base string
+}
+
+func startCrawl(t *testing.T, site demosite.Config) *crawlEnv {
+	t.Helper()
+	e := &crawlEnv{pool: dbtest.Pool(t), reg: spider.NewRegistry(), site: demosite.New(site)}
+	if err := e.reg.LoadFS(fstest.MapFS{"shop.yaml": {Data: []byte(shopSpec)}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	addr, err := e.site.Serve(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.base = "http://" + addr.String()
+	n, err := node.New(node.Config{Pool: e.pool, Spiders: e.reg, Workers: 1, Worker: queue.WorkerConfig{Concurrency: 8}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.n = n
+	done := make(chan struct{})
+	go func() { defer close(done); n.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return e
+}
+
+// crawl runs the shop spider to its end and returns the run.
+func (e *crawlEnv) crawl(t *testing.T) *crawl.Run {
+	t.Helper()
+	ctx := ctxT(t, time.Minute)
+	s, err := e.n.Crawler.Schedule(ctx, crawl.ScheduleParams{Spider: "shop", Args: map[string]string{"base_url": e.base}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		r, err := e.n.Crawler.Get(ctx, s.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Finished() {
+			return r
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("run %d did not finish: %+v", s.RunID, r)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Field coverage is exact: on the demo site with every third item's category removed, the report
+// counts each field on exactly the items that have it.
+func TestFieldCoverageExact(t *testing.T) {
+	t.Parallel()
+	e := startCrawl(t, demosite.Config{Items: 30, SlowDelay: time.Millisecond, Markup: demosite.MarkupNoCategory})
+	r := e.crawl(t)
+	p := newPublisher(t, events.Config{Pool: e.pool, Monitors: e.reg.Monitors})
+	if _, err := p.Drain(ctxT(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	rep := report(t, e.pool, r.ID)
+	want := e.site.ExpectedFields()
+	if rep.ItemsStored == nil || *rep.ItemsStored != 30 || len(rep.Coverage) != len(want) {
+		t.Fatalf("report %+v, want 30 items stored and coverage %v", rep, want)
+	}
+	for f, n := range want {
+		if rep.Coverage[f] != int64(n) {
+			t.Errorf("coverage of %s: %d, want %d", f, rep.Coverage[f], n)
+		}
+	}
+	if want["category"] != 20 {
+		t.Fatalf("the site's expectation moved: %v", want)
+	}
+	if rep.Monitors != monitor.StatusPassed {
+		t.Fatalf("category at 2/3 passes its 50%% monitor: %+v", rep.Results)
+	}
+	// The one 404 of the site; every other page fetched.
+	if ps := rep.Stats.PagesByStatus; ps["4xx"] != 1 || ps["5xx"] != 0 || ps["2xx"] != r.Stats.Pages || r.Stats.Pages == 0 {
+		t.Fatalf("pages by status %v, run %+v", ps, r.Stats)
+	}
+}
+
+// A spider whose selectors stop matching (the site's redesign) still "succeeds", with 0 items:
+// its monitors fail, the run keeps its state, and a monitors_failed event reaches the rule that
+// routes failures (read back from SQS), with the failed monitors in it and a MonitorFailed metric.
+func TestBrokenSpiderFailsMonitors(t *testing.T) {
+	awstest.Moto(t)
+	failures := newBus(t, "run-failures", `{"source":["crawlq"],"detail-type":["Run State Change"],"detail":{"outcome":["failed","monitors_failed"]}}`)
+	all := newBus(t, "all-runs", `{"source":["crawlq"]}`)
+	e := startCrawl(t, demosite.Config{Items: 30, SlowDelay: time.Millisecond})
+	cfg, err := awsx.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var emf bytes.Buffer
+	p := newPublisher(t, events.Config{Pool: e.pool, Putter: eventbridge.NewFromConfig(cfg), Monitors: e.reg.Monitors, Metrics: &emf})
+
+	var good []int64
+	for range 2 {
+		r := e.crawl(t)
+		if _, err := p.Drain(ctxT(t, 30*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if rep := report(t, e.pool, r.ID); rep.Monitors != monitor.StatusPassed || rep.Stats.Items != 30 {
+			t.Fatalf("good run: %+v", rep)
+		}
+		good = append(good, r.ID)
+	}
+	if err := e.site.SetMarkup(demosite.MarkupRedesign); err != nil {
+		t.Fatal(err)
+	}
+	broken := e.crawl(t)
+	if broken.State != "succeeded" || broken.Stats.Items != 0 {
+		t.Fatalf("the broken spider's run: %+v, want succeeded with 0 items", broken)
+	}
+	if _, err := p.Drain(ctxT(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	after, err := e.n.Crawler.Get(context.Background(), broken.ID)
+	if err != nil || after.State != "succeeded" {
+		t.Fatalf("judging changed the run: %+v %v", after, err)
+	}
+
+	got := failures.drain()
+	if len(got) != 1 || got[0].Detail.RunID != broken.ID || got[0].Detail.Outcome != "monitors_failed" || got[0].Detail.State != "succeeded" {
+		t.Fatalf("failure rule got %+v, want the one monitors_failed event of run %d", got, broken.ID)
+	}
+	failed := map[string]bool{}
+	for _, r := range got[0].Detail.Monitors.Results {
+		if r.Status == monitor.StatusFailed {
+			failed[r.Monitor+" "+r.Field] = true
+		}
+	}
+	for _, m := range []string{"min_items ", "field_coverage title", "field_coverage category", "items_vs_median "} {
+		if !failed[m] {
+			t.Errorf("monitor %q did not fail: %+v", m, got[0].Detail.Monitors.Results)
+		}
+	}
+	if failed["max_error_rate "] {
+		t.Errorf("the error rate did not change, yet its monitor failed")
+	}
+	// Every state change of the three runs arrived once, in order.
+	evs := all.drain()
+	for _, id := range append(good, broken.ID) {
+		if s := strings.Join(states(evs, id), ","); s != "pending,running,succeeded" {
+			t.Errorf("run %d events %s", id, s)
+		}
+	}
+	if len(evs) != 9 {
+		t.Errorf("%d events, want 9", len(evs))
+	}
+	if !strings.Contains(emf.String(), `"Monitor":"min_items","MonitorFailed":1`) {
+		t.Errorf("no MonitorFailed metric for min_items:\n%s", emf.String())
+	}
+}

@@ -1,0 +1,570 @@
+// Package events owns run events and run reports. A trigger (migration 0009) records every state
+// change of a run in an outbox, crawlq_run_event, in the transaction that makes it; the Publisher
+// drains that outbox to Amazon EventBridge (source "crawlq", detail-type "Run State Change") at
+// least once and in order per run, retrying failures with backoff, and never touches the run.
+// When it first meets a run's final event it judges the run against its spider's monitors
+// (internal/monitor), stores the verdict with the run's field coverage and figures
+// (crawlq_run_report), writes the monitor metrics (EMF), and only then publishes the event, so
+// the event carries the verdict. Dispatch's tick and `crawlq local` run it.
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+	"github.com/aws/smithy-go"
+
+	"crawlq/internal/metrics"
+	"crawlq/internal/monitor"
+	"crawlq/internal/spider"
+)
+
+// Event vocabulary: what a rule matches on.
+const (
+	DefaultSource     = "crawlq"
+	DetailType        = "Run State Change"
+	DefaultBus        = "default"
+	maxEntriesPerCall = 10 // PutEvents' limit
+)
+
+// Putter is the part of the EventBridge client the publisher uses; *eventbridge.Client is one.
+type Putter interface {
+	PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, opts ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error)
+}
+
+// RunLog receives one line per published run event (state changes, monitor verdicts), to keep
+// with the run's own log. The per-run log store (internal/runlog) adapts to it; nil: none.
+type RunLog interface {
+	RunEvent(ctx context.Context, runID int64, line string) error
+}
+
+// Config wires a Publisher. Pool is required.
+type Config struct {
+	Pool DB
+	// Putter publishes to EventBridge. Nil turns publishing off: runs are still judged, and each
+	// event is marked done with last_error saying it was not published. Default nil.
+	Putter Putter
+	// Bus is the event bus name or ARN. Default "default".
+	Bus string
+	// Source is the events' source. Default "crawlq".
+	Source string
+	// Monitors returns the monitors a spider declares (spider.Registry.Monitors). Default: none.
+	Monitors func(spiderName string) spider.Monitors
+	// Metrics receives the monitor metrics as EMF lines (the dispatch function's stdout).
+	// Default: none written.
+	Metrics io.Writer
+	// Namespace is the metrics' CloudWatch namespace. Default "crawlq".
+	Namespace string
+	// Log receives a line per event for the run's log. Default none.
+	Log RunLog
+	// Batch is events per PutEvents call, 1..10. Default 10.
+	Batch int
+	// MaxCalls bounds the PutEvents calls of one Drain (so a tick publishes at most 10x this many
+	// events; the rest go at the next). Default 200.
+	MaxCalls int
+	// Lease is how long a claimed event is kept from other publishers while this one publishes
+	// it. Default 1m.
+	Lease time.Duration
+	// Backoff is the wait before retrying an event after its attempt'th failure. Default
+	// 2^attempt seconds, at most 5m.
+	Backoff func(attempt int) time.Duration
+	// Retention is how long published events are kept. Default 7 days.
+	Retention time.Duration
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Pool == nil:
+		return errors.New("events: Pool is required")
+	case c.Batch < 0 || c.Batch > maxEntriesPerCall:
+		return fmt.Errorf("events: Batch %d: want 1..%d", c.Batch, maxEntriesPerCall)
+	case c.MaxCalls < 0:
+		return errors.New("events: MaxCalls must not be negative")
+	case c.Lease < 0:
+		return errors.New("events: Lease must not be negative")
+	case c.Retention < 0:
+		return errors.New("events: Retention must not be negative")
+	}
+	return nil
+}
+
+// Publisher drains the run-event outbox. Safe for concurrent use; concurrent Drains (two ticks)
+// take different events.
+type Publisher struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns a Publisher.
+func New(cfg Config) (*Publisher, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Bus == "" {
+		cfg.Bus = DefaultBus
+	}
+	if cfg.Source == "" {
+		cfg.Source = DefaultSource
+	}
+	if cfg.Monitors == nil {
+		cfg.Monitors = func(string) spider.Monitors { return spider.Monitors{} }
+	}
+	if cfg.Batch == 0 {
+		cfg.Batch = maxEntriesPerCall
+	}
+	if cfg.MaxCalls == 0 {
+		cfg.MaxCalls = 200
+	}
+	if cfg.Lease == 0 {
+		cfg.Lease = time.Minute
+	}
+	if cfg.Backoff == nil {
+		cfg.Backoff = func(attempt int) time.Duration {
+			return time.Duration(math.Min(math.Pow(2, float64(attempt)), 300)) * time.Second
+		}
+	}
+	if cfg.Retention == 0 {
+		cfg.Retention = 7 * 24 * time.Hour
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Publisher{cfg: cfg, log: cfg.Logger}, nil
+}
+
+// event is one claimed outbox row.
+type event struct {
+	ID        int64
+	RunID     int64
+	Spider    string
+	State     string
+	PrevState string
+	At        time.Time
+	Attempts  int
+	snap      snapshot
+}
+
+// Detail is the detail of a "Run State Change" event.
+type Detail struct {
+	RunID         int64  `json:"run_id"`
+	Spider        string `json:"spider"`
+	Version       string `json:"version,omitempty"`
+	State         string `json:"state"` // pending (scheduled), running, succeeded, incomplete, failed, cancelled
+	PreviousState string `json:"previous_state,omitempty"`
+	// Outcome is set on final events: the state, except "monitors_failed" for a run that
+	// succeeded (or ended incomplete) while a monitor failed.
+	Outcome string `json:"outcome,omitempty"`
+	// Sequence increases with each event of a run (the outbox id): order by it, drop repeats.
+	Sequence int64     `json:"sequence"`
+	Time     time.Time `json:"time"`
+	Error    string    `json:"error,omitempty"`
+	Stats    Stats     `json:"stats"`
+	// Monitors and FieldCoverage are set on final events.
+	Monitors      *MonitorsDetail  `json:"monitors,omitempty"`
+	FieldCoverage map[string]int64 `json:"field_coverage,omitempty"`
+	ItemsStored   *int64           `json:"items_stored,omitempty"`
+	// Truncated says parts were left out to keep the event within EventBridge's size limit
+	// (the field coverage of a run with very many fields, a very long error); `crawlq run ID`
+	// has them all.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// maxDetail bounds one event's detail; PutEvents takes at most 256 KB per call, all entries
+// together, and put splits batches to stay under that.
+const (
+	maxDetail   = 64 << 10
+	maxCallSize = 250_000
+)
+
+// encodeDetail encodes d, leaving out what does not fit in maxDetail.
+func encodeDetail(d *Detail) ([]byte, error) {
+	body, err := json.Marshal(d)
+	if err != nil || len(body) <= maxDetail {
+		return body, err
+	}
+	c := *d
+	c.Truncated = true
+	c.Error = truncate(c.Error)
+	if body, err = json.Marshal(&c); err != nil || len(body) <= maxDetail {
+		return body, err
+	}
+	c.FieldCoverage = nil
+	if c.Monitors != nil {
+		m := *c.Monitors
+		m.Results = nil
+		for _, r := range c.Monitors.Results {
+			if r.Status == monitor.StatusFailed {
+				r.Message = truncate(r.Message)
+				m.Results = append(m.Results, r)
+			}
+		}
+		c.Monitors = &m
+	}
+	c.Stats.ErrorsByKind = nil
+	return json.Marshal(&c)
+}
+
+// MonitorsDetail is the monitors' verdict in an event.
+type MonitorsDetail struct {
+	Status  string           `json:"status"` // passed, failed, none, skipped
+	Results []monitor.Result `json:"results"`
+}
+
+// Outcome is a final run's outcome as events and listings show it.
+func Outcome(state, monitors string) string {
+	if monitors == monitor.StatusFailed && (state == "succeeded" || state == "incomplete") {
+		return "monitors_failed"
+	}
+	return state
+}
+
+// Result says what a Drain did.
+type Result struct {
+	Published int `json:"published"`
+	Failed    int `json:"failed"` // events whose publish failed this time (retried later)
+	Judged    int `json:"judged"` // runs judged against their monitors
+	Pruned    int `json:"pruned"`
+}
+
+// Drain publishes the due events, a batch at a time, until none is due or MaxCalls is reached.
+// A failed batch is put back with backoff and the error returned; the runs are never touched.
+func (p *Publisher) Drain(ctx context.Context) (Result, error) {
+	var res Result
+	var errs []error
+	for call := 0; call < p.cfg.MaxCalls; call++ {
+		evs, err := p.claim(ctx)
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+		if len(evs) == 0 {
+			break
+		}
+		if err := p.publish(ctx, evs, &res); err != nil {
+			errs = append(errs, err)
+			break // EventBridge is failing: the rest waits for the backoff
+		}
+	}
+	if n, err := p.prune(ctx); err != nil {
+		errs = append(errs, err)
+	} else {
+		res.Pruned = n
+	}
+	return res, errors.Join(errs...)
+}
+
+func (p *Publisher) claim(ctx context.Context) ([]*event, error) {
+	rows, err := p.cfg.Pool.Query(ctx, sqlClaim, p.cfg.Batch, p.cfg.Lease.Microseconds())
+	if err != nil {
+		return nil, fmt.Errorf("claim run events: %w", err)
+	}
+	defer rows.Close()
+	var out []*event
+	for rows.Next() {
+		ev := &event{}
+		var snap []byte
+		if err := rows.Scan(&ev.ID, &ev.RunID, &ev.Spider, &ev.State, &ev.PrevState, &snap, &ev.At, &ev.Attempts); err != nil {
+			return nil, fmt.Errorf("claim run events: %w", err)
+		}
+		if err := json.Unmarshal(snap, &ev.snap); err != nil {
+			return nil, fmt.Errorf("run event %d: %w", ev.ID, err)
+		}
+		out = append(out, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim run events: %w", err)
+	}
+	return out, nil
+}
+
+// publish judges final runs, sends the batch and records each event's outcome.
+func (p *Publisher) publish(ctx context.Context, evs []*event, res *Result) error {
+	entries := make([]ebtypes.PutEventsRequestEntry, 0, len(evs))
+	details := make([]*Detail, 0, len(evs))
+	var ok, bad []int64
+	var badErr []string
+	for _, ev := range evs {
+		d, err := p.detail(ctx, ev, res)
+		if err != nil {
+			// The run cannot be judged now (a database error): retry the event later rather
+			// than publish it without its verdict.
+			bad, badErr = append(bad, ev.ID), append(badErr, err.Error())
+			continue
+		}
+		body, err := encodeDetail(d)
+		if err != nil {
+			return fmt.Errorf("encode run event %d: %w", ev.ID, err)
+		}
+		details = append(details, d)
+		entries = append(entries, ebtypes.PutEventsRequestEntry{
+			EventBusName: aws.String(p.cfg.Bus), Source: aws.String(p.cfg.Source), DetailType: aws.String(DetailType),
+			Detail: aws.String(string(body)), Time: aws.Time(ev.At),
+		})
+	}
+	var callErr error
+	note := ""
+	switch {
+	case len(entries) == 0:
+	case p.cfg.Putter == nil:
+		note = "not published: publishing is off"
+		for _, d := range details {
+			ok = append(ok, d.Sequence)
+		}
+	default:
+		results, err := p.put(ctx, entries)
+		if err != nil {
+			callErr = fmt.Errorf("put run events: %w", err)
+			for _, d := range details {
+				bad, badErr = append(bad, d.Sequence), append(badErr, err.Error())
+			}
+			break
+		}
+		for i, d := range details {
+			if results[i] == "" {
+				ok = append(ok, d.Sequence)
+			} else {
+				bad, badErr = append(bad, d.Sequence), append(badErr, results[i])
+			}
+		}
+	}
+	if len(ok) > 0 {
+		if _, err := p.cfg.Pool.Exec(ctx, sqlPublished, ok, note); err != nil {
+			// Published but not marked: they go out again after the lease (at least once).
+			return fmt.Errorf("mark run events published: %w", err)
+		}
+		res.Published += len(ok)
+		p.logEvents(ctx, details, ok)
+	}
+	if len(bad) > 0 {
+		res.Failed += len(bad)
+		byAttempt := map[int64]int{}
+		for _, ev := range evs {
+			byAttempt[ev.ID] = ev.Attempts
+		}
+		for i, id := range bad {
+			wait := p.cfg.Backoff(byAttempt[id])
+			if _, err := p.cfg.Pool.Exec(ctx, sqlRetry, []int64{id}, wait.Microseconds(), truncate(badErr[i])); err != nil {
+				return errors.Join(callErr, fmt.Errorf("put back run event %d: %w", id, err))
+			}
+		}
+		p.log.Warn("events: run events not published; retrying with backoff", "events", len(bad), "first_error", badErr[0])
+		if callErr == nil {
+			callErr = fmt.Errorf("put run events: %d of %d failed: %s", len(bad), len(evs), badErr[0])
+		}
+	}
+	return callErr
+}
+
+// put sends entries and returns, per entry, "" when it was accepted or why not. When EventBridge
+// refuses the whole request (an API error such as a ValidationException, not a failure to reach
+// it), the entries are sent one by one, so one bad event (too large, say) fails alone instead of
+// holding back every event batched with it on each retry.
+func (p *Publisher) put(ctx context.Context, entries []ebtypes.PutEventsRequestEntry) ([]string, error) {
+	if n := fitting(entries); n < len(entries) {
+		// Each part's failure is its entries' own: what one part published stays published.
+		var results []string
+		for _, part := range [][]ebtypes.PutEventsRequestEntry{entries[:n], entries[n:]} {
+			r, err := p.put(ctx, part)
+			if err != nil {
+				r = make([]string, len(part))
+				for i := range r {
+					r[i] = err.Error()
+				}
+			}
+			results = append(results, r...)
+		}
+		return results, nil
+	}
+	out, err := p.cfg.Putter.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: entries})
+	var apiErr smithy.APIError
+	if err != nil && len(entries) > 1 && errors.As(err, &apiErr) {
+		results := make([]string, len(entries))
+		for i := range entries {
+			r, err := p.put(ctx, entries[i:i+1])
+			if err != nil {
+				results[i] = err.Error()
+			} else {
+				results[i] = r[0]
+			}
+		}
+		return results, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	results := make([]string, len(entries))
+	for i := range entries {
+		switch {
+		case i >= len(out.Entries):
+			results[i] = "no result for the entry"
+		case out.Entries[i].ErrorCode != nil:
+			results[i] = aws.ToString(out.Entries[i].ErrorCode) + ": " + aws.ToString(out.Entries[i].ErrorMessage)
+		}
+	}
+	return results, nil
+}
+
+// fitting returns how many of the entries, from the first, one PutEvents call takes (at least
+// one), counting sizes as EventBridge does (source, detail-type, detail, bus name, 14 for a time).
+func fitting(entries []ebtypes.PutEventsRequestEntry) int {
+	size := 0
+	for i, e := range entries {
+		size += len(aws.ToString(e.Source)) + len(aws.ToString(e.DetailType)) + len(aws.ToString(e.Detail)) +
+			len(aws.ToString(e.EventBusName)) + 14
+		if size > maxCallSize && i > 0 {
+			return i
+		}
+	}
+	return len(entries)
+}
+
+// detail builds an event's detail, judging the run first when the event is its final one.
+func (p *Publisher) detail(ctx context.Context, ev *event, res *Result) (*Detail, error) {
+	d := &Detail{RunID: ev.RunID, Spider: ev.Spider, Version: ev.snap.version(), State: ev.State, PreviousState: ev.PrevState,
+		Sequence: ev.ID, Time: ev.At, Stats: ev.snap.stats()}
+	if ev.snap.Error != nil {
+		d.Error = *ev.snap.Error
+	}
+	if !IsFinal(ev.State) {
+		return d, nil
+	}
+	rep, fresh, err := judge(ctx, p.cfg.Pool, p.cfg.Monitors(ev.Spider), ev)
+	if err != nil {
+		return nil, err
+	}
+	if fresh {
+		res.Judged++
+		p.recordVerdict(ctx, rep)
+	}
+	d.Outcome = Outcome(ev.State, rep.Monitors)
+	d.Monitors = &MonitorsDetail{Status: rep.Monitors, Results: rep.Results}
+	d.FieldCoverage, d.ItemsStored = rep.Coverage, rep.ItemsStored
+	return d, nil
+}
+
+// recordVerdict writes a freshly judged run's monitor metrics and log lines. Both are reports of
+// a verdict already stored, so their failure is logged, not retried.
+func (p *Publisher) recordVerdict(ctx context.Context, rep *Report) {
+	if p.cfg.Metrics != nil {
+		var ms []metrics.MonitorStat
+		for _, r := range rep.Results {
+			if r.Status == monitor.StatusPassed || r.Status == monitor.StatusFailed {
+				ms = append(ms, metrics.MonitorStat{Spider: rep.Spider, Monitor: r.Monitor, Failed: r.Status == monitor.StatusFailed})
+			}
+		}
+		w := metrics.Writer{Namespace: p.cfg.Namespace, W: p.cfg.Metrics}
+		if err := w.WriteMonitors(time.Now(), ms); err != nil {
+			p.log.Error("events: write monitor metrics", "run", rep.RunID, "err", err)
+		}
+	}
+	lvl := slog.LevelDebug
+	if rep.Monitors == monitor.StatusFailed {
+		lvl = slog.LevelWarn
+	}
+	p.log.Log(ctx, lvl, "events: run judged", "run", rep.RunID, "spider", rep.Spider, "state", rep.State, "monitors", rep.Monitors)
+	if p.cfg.Log == nil {
+		return
+	}
+	for _, r := range rep.Results {
+		line := fmt.Sprintf("monitor %s", r.Monitor)
+		if r.Field != "" {
+			line += " " + r.Field
+		}
+		line += ": " + r.Status + ": " + r.Message
+		if err := p.cfg.Log.RunEvent(ctx, rep.RunID, line); err != nil {
+			p.log.Error("events: write run log", "run", rep.RunID, "err", err)
+		}
+	}
+}
+
+func (p *Publisher) logEvents(ctx context.Context, details []*Detail, ok []int64) {
+	if p.cfg.Log == nil {
+		return
+	}
+	done := map[int64]bool{}
+	for _, id := range ok {
+		done[id] = true
+	}
+	for _, d := range details {
+		if !done[d.Sequence] {
+			continue
+		}
+		line := "state " + d.State
+		if d.Outcome != "" && d.Outcome != d.State {
+			line += " (" + d.Outcome + ")"
+		}
+		if d.Error != "" {
+			line += ": " + d.Error
+		}
+		if err := p.cfg.Log.RunEvent(ctx, d.RunID, line); err != nil {
+			p.log.Error("events: write run log", "run", d.RunID, "err", err)
+		}
+	}
+}
+
+func (p *Publisher) prune(ctx context.Context) (int, error) {
+	tag, err := p.cfg.Pool.Exec(ctx, sqlPrune, time.Now().Add(-p.cfg.Retention), 1000)
+	if err != nil {
+		return 0, fmt.Errorf("prune run events: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// Backlog returns how many events wait to be published and how old the oldest is.
+func Backlog(ctx context.Context, db DB) (int64, time.Duration, error) {
+	var n int64
+	var age float64
+	if err := db.QueryRow(ctx, sqlBacklog).Scan(&n, &age); err != nil {
+		return 0, 0, fmt.Errorf("run event backlog: %w", err)
+	}
+	return n, time.Duration(age * float64(time.Second)), nil
+}
+
+// Recorded is an outbox row as RunEvents lists it.
+type Recorded struct {
+	ID          int64      `json:"id"`
+	RunID       int64      `json:"run_id"`
+	Spider      string     `json:"spider"`
+	State       string     `json:"state"`
+	PrevState   string     `json:"previous_state,omitempty"`
+	At          time.Time  `json:"at"`
+	PublishedAt *time.Time `json:"published_at,omitempty"`
+	Attempts    int        `json:"attempts"`
+	LastError   string     `json:"last_error,omitempty"`
+}
+
+// RunEvents lists a run's recorded events in order, published or not.
+func RunEvents(ctx context.Context, db DB, runID int64) ([]Recorded, error) {
+	rows, err := db.Query(ctx, sqlRunEvents, runID)
+	if err != nil {
+		return nil, fmt.Errorf("events of run %d: %w", runID, err)
+	}
+	defer rows.Close()
+	var out []Recorded
+	for rows.Next() {
+		var r Recorded
+		if err := rows.Scan(&r.ID, &r.RunID, &r.Spider, &r.State, &r.PrevState, &r.At, &r.PublishedAt, &r.Attempts, &r.LastError); err != nil {
+			return nil, fmt.Errorf("events of run %d: %w", runID, err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+func truncate(s string) string {
+	if len(s) > 1000 {
+		return s[:1000] + "..."
+	}
+	return s
+}

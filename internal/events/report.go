@@ -1,0 +1,249 @@
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"crawlq/internal/monitor"
+	"crawlq/internal/spider"
+)
+
+// DB is what this package's reads need: a pool, a connection or a transaction.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Stats are a run's figures as of one of its state changes (final on its last).
+type Stats struct {
+	Pages        int64            `json:"pages"`
+	Items        int64            `json:"items"`
+	Bytes        int64            `json:"bytes"`
+	Errors       int64            `json:"errors"`
+	Retries      int64            `json:"retries"`
+	DeadPages    *int64           `json:"dead_pages,omitempty"` // when the run records them
+	ErrorsByKind map[string]int64 `json:"errors_by_kind,omitempty"`
+	// PagesByStatus counts pages by HTTP status class: "2xx" the pages fetched, "4xx" and "5xx"
+	// the pages that ended in such an answer (after retries), from ErrorsByKind.
+	PagesByStatus map[string]int64 `json:"pages_by_status"`
+	Duration      float64          `json:"duration_seconds"`
+}
+
+// snapshot is the run row a state change left (crawlq_run_event.run, to_jsonb of the row): only
+// the columns events use are read, and a column another migration adds (version, dead_pages)
+// is picked up when it is there.
+type snapshot struct {
+	ID           int64            `json:"id"`
+	Spider       string           `json:"spider"`
+	State        string           `json:"state"`
+	Version      any              `json:"version"`
+	Error        *string          `json:"error"`
+	StartedAt    *time.Time       `json:"started_at"`
+	FinishedAt   *time.Time       `json:"finished_at"`
+	Pages        int64            `json:"pages"`
+	Items        int64            `json:"items"`
+	Bytes        int64            `json:"bytes"`
+	Errors       int64            `json:"errors"`
+	Retries      int64            `json:"retries"`
+	DeadPages    *int64           `json:"dead_pages"`
+	ErrorsByKind map[string]int64 `json:"errors_by_kind"`
+}
+
+func (s *snapshot) stats() Stats {
+	st := Stats{Pages: s.Pages, Items: s.Items, Bytes: s.Bytes, Errors: s.Errors, Retries: s.Retries,
+		DeadPages: s.DeadPages, ErrorsByKind: s.ErrorsByKind}
+	if s.StartedAt != nil && s.FinishedAt != nil {
+		st.Duration = s.FinishedAt.Sub(*s.StartedAt).Seconds()
+	}
+	// The kinds are internal/fetch's labels of HTTP answers (fetch.Kind).
+	st.PagesByStatus = map[string]int64{"2xx": s.Pages, "4xx": s.ErrorsByKind["status_4xx"] + s.ErrorsByKind["status_429"],
+		"5xx": s.ErrorsByKind["status_5xx"]}
+	return st
+}
+
+func (s *snapshot) version() string {
+	switch v := s.Version.(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	default:
+		b, _ := json.Marshal(v)
+		return string(b)
+	}
+}
+
+// Report is how a finished run was judged: its monitors' verdict and results, its field
+// coverage and its final figures. Written once, when the publisher first sees the run's final
+// event.
+type Report struct {
+	RunID  int64  `json:"run_id"`
+	Spider string `json:"spider"`
+	State  string `json:"state"`
+	// Monitors is the verdict: passed, failed, none (no monitors declared) or skipped (the run
+	// failed or was cancelled). A failed verdict does not change the run's state.
+	Monitors string           `json:"monitors"`
+	Results  []monitor.Result `json:"results"`
+	// ItemsStored counts the run's items in Postgres; nil (and Coverage nil) when they went
+	// elsewhere, so coverage is unknown.
+	ItemsStored *int64           `json:"items_stored"`
+	Coverage    map[string]int64 `json:"field_coverage"`
+	Stats       Stats            `json:"stats"`
+	EvaluatedAt time.Time        `json:"evaluated_at"`
+}
+
+// IsFinal reports whether state is a run's final state.
+func IsFinal(state string) bool {
+	switch state {
+	case "succeeded", "incomplete", "failed", "cancelled":
+		return true
+	}
+	return false
+}
+
+func scanReport(row pgx.Row) (*Report, error) {
+	r := &Report{}
+	var results, coverage, stats []byte
+	if err := row.Scan(&r.RunID, &r.Spider, &r.State, &r.Monitors, &results, &r.ItemsStored, &coverage, &stats, &r.EvaluatedAt); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(results, &r.Results); err != nil {
+		return nil, fmt.Errorf("report of run %d: results: %w", r.RunID, err)
+	}
+	if coverage != nil {
+		if err := json.Unmarshal(coverage, &r.Coverage); err != nil {
+			return nil, fmt.Errorf("report of run %d: coverage: %w", r.RunID, err)
+		}
+	}
+	if err := json.Unmarshal(stats, &r.Stats); err != nil {
+		return nil, fmt.Errorf("report of run %d: stats: %w", r.RunID, err)
+	}
+	return r, nil
+}
+
+// Reports returns the reports of the given runs that have one (runs not yet finished, or
+// finished before their final event was seen, have none).
+func Reports(ctx context.Context, db DB, ids []int64) (map[int64]*Report, error) {
+	out := map[int64]*Report{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := db.Query(ctx, sqlReports, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read run reports: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		r, err := scanReport(rows)
+		if err != nil {
+			return nil, fmt.Errorf("read run reports: %w", err)
+		}
+		out[r.RunID] = r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read run reports: %w", err)
+	}
+	return out, nil
+}
+
+// judge returns the run's report, computing and storing it if this is the first time its final
+// event is seen (fresh is then true).
+func judge(ctx context.Context, db DB, mons spider.Monitors, ev *event) (rep *Report, fresh bool, err error) {
+	got, err := Reports(ctx, db, []int64{ev.RunID})
+	if err != nil {
+		return nil, false, err
+	}
+	if r := got[ev.RunID]; r != nil {
+		return r, false, nil
+	}
+	st := ev.snap.stats()
+	f := monitor.Facts{State: ev.State, Items: st.Items, Pages: st.Pages, Errors: st.Errors}
+	var stored int64
+	if err := db.QueryRow(ctx, sqlItemCount, ev.RunID).Scan(&stored); err != nil {
+		return nil, false, fmt.Errorf("count items of run %d: %w", ev.RunID, err)
+	}
+	// Items counted by the run but none in Postgres: they went to another sink, and their
+	// fields cannot be counted here.
+	if stored > 0 || st.Items == 0 {
+		f.ItemsStored = &stored
+		if f.Coverage, err = coverage(ctx, db, ev.RunID); err != nil {
+			return nil, false, err
+		}
+	}
+	if md := mons.ItemsVsMedian; md != nil && (ev.State == "succeeded" || ev.State == "incomplete") {
+		if f.History, err = goodItems(ctx, db, ev.Spider, ev.RunID, md.Runs); err != nil {
+			return nil, false, err
+		}
+	}
+	verdict, results := monitor.Judge(mons, f)
+	if results == nil {
+		results = []monitor.Result{}
+	}
+	resJSON, _ := json.Marshal(results)
+	var covJSON any // NULL: coverage unknown
+	if f.Coverage != nil {
+		b, _ := json.Marshal(f.Coverage)
+		covJSON = string(b)
+	}
+	stJSON, _ := json.Marshal(st)
+	rep, err = scanReport(db.QueryRow(ctx, sqlReportInsert, ev.RunID, ev.Spider, ev.State, verdict, string(resJSON), f.ItemsStored, covJSON, string(stJSON)))
+	if errors.Is(err, pgx.ErrNoRows) { // judged meanwhile by another publisher: use its verdict
+		got, err := Reports(ctx, db, []int64{ev.RunID})
+		if err != nil {
+			return nil, false, err
+		}
+		if r := got[ev.RunID]; r != nil {
+			return r, false, nil
+		}
+		return nil, false, fmt.Errorf("report of run %d vanished", ev.RunID)
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("store report of run %d: %w", ev.RunID, err)
+	}
+	return rep, true, nil
+}
+
+func coverage(ctx context.Context, db DB, runID int64) (map[string]int64, error) {
+	rows, err := db.Query(ctx, sqlCoverage, runID)
+	if err != nil {
+		return nil, fmt.Errorf("field coverage of run %d: %w", runID, err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var f string
+		var n int64
+		if err := rows.Scan(&f, &n); err != nil {
+			return nil, fmt.Errorf("field coverage of run %d: %w", runID, err)
+		}
+		out[f] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("field coverage of run %d: %w", runID, err)
+	}
+	return out, nil
+}
+
+func goodItems(ctx context.Context, db DB, spiderName string, before int64, n int) ([]int64, error) {
+	rows, err := db.Query(ctx, sqlGoodItems, spiderName, before, n)
+	if err != nil {
+		return nil, fmt.Errorf("history of %s: %w", spiderName, err)
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var v int64
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("history of %s: %w", spiderName, err)
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,37 @@
+package lambdafn
+
+import (
+	"context"
+	"io"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+
+	"crawlq/internal/events"
+)
+
+// EventsOff is the CRAWLQ_EVENT_BUS value that turns publishing run events off (runs are still
+// judged against their monitors).
+const EventsOff = "off"
+
+// Events returns the run-event publisher the environment describes: to the EventBridge bus
+// CRAWLQ_EVENT_BUS (default "default"; "off": not published), with the monitor metrics as EMF
+// lines on metricsOut in CRAWLQ_METRICS_NAMESPACE.
+func (d *Deps) Events(metricsOut io.Writer) (*events.Publisher, error) {
+	cfg := events.Config{Pool: d.Pool, Bus: envOr(d.Getenv, "CRAWLQ_EVENT_BUS", events.DefaultBus),
+		Monitors: d.Spiders.Monitors, Metrics: metricsOut, Namespace: d.Getenv("CRAWLQ_METRICS_NAMESPACE"), Logger: d.Logger}
+	if strings.EqualFold(cfg.Bus, EventsOff) {
+		cfg.Bus = ""
+	} else {
+		cfg.Putter = eventbridge.NewFromConfig(d.AWS)
+	}
+	return events.New(cfg)
+}
+
+// drainEvents adapts a publisher to dispatch.Config.Events.
+func drainEvents(p *events.Publisher) func(ctx context.Context) (int, error) {
+	return func(ctx context.Context) (int, error) {
+		r, err := p.Drain(ctx)
+		return r.Published, err
+	}
+}
