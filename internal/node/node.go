@@ -18,6 +18,7 @@ import (
 	"crawlq/internal/items"
 	"crawlq/internal/queue"
 	"crawlq/internal/spider"
+	"crawlq/internal/spiderstore"
 	"crawlq/spiders"
 )
 
@@ -28,6 +29,10 @@ type Config struct {
 	Spiders *spider.Registry
 	// SpiderDir holds extra spider specs (*.yaml, *.yml, *.json). Default none.
 	SpiderDir string
+	// Store holds pushed spiders. Default a Postgres store on Pool; the registry resolves names
+	// from it first (see spider.Registry.SetSource), and the built-in specs are pushed to it as
+	// version 1 of every name it never held.
+	Store *spiderstore.Store
 	// Queues to work. Default ["crawl"].
 	Queues []string
 	// Workers per queue. Default 1.
@@ -58,6 +63,7 @@ type Node struct {
 	cfg      Config
 	Queue    *queue.Client
 	Spiders  *spider.Registry
+	Store    *spiderstore.Store
 	Pipeline *items.Pipeline
 	Crawler  *crawl.Crawler
 	Mux      *queue.Mux
@@ -113,6 +119,25 @@ func New(cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
+	store := cfg.Store
+	if store == nil {
+		var err error
+		if store, err = spiderstore.New(spiderstore.Config{Pool: cfg.Pool}); err != nil {
+			return nil, err
+		}
+	}
+	if !reg.HasSource() {
+		reg.SetSource(store, 0)
+	}
+	seedCtx, cancelSeed := context.WithTimeout(context.Background(), 10*time.Second)
+	if n, err := store.Seed(seedCtx, spiders.FS); err != nil {
+		// Not fatal: the built-in specs still resolve in-process; pushes and runs of stored
+		// spiders fail visibly on their own if the store is unreachable.
+		cfg.Logger.Warn("node: push built-in spiders to the store", "err", err)
+	} else if n > 0 {
+		cfg.Logger.Info("node: pushed built-in spiders to the store", "spiders", n)
+	}
+	cancelSeed()
 	sink := cfg.Sink
 	var txSink items.TxSink
 	if sink == nil {
@@ -125,7 +150,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	qc := queue.New(cfg.Pool, cfg.Queue)
-	n := &Node{cfg: cfg, Queue: qc, Spiders: reg, Pipeline: pl, Mux: queue.NewMux()}
+	n := &Node{cfg: cfg, Queue: qc, Spiders: reg, Store: store, Pipeline: pl, Mux: queue.NewMux()}
 	cr, err := crawl.New(crawl.Config{Pool: cfg.Pool, Queue: qc, Spiders: reg, Pipeline: pl, TxSink: txSink, Fetch: cfg.Fetch,
 		OnFinish: cfg.OnFinish, OnEnqueue: n.poke, Reserve: n.reserve, ItemTimeout: cfg.ItemTimeout, Logger: cfg.Logger})
 	if err != nil {
