@@ -120,6 +120,17 @@ func (a *API) Handle(ctx context.Context, payload []byte) (resp Response) {
 	if err != nil {
 		return errResponse(err.Error())
 	}
+	return a.Run(ctx, req)
+}
+
+// Run answers one decoded (and validated) request, like Handle.
+func (a *API) Run(ctx context.Context, req *Request) (resp Response) {
+	defer func() {
+		if r := recover(); r != nil {
+			a.log.Error("api: panic", "panic", r)
+			resp = errResponse("internal error")
+		}
+	}()
 	out, err := a.Do(ctx, req)
 	if err != nil {
 		var ue *userError
@@ -372,8 +383,8 @@ type Job struct {
 	// PID is the run's command process (command spiders), once started.
 	PID int `json:"pid,omitempty"`
 	// LogURL and ItemsURL are paths on the Scrapyd HTTP API (as Scrapyd gives them).
-	LogURL   string      `json:"log_url"`
-	ItemsURL string      `json:"items_url"`
+	LogURL    string      `json:"log_url"`
+	ItemsURL  string      `json:"items_url"`
 	State     string      `json:"state"`
 	Args      any         `json:"args"`
 	Priority  int         `json:"priority"`

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -15,6 +16,8 @@ import (
 	"crawlq/internal/lambdafn"
 	"crawlq/internal/local"
 	"crawlq/internal/migrate"
+	"crawlq/internal/runlog"
+	"crawlq/internal/scrapyd"
 )
 
 // localCmd is `crawlq local`: the four Lambda functions in-process behind the Lambda Invoke API.
@@ -27,7 +30,8 @@ the Lambda Invoke REST API, so the AWS CLI works against it as against AWS:
   aws lambda invoke --endpoint-url http://127.0.0.1:3001 --function-name crawlq-api \
       --payload '{"action":"schedule","spider":"demo","args":{"base_url":"http://127.0.0.1:8080"}}' out.json
 
-(AWS CLI v2 also needs --cli-binary-format raw-in-base64-out.) Dispatch ticks every --tick and
+(AWS CLI v2 also needs --cli-binary-format raw-in-base64-out.) The Scrapyd-compatible HTTP API
+listens on --scrapyd-addr (scrapyd-deploy, ScrapydWeb and curl work against it unchanged). Dispatch ticks every --tick and
 right after each schedule; the long-crawl queue is worked by in-process runners. The database
 schema is migrated at start. Stops on SIGINT/SIGTERM, releasing every claimed job.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
@@ -36,6 +40,8 @@ schema is migrated at start. Stops on SIGINT/SIGTERM, releasing every claimed jo
 			workerTimeout := fs.Duration("worker-timeout", 5*time.Minute, "timeout of one worker invocation")
 			idle := fs.Duration("worker-idle", 10*time.Second, "a worker invocation ends after this long without work")
 			prefix := fs.String("prefix", "crawlq", "function name prefix (<prefix>-api, ...)")
+			scrapydAddr := fs.String("scrapyd-addr", "127.0.0.1:6800", "address of the Scrapyd-compatible HTTP API; empty: off "+
+				"(basic auth from $CRAWLQ_SCRAPYD_USERNAME and $CRAWLQ_SCRAPYD_PASSWORD)")
 			dbURL := fs.String("database-url", "", "PostgreSQL URL (default $DATABASE_URL)")
 			return func(ctx context.Context, args []string) error {
 				if err := noArgs(args); err != nil {
@@ -93,7 +99,32 @@ schema is migrated at start. Stops on SIGINT/SIGTERM, releasing every claimed jo
 					return fmt.Errorf("listen: %w", err)
 				}
 				fmt.Fprintf(env.Stderr, "crawlq local: Lambda Invoke API on http://%s (functions %v)\n", ln.Addr(), st.Functions())
-				return st.Serve(ctx, ln)
+				scrapydDone := make(chan error, 1)
+				if *scrapydAddr != "" {
+					user, pass, err := scrapyd.Credentials(ctx, getenv, &awsCfg)
+					if err != nil {
+						ln.Close()
+						return err
+					}
+					sln, err := net.Listen("tcp", *scrapydAddr)
+					if err != nil {
+						ln.Close()
+						return fmt.Errorf("listen (scrapyd): %w", err)
+					}
+					auth := "no auth"
+					if user != "" {
+						auth = "basic auth"
+					}
+					fmt.Fprintf(env.Stderr, "crawlq local: Scrapyd API on http://%s (%s)\n", sln.Addr(), auth)
+					go func() {
+						scrapydDone <- st.ServeScrapyd(ctx, sln, scrapyd.Config{Store: deps.Control.Store, Pool: pool,
+							RunLog: runlog.Postgres{Pool: pool}, Username: user, Password: pass})
+					}()
+				} else {
+					scrapydDone <- nil
+				}
+				err = st.Serve(ctx, ln)
+				return errors.Join(err, <-scrapydDone)
 			}
 		},
 	}

@@ -2,7 +2,8 @@
 // Invoke REST API (POST /2015-03-31/functions/{name}/invocations, synchronous or
 // X-Amz-Invocation-Type: Event), so `aws lambda invoke --endpoint-url http://127.0.0.1:3001`
 // works as against AWS; a dispatch tick on a timer, as EventBridge's minute schedule would;
-// and the long-crawl tier as in-process runners in place of ECS tasks.
+// and the long-crawl tier as in-process runners in place of ECS tasks. Beside it, on a port of its
+// own, the Scrapyd-compatible HTTP API (ServeScrapyd).
 package local
 
 import (
@@ -28,6 +29,7 @@ import (
 	"crawlq/internal/api"
 	"crawlq/internal/dispatch"
 	"crawlq/internal/lambdafn"
+	"crawlq/internal/scrapyd"
 )
 
 // Request size limits of the Lambda Invoke API.
@@ -68,6 +70,7 @@ type function struct {
 
 // Stack is the running local functions.
 type Stack struct {
+	api   *api.API
 	cfg   Config
 	log   *slog.Logger
 	fns   map[string]function
@@ -118,6 +121,7 @@ func New(cfg Config) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.api = a
 	dc, err := d.DispatchConfig(inv, launcher{s})
 	if err != nil {
 		return nil, err
@@ -157,6 +161,37 @@ func marshal[T any](v T, err error) ([]byte, error) {
 		return nil, err
 	}
 	return json.Marshal(v)
+}
+
+// API returns the api function's API (for the Scrapyd HTTP API beside it).
+func (s *Stack) API() *api.API { return s.api }
+
+// ServeScrapyd serves the Scrapyd-compatible HTTP API (internal/scrapyd) on ln until ctx ends.
+// cfg.API is filled in.
+func (s *Stack) ServeScrapyd(ctx context.Context, ln net.Listener, cfg scrapyd.Config) error {
+	cfg.API = s.api
+	if cfg.Logger == nil {
+		cfg.Logger = s.log
+	}
+	srv, err := scrapyd.New(cfg)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		hs.Shutdown(sctx)
+		return nil
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return err
+	}
 }
 
 // Functions lists the function names the stack serves.

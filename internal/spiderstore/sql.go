@@ -42,7 +42,7 @@ FROM crawlq_spider ORDER BY name, seq DESC`
 // sqlSpecVersions lists one name's versions, oldest first. Index: crawlq_spider_latest.
 const sqlSpecVersions = `SELECT version FROM crawlq_spider WHERE name = $1 ORDER BY seq`
 
-// sqlDeleteSpec deletes one version of a name, or every version when $2 is ''.
+// sqlDeleteSpec deletes one version of a name, or every version when $2 is ”.
 const sqlDeleteSpec = `DELETE FROM crawlq_spider WHERE name = $1 AND ($2 = '' OR version = $2)`
 
 // sqlSpecNames lists the names of stored specs.
@@ -64,7 +64,7 @@ const sqlProjects = `SELECT DISTINCT project FROM crawlq_project_version ORDER B
 // Index: crawlq_project_version_latest.
 const sqlProjectVersions = `SELECT version FROM crawlq_project_version WHERE project = $1 ORDER BY seq`
 
-// sqlProjectVersion reads one version, or the newest when $2 is ''. Index:
+// sqlProjectVersion reads one version, or the newest when $2 is ”. Index:
 // crawlq_project_version_latest.
 const sqlProjectVersion = `
 SELECT version, spiders, size, sha256, egg_ref FROM crawlq_project_version
@@ -84,7 +84,7 @@ WHERE project = $1 AND $2 = ANY(spiders) ORDER BY seq DESC LIMIT 1`
 const sqlProjectSpiders = `
 SELECT DISTINCT ON (project) project, version, spiders FROM crawlq_project_version ORDER BY project, seq DESC`
 
-// sqlDeleteProjectVersion deletes one version, or the whole project when $2 is '', returning
+// sqlDeleteProjectVersion deletes one version, or the whole project when $2 is ”, returning
 // the egg references an object store must drop.
 const sqlDeleteProjectVersion = `
 DELETE FROM crawlq_project_version WHERE project = $1 AND ($2 = '' OR version = $2)
