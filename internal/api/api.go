@@ -222,7 +222,7 @@ func (a *API) scheduleParams(ctx context.Context, r *Request) (crawl.SchedulePar
 	}
 	key := r.UniqueKey
 	if key == "" && r.JobID != "" {
-		key = "jobid:" + r.JobID // a repeated schedule with the same jobid is the same run
+		key = "jobid:" + r.JobID // two schedules racing with one jobid make one run
 	}
 	p := crawl.ScheduleParams{Spider: name, Args: r.Args, IdempotencyKey: key, Replace: r.Replace}
 	if r.Settings != nil {
@@ -254,9 +254,7 @@ func (a *API) schedule(ctx context.Context, r *Request) (Response, error) {
 		if id, err := a.cfg.Store.JobIDTaken(ctx, r.JobID); err != nil {
 			return nil, err
 		} else if id != 0 {
-			if run, err := a.cfg.Crawler.Get(ctx, id); err == nil && run.Finished() {
-				return nil, userErrf("jobid %q is already used by run %d (%s)", r.JobID, id, run.State)
-			}
+			return nil, userErrf("jobid %q is already used by run %d", r.JobID, id)
 		}
 	}
 	s, err := a.cfg.Crawler.Schedule(ctx, p)

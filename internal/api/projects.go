@@ -114,7 +114,7 @@ func (a *API) addVersion(ctx context.Context, r *Request) (Response, error) {
 	}
 	spiders, err := a.cfg.Store.AddVersion(ctx, r.Project, r.Version, r.Egg)
 	if errors.Is(err, spiderstore.ErrInvalid) {
-		return nil, badf("%v", err)
+		return nil, badf("%s", strings.TrimPrefix(err.Error(), "invalid: "))
 	}
 	if err != nil {
 		return nil, err

@@ -32,7 +32,8 @@ the Lambda Invoke REST API, so the AWS CLI works against it as against AWS:
 
 (AWS CLI v2 also needs --cli-binary-format raw-in-base64-out.) The Scrapyd-compatible HTTP API
 listens on --scrapyd-addr (scrapyd-deploy, ScrapydWeb and curl work against it unchanged). Dispatch ticks every --tick and
-right after each schedule; the long-crawl queue is worked by in-process runners. The database
+right after each schedule; the long-crawl queue (command and Scrapy spiders) is worked by an
+in-process runner of --runners concurrency, as an always-on ECS task would. The database
 schema is migrated at start. Stops on SIGINT/SIGTERM, releasing every claimed job.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			addr := fs.String("addr", "127.0.0.1:3001", "address of the Lambda Invoke API")
@@ -40,6 +41,8 @@ schema is migrated at start. Stops on SIGINT/SIGTERM, releasing every claimed jo
 			workerTimeout := fs.Duration("worker-timeout", 5*time.Minute, "timeout of one worker invocation")
 			idle := fs.Duration("worker-idle", 10*time.Second, "a worker invocation ends after this long without work")
 			prefix := fs.String("prefix", "crawlq", "function name prefix (<prefix>-api, ...)")
+			maxUpload := fs.Int64("scrapyd-max-upload", 51<<20, "largest Scrapyd API request body in bytes (an addversion egg)")
+			runners := fs.Int("runners", 4, "concurrency of the in-process runner for the long-crawl queue (command and Scrapy spiders); 0: none")
 			scrapydAddr := fs.String("scrapyd-addr", "127.0.0.1:6800", "address of the Scrapyd-compatible HTTP API; empty: off "+
 				"(basic auth from $CRAWLQ_SCRAPYD_USERNAME and $CRAWLQ_SCRAPYD_PASSWORD)")
 			dbURL := fs.String("database-url", "", "PostgreSQL URL (default $DATABASE_URL)")
@@ -90,7 +93,7 @@ schema is migrated at start. Stops on SIGINT/SIGTERM, releasing every claimed jo
 				}
 				defer deps.Close(context.WithoutCancel(ctx))
 				st, err := local.New(local.Config{Deps: deps, Prefix: *prefix, Tick: *tick, WorkerTimeout: *workerTimeout,
-					Worker: lambdafn.WorkerOptions{IdleExit: *idle}, Metrics: env.Stdout})
+					Worker: lambdafn.WorkerOptions{IdleExit: *idle}, Metrics: env.Stdout, Runners: *runners})
 				if err != nil {
 					return err
 				}
@@ -118,7 +121,7 @@ schema is migrated at start. Stops on SIGINT/SIGTERM, releasing every claimed jo
 					fmt.Fprintf(env.Stderr, "crawlq local: Scrapyd API on http://%s (%s)\n", sln.Addr(), auth)
 					go func() {
 						scrapydDone <- st.ServeScrapyd(ctx, sln, scrapyd.Config{Store: deps.Control.Store, Pool: pool,
-							RunLog: runlog.Postgres{Pool: pool}, Username: user, Password: pass})
+							RunLog: runlog.Postgres{Pool: pool}, Username: user, Password: pass, MaxUploadBytes: *maxUpload})
 					}()
 				} else {
 					scrapydDone <- nil

@@ -29,6 +29,7 @@ import (
 	"crawlq/internal/api"
 	"crawlq/internal/dispatch"
 	"crawlq/internal/lambdafn"
+	"crawlq/internal/runner"
 	"crawlq/internal/scrapyd"
 )
 
@@ -55,6 +56,11 @@ type Config struct {
 	Worker lambdafn.WorkerOptions
 	// LongQueue is the long-crawl queue, worked by in-process runners. Default "long".
 	LongQueue string
+	// Runners is the concurrency of the in-process runner that works the long-crawl queue as an
+	// always-on ECS task would: command and Scrapy spiders, and runtime: ecs crawls. Default 0:
+	// long-queue runs are worked by worker invocations, which run no commands (start a
+	// `crawlq runner` beside it, or set this).
+	Runners int
 	// Metrics receives the metrics function's EMF lines. Default os.Stdout.
 	Metrics io.Writer
 	// Logger defaults to Deps.Logger.
@@ -70,7 +76,8 @@ type function struct {
 
 // Stack is the running local functions.
 type Stack struct {
-	api   *api.API
+	api    *api.API
+	runner *runner.Runner
 	cfg   Config
 	log   *slog.Logger
 	fns   map[string]function
@@ -132,6 +139,17 @@ func New(cfg Config) (*Stack, error) {
 	dp, err := dispatch.New(dc)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Runners < 0 {
+		return nil, errors.New("local: Runners must not be negative")
+	}
+	if cfg.Runners > 0 {
+		r, err := runner.New(runner.Config{Pool: d.Pool, Queue: cfg.LongQueue, Concurrency: cfg.Runners, Upkeep: -1,
+			StopGrace: 10 * time.Second, Logger: s.log})
+		if err != nil {
+			return nil, err
+		}
+		s.runner = r
 	}
 	worker := d.Worker(cfg.Worker)
 	metrics := d.Metrics(cfg.Metrics, d.Getenv("CRAWLQ_METRICS_NAMESPACE"))
@@ -336,6 +354,16 @@ func (s *Stack) Serve(ctx context.Context, ln net.Listener) error {
 		BaseContext: func(net.Listener) context.Context { return base }}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	runnerDone := make(chan struct{})
+	go func() {
+		defer close(runnerDone)
+		if s.runner == nil {
+			return
+		}
+		if reason, err := s.runner.Run(ctx); err != nil {
+			s.log.Error("local: runner", "reason", reason, "err", err)
+		}
+	}()
 	tickDone := make(chan struct{})
 	go func() {
 		defer close(tickDone)
@@ -362,6 +390,7 @@ func (s *Stack) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	srv.Shutdown(sctx)
 	<-tickDone
+	<-runnerDone
 	// Background workers stop claiming and release their jobs when their context ends.
 	cancelBase()
 	s.async.Wait()
@@ -395,6 +424,9 @@ func (i invoker) Invoke(ctx context.Context, in *lambda.InvokeInput, _ ...func(*
 type launcher struct{ s *Stack }
 
 func (l launcher) Launch(ctx context.Context, n int) (int, error) {
+	if l.s.runner != nil {
+		return 0, nil // the always-on in-process runner takes the long queue's jobs
+	}
 	ev, _ := json.Marshal(dispatch.WorkerEvent{Queue: l.s.cfg.LongQueue})
 	for i := 0; i < n; i++ {
 		if err := l.s.InvokeAsync(l.s.cfg.Prefix+"-worker", ev); err != nil {

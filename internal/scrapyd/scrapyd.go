@@ -344,7 +344,7 @@ func (s *Server) shape(action string, out api.Response) map[string]any {
 // jobShape is a job as Scrapyd's listjobs shows it, with crawlq's state, items and error.
 func jobShape(j api.Job, group string) map[string]any {
 	m := map[string]any{"id": j.ID, "project": j.Project, "spider": j.Spider, "state": j.State, "items": j.Items,
-		"log_url": j.LogURL, "items_url": j.ItemsURL}
+		"log_url": j.LogURL, "items_url": j.ItemsURL, "stats": j.Stats}
 	if j.Version != "" {
 		m["version"] = j.Version
 	}

@@ -153,6 +153,18 @@ func EggEnv(env []string, eggPath string, info EggInfo) []string {
 	return append(out, "PYTHONPATH="+pp, "SCRAPY_SETTINGS_MODULE="+info.SettingsModule)
 }
 
+// AutoLister runs `scrapy list` (ScrapyLister) where a scrapy executable is on PATH, as Scrapyd
+// does, and reads the sources (StaticLister) where there is none (the api Lambda function).
+type AutoLister struct{}
+
+// List implements Lister.
+func (AutoLister) List(ctx context.Context, egg []byte, info EggInfo) ([]string, error) {
+	if bin, err := exec.LookPath("scrapy"); err == nil {
+		return ScrapyLister{Scrapy: bin}.List(ctx, egg, info)
+	}
+	return StaticLister{}.List(ctx, egg, info)
+}
+
 // StaticLister reads spider names from the egg's sources without running Python (the api
 // function has none): every `name = "..."` class attribute in a module under a spiders package.
 // It can miss names computed at import time; ScrapyLister is exact.

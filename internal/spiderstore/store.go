@@ -59,7 +59,7 @@ type Config struct {
 	Pool *pgxpool.Pool
 	// Eggs keeps egg bytes outside Postgres. Default nil: in crawlq_project_version.egg.
 	Eggs Eggs
-	// Lister finds an egg's spiders at upload. Default StaticLister.
+	// Lister finds an egg's spiders at upload. Default AutoLister.
 	Lister Lister
 	// MaxEggBytes bounds an egg. Default 50 MiB.
 	MaxEggBytes int
@@ -82,7 +82,7 @@ func New(cfg Config) (*Store, error) {
 		cfg.MaxEggBytes = 50 << 20
 	}
 	if cfg.Lister == nil {
-		cfg.Lister = StaticLister{}
+		cfg.Lister = AutoLister{}
 	}
 	return &Store{cfg: cfg}, nil
 }
