@@ -100,3 +100,13 @@ func Credentials(ctx context.Context, getenv func(string) string, awsCfg *aws.Co
 	}
 	return user, pass, nil
 }
+
+// Unavailable answers every request with 503 and Scrapyd's error shape: what the api function
+// serves on its function URL when it has no credentials, rather than an open API.
+func Unavailable(msg string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		json.NewEncoder(w).Encode(map[string]string{"status": "error", "message": msg})
+	})
+}
