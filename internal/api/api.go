@@ -265,10 +265,12 @@ func (a *API) schedule(ctx context.Context, r *Request) (Response, error) {
 		return nil, err
 	}
 	if !s.Duplicate {
-		project, _, _ := spiderstore.SplitName(p.Spider)
-		version := ""
-		if r.Version != "" {
-			version = r.Version
+		project, _, isProject := spiderstore.SplitName(p.Spider)
+		version := r.Version
+		if version == "" && !isProject {
+			// A spec's run uses the version workers resolve when it starts: the newest, which
+			// this is unless a push lands in between (workers see a push within 2 s).
+			version = a.cfg.Spiders.Version(p.Spider)
 		}
 		rec := spiderstore.RunRecord{RunID: s.RunID, Project: project, Spider: p.Spider, Version: version, JobID: r.JobID, Settings: r.ScrapySettings}
 		if err := a.cfg.Store.RecordRun(ctx, rec); err != nil {

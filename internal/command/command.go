@@ -41,6 +41,15 @@
 // When the command's main process exits, whatever it left running in its process group is
 // killed: a run leaves no orphan processes. Pdeathsig also kills the child if the runner itself
 // dies without a chance to clean up.
+//
+// # Scrapy
+//
+// A command `scrapy crawl NAME` (IsScrapy) is run as Scrapy (scrapy.go): the runner builds the
+// command line (the run's args as -a, crawlq settings and the run's Scrapy settings as -s, a
+// JSON Lines feed to fd 3), puts an uploaded project's egg and a stats hook on PYTHONPATH, reads
+// Scrapy's final stats into the run's stats, and fails a run whose callbacks raised or that
+// logged errors (ErrSpiderErrors), keeping its items. Every command's output also goes to the
+// run log (Config.RunLog) with crawlq's own lines about the run.
 package command
 
 import (
