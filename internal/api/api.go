@@ -507,11 +507,18 @@ func (a *API) daemonStatus(ctx context.Context) (Response, error) {
 	if qs == nil {
 		qs = []queue.QueueStats{}
 	}
-	// Finished runs, counted up to 1000 (Scrapyd too reports only the finished jobs it keeps).
-	fin, err := a.cfg.Crawler.List(ctx, crawl.ListParams{States: []string{"succeeded", "failed", "cancelled"}, Limit: 1000})
-	if err != nil {
-		return nil, err
+	// Scrapyd's pending, running and finished count jobs, which are crawlq's runs: counted here
+	// up to 1000 each (Scrapyd too keeps only so many finished jobs). The queue's own job counts
+	// (a run has many page jobs) are jobs_pending and jobs_running.
+	runs := map[string]int{}
+	for key, states := range map[string][]string{"pending": {"pending"}, "running": {"running"}, "finished": {"succeeded", "failed", "cancelled"}} {
+		rs, err := a.cfg.Crawler.List(ctx, crawl.ListParams{States: states, Limit: 1000})
+		if err != nil {
+			return nil, err
+		}
+		runs[key] = len(rs)
 	}
-	return Response{"pending": pending, "running": running, "finished": len(fin), "queues": qs, "workers": workers,
+	return Response{"pending": runs["pending"], "running": runs["running"], "finished": runs["finished"],
+		"jobs_pending": pending, "jobs_running": running, "queues": qs, "workers": workers,
 		"workers_by_queue": live, "node_name": a.cfg.NodeName}, nil
 }

@@ -42,6 +42,7 @@ schema is migrated at start. Stops on SIGINT/SIGTERM, releasing every claimed jo
 			idle := fs.Duration("worker-idle", 10*time.Second, "a worker invocation ends after this long without work")
 			prefix := fs.String("prefix", "crawlq", "function name prefix (<prefix>-api, ...)")
 			maxUpload := fs.Int64("scrapyd-max-upload", 51<<20, "largest Scrapyd API request body in bytes (an addversion egg)")
+			specDir := fs.String("spiders", "", "push the specs in this directory to the stack's spiders at start (all or nothing)")
 			runners := fs.Int("runners", 4, "concurrency of the in-process runner for the long-crawl queue (command and Scrapy spiders); 0: none")
 			scrapydAddr := fs.String("scrapyd-addr", "127.0.0.1:6800", "address of the Scrapyd-compatible HTTP API; empty: off "+
 				"(basic auth from $CRAWLQ_SCRAPYD_USERNAME and $CRAWLQ_SCRAPYD_PASSWORD)")
@@ -92,6 +93,11 @@ schema is migrated at start. Stops on SIGINT/SIGTERM, releasing every claimed jo
 					return err
 				}
 				defer deps.Close(context.WithoutCancel(ctx))
+				if *specDir != "" {
+					if err := pushSpiders(ctx, env.Stderr, deps.Control.Store, *specDir, ""); err != nil {
+						return err
+					}
+				}
 				st, err := local.New(local.Config{Deps: deps, Prefix: *prefix, Tick: *tick, WorkerTimeout: *workerTimeout,
 					Worker: lambdafn.WorkerOptions{IdleExit: *idle}, Metrics: env.Stdout, Runners: *runners})
 				if err != nil {

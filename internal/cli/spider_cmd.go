@@ -15,6 +15,7 @@ import (
 
 	"crawlq/internal/spider"
 	"crawlq/internal/spiderstore"
+	"crawlq/spiders"
 )
 
 // spiderCmd is `crawlq spider push|list|delete`: spiders as versioned data in the stack.
@@ -57,6 +58,10 @@ Scrapyd API (addversion.json); their spiders are listed here as PROJECT.SPIDER.`
 				defer pool.Close()
 				st, err := spiderstore.New(spiderstore.Config{Pool: pool})
 				if err != nil {
+					return err
+				}
+				// The built-in specs are the first push (a no-op once they are stored).
+				if _, err := st.Seed(ctx, spiders.FS); err != nil {
 					return err
 				}
 				switch args[0] {

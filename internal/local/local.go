@@ -78,11 +78,11 @@ type function struct {
 type Stack struct {
 	api    *api.API
 	runner *runner.Runner
-	cfg   Config
-	log   *slog.Logger
-	fns   map[string]function
-	base  context.Context
-	async sync.WaitGroup
+	cfg    Config
+	log    *slog.Logger
+	fns    map[string]function
+	base   context.Context
+	async  sync.WaitGroup
 }
 
 // New assembles the four functions. Nothing runs until Serve.
