@@ -132,14 +132,14 @@ func (r *Registry) resolve(name string) (*resolved, error) {
 		}
 		spec, err := ParseSpec(st.Spec, name+"@"+st.Version)
 		if err != nil {
-			return nil, fmt.Errorf("resolve spider %q: stored version %s: %w", name, st.Version, err)
+			return nil, fmt.Errorf("resolve spider %q: stored version %s is not usable: %w: %w", name, st.Version, ErrUnknownSpider, err)
 		}
 		if spec.IsCommand() {
 			cs, _ := spec.CommandSpec()
 			set, _ := spec.Settings()
 			n.command = &commandEntry{spec: cs, settings: set}
 		} else if n.spider, err = Compile(spec); err != nil {
-			return nil, fmt.Errorf("resolve spider %q: stored version %s: %w", name, st.Version, err)
+			return nil, fmt.Errorf("resolve spider %q: stored version %s is not usable: %w: %w", name, st.Version, ErrUnknownSpider, err)
 		}
 	}
 	r.store(name, n)
