@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -445,7 +446,10 @@ func validScheduleName(s string) bool {
 func jsonErr(err error) error {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
+	var be base64.CorruptInputError
 	switch {
+	case errors.As(err, &be):
+		return badf("field egg: want the egg base64-encoded (%v)", err)
 	case errors.As(err, &se):
 		return badf("malformed JSON at byte %d: %v", se.Offset, err)
 	case errors.As(err, &te):
