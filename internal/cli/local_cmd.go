@@ -109,17 +109,27 @@ schema is migrated at start. Stops on SIGINT/SIGTERM, releasing every claimed jo
 				}
 				fmt.Fprintf(env.Stderr, "crawlq local: Lambda Invoke API on http://%s (functions %v)\n", ln.Addr(), st.Functions())
 				scrapydDone := make(chan error, 1)
+				var sln net.Listener
+				var user, pass string
 				if *scrapydAddr != "" {
-					user, pass, err := scrapyd.Credentials(ctx, getenv, &awsCfg)
-					if err != nil {
+					if user, pass, err = scrapyd.Credentials(ctx, getenv, &awsCfg); err != nil {
 						ln.Close()
 						return err
 					}
-					sln, err := net.Listen("tcp", *scrapydAddr)
-					if err != nil {
+					sln, err = net.Listen("tcp", *scrapydAddr)
+					explicit := false
+					fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "scrapyd-addr" })
+					if err != nil && explicit {
 						ln.Close()
 						return fmt.Errorf("listen (scrapyd): %w", err)
 					}
+					if err != nil {
+						// The default port may be a real Scrapyd's: say so and serve the rest.
+						fmt.Fprintf(env.Stderr, "crawlq local: WARNING: no Scrapyd API: %v (choose a port with --scrapyd-addr)\n", err)
+						sln = nil
+					}
+				}
+				if sln != nil {
 					auth := "no auth"
 					if user != "" {
 						auth = "basic auth"

@@ -277,7 +277,9 @@ func TestScrapyProjectThroughScrapydAPI(t *testing.T) {
 	siteURL := "http://" + addr.String()
 	s := startLocal(t, bin, dbURL)
 
+	began := time.Now()
 	out := s.addVersion(t, "catalog", "v1", egg)
+	t.Logf("addversion (egg %d bytes, `scrapy list` on it): %s", len(egg), time.Since(began).Round(time.Millisecond))
 	if out["status"] != "ok" || out["spiders"] != float64(3) || out["project"] != "catalog" || out["version"] != "v1" {
 		t.Fatalf("addversion: %v", out)
 	}
@@ -295,7 +297,9 @@ func TestScrapyProjectThroughScrapydAPI(t *testing.T) {
 		if sch["status"] != "ok" || sch["jobid"] != "job-catalog-1" {
 			t.Fatalf("schedule: %v", sch)
 		}
+		began := time.Now()
 		j := s.waitFinished(t, "catalog", "job-catalog-1", 3*time.Minute)
+		t.Logf("catalog run: schedule to finished %s (start_time %v, end_time %v)", time.Since(began).Round(time.Millisecond), j["start_time"], j["end_time"])
 		want := site.Expected().Items
 		stats, _ := j["stats"].(map[string]any)
 		if j["state"] != "succeeded" || j["items"] != float64(want) || j["spider"] != "catalog" || j["project"] != "catalog" || j["version"] != "v1" {
