@@ -20,6 +20,7 @@ import (
 	"crawlq/internal/queue"
 	"crawlq/internal/spider"
 	"crawlq/internal/spiderstore"
+	"crawlq/spiders"
 )
 
 // Config wires an API. Crawler, Queue and Spiders are required.
@@ -99,6 +100,15 @@ func New(cfg Config) (*API, error) {
 			return nil, err
 		}
 		cfg.Store = st
+	}
+	// The built-in specs are the first push: version 1 of every name the store never held.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if n, err := cfg.Store.Seed(ctx, spiders.FS); err != nil {
+		// Not fatal: the built-in specs still resolve in-process, only without a version.
+		cfg.Logger.Warn("api: push the built-in spiders to the store", "err", err)
+	} else if n > 0 {
+		cfg.Logger.Info("api: pushed the built-in spiders to the store", "spiders", n)
 	}
 	return &API{cfg: cfg, log: cfg.Logger}, nil
 }

@@ -30,8 +30,8 @@ type Config struct {
 	// SpiderDir holds extra spider specs (*.yaml, *.yml, *.json). Default none.
 	SpiderDir string
 	// Store holds pushed spiders. Default a Postgres store on Pool; the registry resolves names
-	// from it first (see spider.Registry.SetSource), and the built-in specs are pushed to it as
-	// version 1 of every name it never held.
+	// from it first (see spider.Registry.SetSource), then the in-process specs. (The api pushes
+	// the built-in specs to it as version 1 of every name it never held.)
 	Store *spiderstore.Store
 	// Queues to work. Default ["crawl"].
 	Queues []string
@@ -129,15 +129,6 @@ func New(cfg Config) (*Node, error) {
 	if !reg.HasSource() {
 		reg.SetSource(store, 0)
 	}
-	seedCtx, cancelSeed := context.WithTimeout(context.Background(), 10*time.Second)
-	if n, err := store.Seed(seedCtx, spiders.FS); err != nil {
-		// Not fatal: the built-in specs still resolve in-process; pushes and runs of stored
-		// spiders fail visibly on their own if the store is unreachable.
-		cfg.Logger.Warn("node: push built-in spiders to the store", "err", err)
-	} else if n > 0 {
-		cfg.Logger.Info("node: pushed built-in spiders to the store", "spiders", n)
-	}
-	cancelSeed()
 	sink := cfg.Sink
 	var txSink items.TxSink
 	if sink == nil {
