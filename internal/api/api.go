@@ -2,8 +2,10 @@
 // `aws lambda invoke crawlq-api`, in Scrapyd's vocabulary and response shapes
 // ({"status":"ok",...} or {"status":"error","message":...}). It validates every request
 // strictly before touching anything (see Decode), schedules and cancels runs through the crawl
-// package, and keeps recurring runs as EventBridge Scheduler schedules whose target is the api
-// function itself with a "schedule" payload.
+// package, keeps Scrapy projects, their versions and pushed specs through internal/spiderstore
+// (listprojects, addversion, pushspider, ...), and keeps recurring runs as EventBridge Scheduler
+// schedules whose target is the api function itself with a "schedule" payload. The Scrapyd HTTP
+// API (internal/scrapyd) is a translation into the same requests (Run).
 package api
 
 import (
