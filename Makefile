@@ -81,7 +81,7 @@ image: ## build the runner image as an OCI tarball, build/runner-image.tar, with
 FUZZTIME ?= 30s
 # package:target for every fuzz target (their seed corpora already run in `make test`).
 FUZZ_TARGETS := ./internal/api:FuzzDecode ./internal/spider:FuzzParseSpec ./internal/spider:FuzzExtract ./internal/spider:FuzzStreamMatchesDOM \
-	./internal/urlx:FuzzCanonical ./internal/robots:FuzzParse
+	./internal/urlx:FuzzCanonical ./internal/robots:FuzzParse ./internal/scrapyd:FuzzRequest
 
 .PHONY: chaos
 chaos: ## reliability suite: SIGKILLed workers, Postgres restart, stalling sink, schedule load (<10 min; own throwaway Postgres per scenario)

@@ -20,6 +20,9 @@ if [[ $what == test ]]; then
     missing+=("moto_server (pip install 'moto[server]')")
   command -v aws >/dev/null || apt_install awscli || missing+=("aws CLI (Debian package awscli)")
   command -v terraform >/dev/null || missing+=("terraform >= 1.11 with the hashicorp/aws 5.100.0 provider in a filesystem mirror")
+  # Scrapy projects run under crawlq in tests with Debian's Scrapy (PyPI is not reachable here).
+  /usr/bin/python3 -c 'import scrapy' >/dev/null 2>&1 || apt_install python3-scrapy ||
+    missing+=("Scrapy for /usr/bin/python3 (Debian package python3-scrapy)")
 fi
 if ((${#missing[@]})); then
   echo "crawlq: cannot run '$what'; missing:" >&2

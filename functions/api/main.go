@@ -1,20 +1,26 @@
-// Command api is the crawlq-api Lambda function: Scrapyd-style actions (see internal/api).
+// Command api is the crawlq-api Lambda function: Scrapyd-style actions as JSON payloads (see
+// internal/api) and, behind a function URL, the Scrapyd-compatible HTTP API (internal/scrapyd).
 package main
 
 import (
 	"context"
 	"log"
+	"os"
 	_ "time/tzdata" // addschedule validates timezones; provided.al2023 has no zoneinfo
 
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"crawlq/internal/api"
 	"crawlq/internal/lambdafn"
+	"crawlq/internal/runlog"
+	"crawlq/internal/scrapyd"
 )
 
 func main() {
-	deps, err := lambdafn.Setup(context.Background(), nil, 4)
+	ctx := context.Background()
+	deps, err := lambdafn.Setup(ctx, nil, 4)
 	if err != nil {
 		log.Fatalf("crawlq-api: %v", err)
 	}
@@ -22,5 +28,22 @@ func main() {
 	if err != nil {
 		log.Fatalf("crawlq-api: %v", err)
 	}
-	lambda.Start(lambdafn.API(a))
+	http := scrapyd.Unavailable("the Scrapyd API needs credentials: set CRAWLQ_SCRAPYD_SECRET_ARN")
+	user, pass, err := scrapyd.Credentials(ctx, os.Getenv, &deps.AWS)
+	if err != nil {
+		log.Fatalf("crawlq-api: %v", err)
+	}
+	if user != "" {
+		var logs runlog.Store = runlog.Postgres{Pool: deps.Pool}
+		if g := os.Getenv("CRAWLQ_RUN_LOG_GROUP"); g != "" {
+			logs = runlog.CloudWatch{Client: cloudwatchlogs.NewFromConfig(deps.AWS), Group: g}
+		}
+		srv, err := scrapyd.New(scrapyd.Config{API: a, Store: deps.Control.Store, Pool: deps.Pool, RunLog: logs,
+			Username: user, Password: pass, MaxUploadBytes: api.MaxAddVersionBytes, Logger: deps.Logger})
+		if err != nil {
+			log.Fatalf("crawlq-api: %v", err)
+		}
+		http = srv.Handler()
+	}
+	lambda.Start(scrapyd.LambdaHandler(http, lambdafn.API(a)))
 }

@@ -2,8 +2,10 @@
 // `aws lambda invoke crawlq-api`, in Scrapyd's vocabulary and response shapes
 // ({"status":"ok",...} or {"status":"error","message":...}). It validates every request
 // strictly before touching anything (see Decode), schedules and cancels runs through the crawl
-// package, and keeps recurring runs as EventBridge Scheduler schedules whose target is the api
-// function itself with a "schedule" payload.
+// package, keeps Scrapy projects, their versions and pushed specs through internal/spiderstore
+// (listprojects, addversion, pushspider, ...), and keeps recurring runs as EventBridge Scheduler
+// schedules whose target is the api function itself with a "schedule" payload. The Scrapyd HTTP
+// API (internal/scrapyd) is a translation into the same requests (Run).
 package api
 
 import (
@@ -19,6 +21,8 @@ import (
 	"crawlq/internal/crawl"
 	"crawlq/internal/queue"
 	"crawlq/internal/spider"
+	"crawlq/internal/spiderstore"
+	"crawlq/spiders"
 )
 
 // Config wires an API. Crawler, Queue and Spiders are required.
@@ -42,6 +46,11 @@ type Config struct {
 	// WorkerHorizon is how recently a worker must have heartbeated to count as running in
 	// daemonstatus. Default 2m.
 	WorkerHorizon time.Duration
+	// Store holds pushed spiders, uploaded projects and run records. Default a Postgres store on
+	// the crawler's pool.
+	Store *spiderstore.Store
+	// NodeName is daemonstatus's node_name. Default "crawlq".
+	NodeName string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -84,6 +93,25 @@ func New(cfg Config) (*API, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.NodeName == "" {
+		cfg.NodeName = "crawlq"
+	}
+	if cfg.Store == nil {
+		st, err := spiderstore.New(spiderstore.Config{Pool: cfg.Crawler.Pool()})
+		if err != nil {
+			return nil, err
+		}
+		cfg.Store = st
+	}
+	// The built-in specs are the first push: version 1 of every name the store never held.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if n, err := cfg.Store.Seed(ctx, spiders.FS); err != nil {
+		// Not fatal: the built-in specs still resolve in-process, only without a version.
+		cfg.Logger.Warn("api: push the built-in spiders to the store", "err", err)
+	} else if n > 0 {
+		cfg.Logger.Info("api: pushed the built-in spiders to the store", "spiders", n)
+	}
 	return &API{cfg: cfg, log: cfg.Logger}, nil
 }
 
@@ -104,6 +132,17 @@ func (a *API) Handle(ctx context.Context, payload []byte) (resp Response) {
 	if err != nil {
 		return errResponse(err.Error())
 	}
+	return a.Run(ctx, req)
+}
+
+// Run answers one decoded (and validated) request, like Handle.
+func (a *API) Run(ctx context.Context, req *Request) (resp Response) {
+	defer func() {
+		if r := recover(); r != nil {
+			a.log.Error("api: panic", "panic", r)
+			resp = errResponse("internal error")
+		}
+	}()
 	out, err := a.Do(ctx, req)
 	if err != nil {
 		var ue *userError
@@ -148,7 +187,19 @@ func (a *API) Do(ctx context.Context, r *Request) (Response, error) {
 	case ActListJobs:
 		return a.listJobs(ctx, r)
 	case ActListSpiders:
-		return Response{"spiders": a.cfg.Spiders.Names()}, nil
+		return a.listSpiders(ctx, r)
+	case ActListProjects:
+		return a.listProjects(ctx)
+	case ActListVersions:
+		return a.listVersions(ctx, r)
+	case ActAddVersion:
+		return a.addVersion(ctx, r)
+	case ActDelVersion, ActDelProject:
+		return a.delProject(ctx, r)
+	case ActPushSpider:
+		return a.pushSpider(ctx, r)
+	case ActDelSpider:
+		return a.delSpider(ctx, r)
 	case ActDaemonStatus:
 		return a.daemonStatus(ctx)
 	case ActAddSchedule:
@@ -170,11 +221,24 @@ func (a *API) knownSpider(name string) error {
 	return badf("unknown spider %q: known spiders are %v", clip(name), a.cfg.Spiders.Names())
 }
 
-func (a *API) scheduleParams(r *Request) (crawl.ScheduleParams, error) {
-	if err := a.knownSpider(r.Spider); err != nil {
+func (a *API) scheduleParams(ctx context.Context, r *Request) (crawl.ScheduleParams, error) {
+	name, err := a.spiderName(ctx, r.Project, r.Spider, r.Version)
+	if err != nil {
 		return crawl.ScheduleParams{}, err
 	}
-	p := crawl.ScheduleParams{Spider: r.Spider, Args: r.Args, IdempotencyKey: r.UniqueKey, Replace: r.Replace}
+	if err := a.runnable(name); err != nil {
+		return crawl.ScheduleParams{}, err
+	}
+	if len(r.ScrapySettings) > 0 {
+		if cmd, _, ok := a.cfg.Spiders.Command(name); !ok || len(cmd.Command) < 2 || cmd.Command[1] != "crawl" {
+			return crawl.ScheduleParams{}, badf("setting NAME=VALUE is for Scrapy spiders; %s is not one (use settings for crawlq settings)", clip(name))
+		}
+	}
+	key := r.UniqueKey
+	if key == "" && r.JobID != "" {
+		key = "jobid:" + r.JobID // two schedules racing with one jobid make one run
+	}
+	p := crawl.ScheduleParams{Spider: name, Args: r.Args, IdempotencyKey: key, Replace: r.Replace}
 	if r.Settings != nil {
 		p.Settings = *r.Settings
 	}
@@ -187,7 +251,7 @@ func (a *API) scheduleParams(r *Request) (crawl.ScheduleParams, error) {
 	if r.At != "" {
 		p.RunAt, _ = time.Parse(time.RFC3339, r.At) // validated by Decode
 	}
-	if sp, err := a.cfg.Spiders.Lookup(r.Spider); err == nil {
+	if sp, err := a.cfg.Spiders.Lookup(name); err == nil {
 		if _, err := spider.WithArgs(sp, r.Args); err != nil {
 			return p, badf("args: %v", err)
 		}
@@ -196,9 +260,16 @@ func (a *API) scheduleParams(r *Request) (crawl.ScheduleParams, error) {
 }
 
 func (a *API) schedule(ctx context.Context, r *Request) (Response, error) {
-	p, err := a.scheduleParams(r)
+	p, err := a.scheduleParams(ctx, r)
 	if err != nil {
 		return nil, err
+	}
+	if r.JobID != "" {
+		if id, err := a.cfg.Store.JobIDTaken(ctx, r.JobID); err != nil {
+			return nil, err
+		} else if id != 0 {
+			return nil, userErrf("jobid %q is already used by run %d", r.JobID, id)
+		}
 	}
 	s, err := a.cfg.Crawler.Schedule(ctx, p)
 	if err != nil {
@@ -207,12 +278,36 @@ func (a *API) schedule(ctx context.Context, r *Request) (Response, error) {
 		}
 		return nil, err
 	}
+	if !s.Duplicate {
+		project, _, isProject := spiderstore.SplitName(p.Spider)
+		version := r.Version
+		if version == "" && !isProject {
+			// A spec's run uses the version workers resolve when it starts: the newest, which
+			// this is unless a push lands in between (workers see a push within 2 s).
+			version = a.cfg.Spiders.Version(p.Spider)
+		}
+		rec := spiderstore.RunRecord{RunID: s.RunID, Project: project, Spider: p.Spider, Version: version, JobID: r.JobID, Settings: r.ScrapySettings}
+		if err := a.cfg.Store.RecordRun(ctx, rec); err != nil {
+			// The run exists but lacks what the client asked for: cancel it rather than run it wrong.
+			if cerr := a.cfg.Crawler.Cancel(ctx, s.RunID); cerr != nil {
+				a.log.Error("api: cancel a run whose record failed", "run", s.RunID, "err", cerr)
+			}
+			if errors.Is(err, spiderstore.ErrExists) {
+				return nil, userErrf("%v", err)
+			}
+			return nil, err
+		}
+	}
 	if a.cfg.Poke != nil {
 		if err := a.cfg.Poke(ctx); err != nil {
 			a.log.Warn("api: poke dispatch", "err", err)
 		}
 	}
-	return Response{"jobid": strconv.FormatInt(s.RunID, 10), "duplicate": s.Duplicate, "state": s.State,
+	jobid := strconv.FormatInt(s.RunID, 10)
+	if r.JobID != "" {
+		jobid = r.JobID
+	}
+	return Response{"jobid": jobid, "run_id": s.RunID, "duplicate": s.Duplicate, "state": s.State,
 		"run_at": s.RunAt.UTC().Format(time.RFC3339Nano)}, nil
 }
 
@@ -224,7 +319,26 @@ func (a *API) getRun(ctx context.Context, id int64) (*crawl.Run, error) {
 	return run, err
 }
 
+// jobRun resolves a request's job (a run id, or a client's jobid) to a run id.
+func (a *API) jobRun(ctx context.Context, r *Request) error {
+	if r.JobRef == "" {
+		return nil
+	}
+	id, err := a.cfg.Store.JobIDTaken(ctx, r.JobRef)
+	if err != nil {
+		return err
+	}
+	if id == 0 {
+		return userErrf("unknown job %q", clip(r.JobRef))
+	}
+	r.Job = id
+	return nil
+}
+
 func (a *API) cancel(ctx context.Context, r *Request) (Response, error) {
+	if err := a.jobRun(ctx, r); err != nil {
+		return nil, err
+	}
 	run, err := a.getRun(ctx, r.Job)
 	if err != nil {
 		return nil, err
@@ -247,6 +361,9 @@ func (a *API) cancel(ctx context.Context, r *Request) (Response, error) {
 
 // redrive retries the dead pages of a run that ended incomplete or failed, and reopens it.
 func (a *API) redrive(ctx context.Context, r *Request) (Response, error) {
+	if err := a.jobRun(ctx, r); err != nil {
+		return nil, err
+	}
 	run, err := a.getRun(ctx, r.Job)
 	if err != nil {
 		return nil, err
@@ -267,11 +384,18 @@ func (a *API) redrive(ctx context.Context, r *Request) (Response, error) {
 }
 
 func (a *API) status(ctx context.Context, r *Request) (Response, error) {
+	if err := a.jobRun(ctx, r); err != nil {
+		return nil, err
+	}
 	run, err := a.getRun(ctx, r.Job)
 	if err != nil {
 		return nil, err
 	}
-	jobs := []Job{jobView(run)}
+	recs, err := a.cfg.Store.Runs(ctx, []int64{run.ID})
+	if err != nil {
+		return nil, err
+	}
+	jobs := []Job{jobView(run, recs[run.ID])}
 	if err := a.addReports(ctx, jobs); err != nil {
 		return nil, err
 	}
@@ -289,8 +413,20 @@ func scrapydState(s string) string {
 
 // Job is a run as listjobs and status show it: Scrapyd's fields plus crawlq's.
 type Job struct {
-	ID        string      `json:"id"`
-	Spider    string      `json:"spider"`
+	// ID is the client's jobid when it chose one at schedule, else the run id.
+	ID    string `json:"id"`
+	RunID int64  `json:"run_id"`
+	// Project is the run's Scrapy project, or "default" for spec spiders; Spider is the name
+	// within it.
+	Project string `json:"project"`
+	Spider  string `json:"spider"`
+	// Version is the spider or project version the run pinned or ran ("" before it started).
+	Version string `json:"version,omitempty"`
+	// PID is the run's command process (command spiders), once started.
+	PID int `json:"pid,omitempty"`
+	// LogURL and ItemsURL are paths on the Scrapyd HTTP API (as Scrapyd gives them).
+	LogURL    string      `json:"log_url"`
+	ItemsURL  string      `json:"items_url"`
 	State     string      `json:"state"`
 	Args      any         `json:"args"`
 	Priority  int         `json:"priority"`
@@ -311,9 +447,18 @@ type Job struct {
 	*JobReport
 }
 
-func jobView(r *crawl.Run) Job {
-	j := Job{ID: strconv.FormatInt(r.ID, 10), Spider: r.Spider, State: r.State, Args: r.Args, Priority: r.Priority,
-		Queue: r.Queue, RunAt: r.RunAt.UTC().Format(time.RFC3339Nano), Error: r.Error, Stats: r.Stats, Items: r.Stats.Items,
+func jobView(r *crawl.Run, rec spiderstore.RunRecord) Job {
+	project, name, ok := spiderstore.SplitName(r.Spider)
+	if !ok {
+		project, name = spiderstore.DefaultProject, r.Spider
+	}
+	id := strconv.FormatInt(r.ID, 10)
+	if rec.JobID != "" {
+		id = rec.JobID
+	}
+	j := Job{ID: id, RunID: r.ID, Project: project, Spider: name, Version: rec.Version, PID: rec.PID, State: r.State, Args: r.Args,
+		Priority: r.Priority, Queue: r.Queue, RunAt: r.RunAt.UTC().Format(time.RFC3339Nano), Error: r.Error, Stats: r.Stats, Items: r.Stats.Items,
+		LogURL: "/logs/" + project + "/" + name + "/" + id + ".log", ItemsURL: "/items/" + project + "/" + name + "/" + id + ".jl",
 		DeadPages: r.DeadPages, FailedPages: r.FailedPages}
 	if r.Finished() {
 		j.Outcome = r.State
@@ -331,10 +476,29 @@ func jobView(r *crawl.Run) Job {
 }
 
 func (a *API) listJobs(ctx context.Context, r *Request) (Response, error) {
-	if r.Spider != "" {
-		if err := a.knownSpider(r.Spider); err != nil {
+	// Which crawlq spider names to list: one, a project's, or all ("").
+	names := []string{""}
+	filterDefault := false
+	switch {
+	case r.Spider != "":
+		name, err := a.spiderName(ctx, r.Project, r.Spider, "")
+		if err != nil {
 			return nil, err
 		}
+		names = []string{name}
+	case r.Project != "" && r.Project != spiderstore.DefaultProject:
+		pv, err := a.cfg.Store.GetProjectVersion(ctx, r.Project, "")
+		if errors.Is(err, spiderstore.ErrNotFound) {
+			return nil, userErrf("unknown project %q", clip(r.Project))
+		} else if err != nil {
+			return nil, err
+		}
+		names = names[:0]
+		for _, sp := range pv.Spiders {
+			names = append(names, r.Project+"."+sp)
+		}
+	case r.Project == spiderstore.DefaultProject:
+		filterDefault = true
 	}
 	limit := r.Limit
 	if limit == 0 {
@@ -345,13 +509,32 @@ func (a *API) listJobs(ctx context.Context, r *Request) (Response, error) {
 		key    string
 		states []string
 	}{{"pending", []string{"pending"}}, {"running", []string{"running"}}, {"finished", crawl.FinishedStates}} {
-		runs, err := a.cfg.Crawler.List(ctx, crawl.ListParams{Spider: r.Spider, States: g.states, Limit: limit})
+		var runs []*crawl.Run
+		for _, name := range names {
+			rs, err := a.cfg.Crawler.List(ctx, crawl.ListParams{Spider: name, States: g.states, Limit: limit})
+			if err != nil {
+				return nil, err
+			}
+			runs = append(runs, rs...)
+		}
+		slices.SortFunc(runs, func(x, y *crawl.Run) int { return int(y.ID - x.ID) })
+		if len(runs) > limit {
+			runs = runs[:limit]
+		}
+		ids := make([]int64, len(runs))
+		for i, run := range runs {
+			ids[i] = run.ID
+		}
+		recs, err := a.cfg.Store.Runs(ctx, ids)
 		if err != nil {
 			return nil, err
 		}
 		jobs := make([]Job, 0, len(runs))
 		for _, run := range runs {
-			jobs = append(jobs, jobView(run))
+			if _, _, ok := spiderstore.SplitName(run.Spider); filterDefault && ok {
+				continue
+			}
+			jobs = append(jobs, jobView(run, recs[run.ID]))
 		}
 		if err := a.addReports(ctx, jobs); err != nil {
 			return nil, err
@@ -384,6 +567,18 @@ func (a *API) daemonStatus(ctx context.Context) (Response, error) {
 	if qs == nil {
 		qs = []queue.QueueStats{}
 	}
-	return Response{"pending": pending, "running": running, "queues": qs, "workers": workers,
-		"workers_by_queue": live, "node_name": "crawlq"}, nil
+	// Scrapyd's pending, running and finished count jobs, which are crawlq's runs: counted here
+	// up to 1000 each (Scrapyd too keeps only so many finished jobs). The queue's own job counts
+	// (a run has many page jobs) are jobs_pending and jobs_running.
+	runs := map[string]int{}
+	for key, states := range map[string][]string{"pending": {"pending"}, "running": {"running"}, "finished": {"succeeded", "failed", "cancelled"}} {
+		rs, err := a.cfg.Crawler.List(ctx, crawl.ListParams{States: states, Limit: 1000})
+		if err != nil {
+			return nil, err
+		}
+		runs[key] = len(rs)
+	}
+	return Response{"pending": runs["pending"], "running": runs["running"], "finished": runs["finished"],
+		"jobs_pending": pending, "jobs_running": running, "queues": qs, "workers": workers,
+		"workers_by_queue": live, "node_name": a.cfg.NodeName}, nil
 }

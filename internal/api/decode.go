@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,8 +18,10 @@ import (
 
 // Limits on a request.
 const (
-	// MaxRequestBytes bounds a whole request (Lambda's own async limit is 256 KiB).
+	// MaxRequestBytes bounds a whole request (Lambda's own async limit is 256 KiB), but addversion.
 	MaxRequestBytes = 256 << 10
+	// MaxAddVersionBytes bounds an addversion request (Lambda's synchronous limit is 6 MB).
+	MaxAddVersionBytes = 6 << 20
 	// MaxArgs and MaxArgsBytes bound a run's spider arguments.
 	MaxArgs      = 100
 	MaxArgsBytes = 64 << 10
@@ -39,12 +42,20 @@ const (
 	ActAddSchedule   = "addschedule"
 	ActListSchedules = "listschedules"
 	ActDelSchedule   = "delschedule"
+	ActListProjects  = "listprojects"
+	ActListVersions  = "listversions"
+	ActAddVersion    = "addversion"
+	ActDelVersion    = "delversion"
+	ActDelProject    = "delproject"
+	ActPushSpider    = "pushspider"
+	ActDelSpider     = "delspider"
 	// ActRedrive retries a finished run's dead pages and reopens it (crawlq redrive --run).
 	ActRedrive = "redrive"
 )
 
 var actions = []string{ActSchedule, ActCancel, ActStatus, ActListJobs, ActListSpiders, ActDaemonStatus,
-	ActAddSchedule, ActListSchedules, ActDelSchedule, ActRedrive}
+	ActAddSchedule, ActListSchedules, ActDelSchedule, ActListProjects, ActListVersions, ActAddVersion,
+	ActDelVersion, ActDelProject, ActPushSpider, ActDelSpider, ActRedrive}
 
 // ErrBadRequest wraps every decoding or validation failure: nothing was written.
 var ErrBadRequest = errors.New("bad request")
@@ -67,8 +78,21 @@ type Request struct {
 	UniqueKey string `json:"unique_key,omitempty"`
 	Replace   bool   `json:"replace,omitempty"`
 
-	// Job is a run id (cancel, status, redrive), as a string like Scrapyd's jobid or a number.
-	Job int64 `json:"-"`
+	// Job is a run id (cancel, status, redrive), as a string like Scrapyd's jobid or a number; JobRef is
+	// a job given by the jobid the client chose at schedule (not a number).
+	Job    int64  `json:"-"`
+	JobRef string `json:"-"`
+	// JobID is the client's own id for a new run (schedule; Scrapyd's jobid).
+	JobID string `json:"-"`
+	// Version pins a spider or project version (schedule, listspiders; Scrapyd's _version) or
+	// names one (addversion, delversion, pushspider, delspider).
+	Version string `json:"version,omitempty"`
+	// ScrapySettings are Scrapy settings for a run ("setting": ["NAME=VALUE", ...]).
+	ScrapySettings map[string]string `json:"-"`
+	// Egg is a Scrapy project egg, base64 in JSON (addversion).
+	Egg []byte `json:"egg,omitempty"`
+	// Spec is a spider spec, YAML or JSON text (pushspider).
+	Spec string `json:"spec,omitempty"`
 
 	// Limit and State filter listjobs.
 	Limit int    `json:"limit,omitempty"`
@@ -85,19 +109,27 @@ type Request struct {
 // Request.
 type wire struct {
 	Request
-	Setting        *crawl.Overrides `json:"setting,omitempty"`
-	IdempotencyKey string           `json:"idempotency_key,omitempty"`
-	JobRaw         json.RawMessage  `json:"job,omitempty"`
-	JobID          json.RawMessage  `json:"jobid,omitempty"`
+	Setting        json.RawMessage `json:"setting,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	JobRaw         json.RawMessage `json:"job,omitempty"`
+	JobIDRaw       json.RawMessage `json:"jobid,omitempty"`
+	UVersion       string          `json:"_version,omitempty"`
 }
 
 // fields lists, per action, the fields it accepts besides action, project and source.
 var fields = map[string][]string{
-	ActSchedule:      {"spider", "args", "settings", "priority", "delay_seconds", "at", "unique_key", "replace"},
+	ActSchedule:      {"spider", "args", "settings", "priority", "delay_seconds", "at", "unique_key", "replace", "jobid", "version"},
 	ActCancel:        {"job"},
 	ActStatus:        {"job"},
 	ActListJobs:      {"spider", "limit"},
-	ActListSpiders:   {},
+	ActListSpiders:   {"version"},
+	ActListProjects:  {},
+	ActListVersions:  {},
+	ActAddVersion:    {"version", "egg"},
+	ActDelVersion:    {"version"},
+	ActDelProject:    {},
+	ActPushSpider:    {"spec", "version"},
+	ActDelSpider:     {"spider", "version"},
 	ActDaemonStatus:  {},
 	ActAddSchedule:   {"name", "spider", "args", "settings", "priority", "cron", "timezone", "unique_key", "replace"},
 	ActListSchedules: {},
@@ -109,8 +141,8 @@ var fields = map[string][]string{
 // types, unknown fields, the action, and each field's range. It never panics; every error
 // wraps ErrBadRequest with a message meant for the caller.
 func Decode(data []byte) (*Request, error) {
-	if len(data) > MaxRequestBytes {
-		return nil, badf("request is %d bytes; the limit is %d", len(data), MaxRequestBytes)
+	if len(data) > MaxAddVersionBytes {
+		return nil, badf("request is %d bytes; the limit is %d", len(data), MaxAddVersionBytes)
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, badf("empty request: send a JSON object such as {\"action\":\"listspiders\"}")
@@ -144,7 +176,13 @@ func Decode(data []byte) (*Request, error) {
 	if !ok {
 		return nil, badf("unknown action %q: want one of %s", clip(r.Action), strings.Join(actions, ", "))
 	}
-	alias := map[string]string{"setting": "settings", "idempotency_key": "unique_key", "jobid": "job"}
+	if r.Action != ActAddVersion && len(data) > MaxRequestBytes {
+		return nil, badf("request is %d bytes; the limit is %d", len(data), MaxRequestBytes)
+	}
+	alias := map[string]string{"setting": "settings", "idempotency_key": "unique_key", "jobid": "job", "_version": "version"}
+	if r.Action == ActSchedule {
+		alias["jobid"] = "jobid" // schedule: the new run's id, chosen by the client
+	}
 	for k := range keys {
 		if k == "action" || k == "project" || k == "source" {
 			continue
@@ -161,11 +199,19 @@ func Decode(data []byte) (*Request, error) {
 			return nil, badf("action %s does not take %q", r.Action, k)
 		}
 	}
-	if w.Setting != nil {
+	if len(w.Setting) > 0 && string(w.Setting) != "null" {
 		if r.Settings != nil {
 			return nil, badf("give settings or setting, not both")
 		}
-		r.Settings = w.Setting
+		if err := decodeSetting(w.Setting, r); err != nil {
+			return nil, err
+		}
+	}
+	if w.UVersion != "" {
+		if r.Version != "" {
+			return nil, badf("give version or _version, not both")
+		}
+		r.Version = w.UVersion
 	}
 	if w.IdempotencyKey != "" {
 		if r.UniqueKey != "" {
@@ -174,26 +220,38 @@ func Decode(data []byte) (*Request, error) {
 		r.UniqueKey = w.IdempotencyKey
 	}
 	jobRaw := w.JobRaw
-	if len(w.JobID) > 0 {
+	if r.Action == ActSchedule && len(w.JobIDRaw) > 0 {
+		if err := json.Unmarshal(w.JobIDRaw, &r.JobID); err != nil {
+			return nil, badf("field jobid: want a string")
+		}
+		if !validJobID(r.JobID) {
+			return nil, badf("jobid %q: want 1-128 of A-Z a-z 0-9 - _ . : not all digits", clip(r.JobID))
+		}
+	} else if len(w.JobIDRaw) > 0 {
 		if len(jobRaw) > 0 {
 			return nil, badf("give job or jobid, not both")
 		}
-		jobRaw = w.JobID
+		jobRaw = w.JobIDRaw
 	}
 	if r.Action == ActCancel || r.Action == ActStatus || r.Action == ActRedrive {
-		id, err := parseJob(jobRaw)
+		id, ref, err := parseJob(jobRaw)
 		if err != nil {
 			return nil, err
 		}
-		r.Job = id
+		r.Job, r.JobRef = id, ref
 	}
-	if err := r.validate(); err != nil {
+	if err := r.Validate(); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-func (r *Request) validate() error {
+// Validate checks a request's fields (Decode calls it; the Scrapyd HTTP API, which builds
+// requests from forms, too).
+func (r *Request) Validate() error {
+	if _, ok := fields[r.Action]; !ok {
+		return badf("unknown action %q: want one of %s", clip(r.Action), strings.Join(actions, ", "))
+	}
 	if len(r.Spider) > MaxNameLen {
 		return badf("spider name longer than %d bytes", MaxNameLen)
 	}
@@ -246,6 +304,30 @@ func (r *Request) validate() error {
 	if r.Name != "" && !validScheduleName(r.Name) {
 		return badf("schedule name %q: want 1-64 of A-Z a-z 0-9 - _ .", clip(r.Name))
 	}
+	if len(r.Version) > MaxNameLen || len(r.Project) > MaxNameLen {
+		return badf("version or project longer than %d bytes", MaxNameLen)
+	}
+	switch r.Action {
+	case ActListVersions, ActAddVersion, ActDelVersion, ActDelProject:
+		if r.Project == "" {
+			return badf("missing project")
+		}
+	}
+	switch r.Action {
+	case ActAddVersion, ActDelVersion:
+		if r.Version == "" {
+			return badf("missing version")
+		}
+	}
+	if r.Action == ActAddVersion && len(r.Egg) == 0 {
+		return badf("missing egg: the project's egg, base64-encoded")
+	}
+	if r.Action == ActPushSpider && strings.TrimSpace(r.Spec) == "" {
+		return badf("missing spec: a spider spec, YAML or JSON text")
+	}
+	if r.Action == ActDelSpider && r.Spider == "" {
+		return badf("missing spider")
+	}
 	if r.Action == ActAddSchedule && strings.TrimSpace(r.Cron) == "" {
 		return badf("missing cron: a cron expression such as \"0 3 * * *\"")
 	}
@@ -255,23 +337,101 @@ func (r *Request) validate() error {
 	return nil
 }
 
-func parseJob(raw json.RawMessage) (int64, error) {
+// parseJob reads a job: a run id (a number or a string of digits), or else the jobid a client
+// chose at schedule (returned as ref).
+func parseJob(raw json.RawMessage) (int64, string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return 0, badf("missing job: the jobid that schedule returned")
+		return 0, "", badf("missing job: the jobid that schedule returned")
 	}
 	var s string
 	if raw[0] == '"' {
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return 0, badf("job: %v", err)
+			return 0, "", badf("job: %v", err)
+		}
+		if validJobID(s) {
+			return 0, s, nil
 		}
 	} else {
 		s = string(raw)
 	}
 	id, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
 	if err != nil || id <= 0 {
-		return 0, badf("job %q: want a positive run id such as \"42\"", clip(s))
+		return 0, "", badf("job %q: want a positive run id such as \"42\", or the jobid given at schedule", clip(s))
 	}
-	return id, nil
+	return id, "", nil
+}
+
+// validJobID accepts a client's job id: Scrapyd's are 32 hex digits; crawlq takes any 1-128 of
+// A-Z a-z 0-9 - _ . : that is not all digits (those are run ids).
+func validJobID(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	digits := true
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
+			return false
+		}
+		digits = digits && c >= '0' && c <= '9'
+	}
+	return !digits
+}
+
+// decodeSetting reads "setting": an object of crawlq settings (as "settings"), or Scrapyd's list
+// of "NAME=VALUE" Scrapy settings.
+func decodeSetting(raw json.RawMessage, r *Request) error {
+	if raw[0] == '{' {
+		var o crawl.Overrides
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&o); err != nil {
+			return jsonErr(err)
+		}
+		r.Settings = &o
+		return nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return badf("field setting: want a list of \"NAME=VALUE\" Scrapy settings or an object of crawlq settings")
+	}
+	set, err := ParseScrapySettings(list)
+	if err != nil {
+		return err
+	}
+	r.ScrapySettings = set
+	return nil
+}
+
+// ParseScrapySettings reads Scrapyd's setting=NAME=VALUE values.
+func ParseScrapySettings(list []string) (map[string]string, error) {
+	if len(list) > MaxArgs {
+		return nil, badf("setting has %d entries; the limit is %d", len(list), MaxArgs)
+	}
+	out := make(map[string]string, len(list))
+	for _, kv := range list {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || !scrapySettingRE(k) {
+			return nil, badf("setting %q: want NAME=VALUE with NAME of A-Z 0-9 _ (a Scrapy setting such as DOWNLOAD_DELAY=2)", clip(kv))
+		}
+		switch k {
+		case "STATS_CLASS", "FEEDS", "FEED_URI", "FEED_FORMAT":
+			return nil, badf("setting %s: crawlq sets it to collect the run's items and stats", k)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func scrapySettingRE(k string) bool {
+	if k == "" || len(k) > 128 {
+		return false
+	}
+	for _, c := range k {
+		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 func validScheduleName(s string) bool {
@@ -289,7 +449,10 @@ func validScheduleName(s string) bool {
 func jsonErr(err error) error {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
+	var be base64.CorruptInputError
 	switch {
+	case errors.As(err, &be):
+		return badf("field egg: want the egg base64-encoded (%v)", err)
 	case errors.As(err, &se):
 		return badf("malformed JSON at byte %d: %v", se.Offset, err)
 	case errors.As(err, &te):

@@ -41,7 +41,7 @@ func (a *API) addSchedule(ctx context.Context, r *Request) (Response, error) {
 	if a.cfg.Scheduler == nil {
 		return nil, errNoScheduler
 	}
-	if _, err := a.scheduleParams(r); err != nil {
+	if _, err := a.scheduleParams(ctx, r); err != nil {
 		return nil, err
 	}
 	expr, err := ScheduleExpression(r.Cron)

@@ -55,7 +55,7 @@ func usageErr(format string, a ...any) error {
 func commands() []*Command {
 	cs := []*Command{
 		migrateCmd(), enqueueCmd(), statsCmd(), jobsCmd(), cancelCmd(), redriveCmd(), retentionCmd(), rescueCmd(),
-		demoQueueCmd(), localCmd(), runnerCmd(),
+		demoQueueCmd(), localCmd(), runnerCmd(), spiderCmd(), logsCmd(),
 		benchCmd(), deployCmd(), planCmd(), destroyCmd(), workerCmd(), scheduleCmd(), runsCmd(), runCmd(), cancelRunCmd(), itemsCmd(), demoSiteCmd(), demoCmd(),
 	}
 	sort.Slice(cs, func(i, j int) bool { return cs[i].Name < cs[j].Name })

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -15,6 +16,8 @@ import (
 	"crawlq/internal/lambdafn"
 	"crawlq/internal/local"
 	"crawlq/internal/migrate"
+	"crawlq/internal/runlog"
+	"crawlq/internal/scrapyd"
 )
 
 // localCmd is `crawlq local`: the four Lambda functions in-process behind the Lambda Invoke API.
@@ -27,17 +30,24 @@ the Lambda Invoke REST API, so the AWS CLI works against it as against AWS:
   aws lambda invoke --endpoint-url http://127.0.0.1:3001 --function-name crawlq-api \
       --payload '{"action":"schedule","spider":"demo","args":{"base_url":"http://127.0.0.1:8080"}}' out.json
 
-(AWS CLI v2 also needs --cli-binary-format raw-in-base64-out.) Dispatch ticks every --tick and
-right after each schedule; the long-crawl queue is worked by in-process runners. The database
-schema is migrated at start. Each dispatch tick also judges finished runs against their
-spiders' monitors and publishes run events to EventBridge (--event-bus). Stops on
-SIGINT/SIGTERM, releasing every claimed job.`,
+(AWS CLI v2 also needs --cli-binary-format raw-in-base64-out.) The Scrapyd-compatible HTTP API
+listens on --scrapyd-addr (scrapyd-deploy, ScrapydWeb and curl work against it unchanged). Dispatch
+ticks every --tick and right after each schedule; the long-crawl queue (command and Scrapy spiders)
+is worked by an in-process runner of --runners concurrency, as an always-on ECS task would. The
+database schema is migrated at start. Each dispatch tick also judges finished runs against their
+spiders' monitors and publishes run events to EventBridge (--event-bus). Stops on SIGINT/SIGTERM,
+releasing every claimed job.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			addr := fs.String("addr", "127.0.0.1:3001", "address of the Lambda Invoke API")
 			tick := fs.Duration("tick", time.Minute, "how often dispatch ticks by itself")
 			workerTimeout := fs.Duration("worker-timeout", 5*time.Minute, "timeout of one worker invocation")
 			idle := fs.Duration("worker-idle", 10*time.Second, "a worker invocation ends after this long without work")
 			prefix := fs.String("prefix", "crawlq", "function name prefix (<prefix>-api, ...)")
+			maxUpload := fs.Int64("scrapyd-max-upload", 51<<20, "largest Scrapyd API request body in bytes (an addversion egg)")
+			specDir := fs.String("spiders", "", "push the specs in this directory to the stack's spiders at start (all or nothing)")
+			runners := fs.Int("runners", 4, "concurrency of the in-process runner for the long-crawl queue (command and Scrapy spiders); 0: none")
+			scrapydAddr := fs.String("scrapyd-addr", "127.0.0.1:6800", "address of the Scrapyd-compatible HTTP API; empty: off "+
+				"(basic auth from $CRAWLQ_SCRAPYD_USERNAME and $CRAWLQ_SCRAPYD_PASSWORD)")
 			dbURL := fs.String("database-url", "", "PostgreSQL URL (default $DATABASE_URL)")
 			eventBus := fs.String("event-bus", "", "EventBridge bus for run events, or off (default $CRAWLQ_EVENT_BUS, else \"default\" when AWS_ENDPOINT_URL names an emulator, else off)")
 			return func(ctx context.Context, args []string) error {
@@ -89,8 +99,13 @@ SIGINT/SIGTERM, releasing every claimed job.`,
 					return err
 				}
 				defer deps.Close(context.WithoutCancel(ctx))
+				if *specDir != "" {
+					if err := pushSpiders(ctx, env.Stderr, deps.Control.Store, *specDir, ""); err != nil {
+						return err
+					}
+				}
 				st, err := local.New(local.Config{Deps: deps, Prefix: *prefix, Tick: *tick, WorkerTimeout: *workerTimeout,
-					Worker: lambdafn.WorkerOptions{IdleExit: *idle}, Metrics: env.Stdout})
+					Worker: lambdafn.WorkerOptions{IdleExit: *idle}, Metrics: env.Stdout, Runners: *runners})
 				if err != nil {
 					return err
 				}
@@ -99,7 +114,42 @@ SIGINT/SIGTERM, releasing every claimed job.`,
 					return fmt.Errorf("listen: %w", err)
 				}
 				fmt.Fprintf(env.Stderr, "crawlq local: Lambda Invoke API on http://%s (functions %v)\n", ln.Addr(), st.Functions())
-				return st.Serve(ctx, ln)
+				scrapydDone := make(chan error, 1)
+				var sln net.Listener
+				var user, pass string
+				if *scrapydAddr != "" {
+					if user, pass, err = scrapyd.Credentials(ctx, getenv, &awsCfg); err != nil {
+						ln.Close()
+						return err
+					}
+					sln, err = net.Listen("tcp", *scrapydAddr)
+					explicit := false
+					fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "scrapyd-addr" })
+					if err != nil && explicit {
+						ln.Close()
+						return fmt.Errorf("listen (scrapyd): %w", err)
+					}
+					if err != nil {
+						// The default port may be a real Scrapyd's: say so and serve the rest.
+						fmt.Fprintf(env.Stderr, "crawlq local: WARNING: no Scrapyd API: %v (choose a port with --scrapyd-addr)\n", err)
+						sln = nil
+					}
+				}
+				if sln != nil {
+					auth := "no auth"
+					if user != "" {
+						auth = "basic auth"
+					}
+					fmt.Fprintf(env.Stderr, "crawlq local: Scrapyd API on http://%s (%s)\n", sln.Addr(), auth)
+					go func() {
+						scrapydDone <- st.ServeScrapyd(ctx, sln, scrapyd.Config{Store: deps.Control.Store, Pool: pool,
+							RunLog: runlog.Postgres{Pool: pool}, Username: user, Password: pass, MaxUploadBytes: *maxUpload})
+					}()
+				} else {
+					scrapydDone <- nil
+				}
+				err = st.Serve(ctx, ln)
+				return errors.Join(err, <-scrapydDone)
 			}
 		},
 	}

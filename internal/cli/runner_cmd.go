@@ -77,10 +77,16 @@ and CRAWLQ_SPIDER_DIR.`,
 				}
 				defer pool.Close()
 				log := slog.New(slog.NewJSONHandler(env.Stderr, nil))
+				cc := command.Config{Timeout: *cmdTimeout, KillGrace: *killGrace}
+				if g := env.Getenv("CRAWLQ_RUN_LOG_GROUP"); g != "" { // the AWS stack: run logs in CloudWatch
+					if cc.RunLog, err = cloudWatchLog(ctx, g); err != nil {
+						return err
+					}
+				}
 				r, err := runner.New(runner.Config{
 					Pool: pool, Queue: *q, Concurrency: *conc, Lease: *lease, StopGrace: *grace, MaxJobs: *maxJobs,
 					MaxMemory: *maxMem << 20, Upkeep: up, Maintain: mc, SpiderDir: *dir, Logger: log,
-					Command: command.Config{Timeout: *cmdTimeout, KillGrace: *killGrace},
+					Command: cc,
 				})
 				if err != nil {
 					return usageErr("%v", err)

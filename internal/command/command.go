@@ -41,6 +41,15 @@
 // When the command's main process exits, whatever it left running in its process group is
 // killed: a run leaves no orphan processes. Pdeathsig also kills the child if the runner itself
 // dies without a chance to clean up.
+//
+// # Scrapy
+//
+// A command `scrapy crawl NAME` (IsScrapy) is run as Scrapy (scrapy.go): the runner builds the
+// command line (the run's args as -a, crawlq settings and the run's Scrapy settings as -s, a
+// JSON Lines feed to fd 3), puts an uploaded project's egg and a stats hook on PYTHONPATH, reads
+// Scrapy's final stats into the run's stats, and fails a run whose callbacks raised or that
+// logged errors (ErrSpiderErrors), keeping its items. Every command's output also goes to the
+// run log (Config.RunLog) with crawlq's own lines about the run.
 package command
 
 import (
@@ -65,6 +74,7 @@ import (
 	"crawlq/internal/crawl"
 	"crawlq/internal/items"
 	"crawlq/internal/queue"
+	"crawlq/internal/runlog"
 	"crawlq/internal/spider"
 )
 
@@ -111,6 +121,19 @@ type Config struct {
 	// InheritEnv names the runner's environment variables passed on. Default DefaultInheritEnv;
 	// an empty non-nil slice passes none.
 	InheritEnv []string
+	// RecordStats adds a Scrapy run's pages and errors by kind to the run's stats
+	// (crawl.Crawler.RecordCommandStats). Default none.
+	RecordStats func(ctx context.Context, runID int64, pages int64, errorsByKind map[string]int64) error
+	// Store gives the runs of stored spiders their record (pinned version, Scrapy settings) and
+	// the eggs of uploaded projects, and records the version and pid a run ran with. Default
+	// none: only spiders whose code is in the runner image run.
+	Store SpiderStore
+	// SpiderVersion names the stored version a spider resolves to, to record it. Default none.
+	SpiderVersion func(name string) string
+	// RunLog keeps each run's output lines (besides the process log). Default none.
+	RunLog runlog.Store
+	// Scrapy is the scrapy executable for Scrapy spiders. Default the command's own argv[0].
+	Scrapy string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -203,6 +226,22 @@ func (r *Runner) Run(ctx context.Context, run *crawl.Run, spec spider.CommandSpe
 		timeout = r.cfg.Timeout
 	}
 	log := r.log.With("run", run.ID, "spider", run.Spider)
+	var sr *scrapyRun
+	if IsScrapy(argv) {
+		if sr, err = r.prepareScrapy(ctx, run, argv, spec, settings); err != nil {
+			if errors.Is(err, ErrInvalid) {
+				return queue.Permanent(err)
+			}
+			return err
+		}
+		defer os.RemoveAll(sr.dir)
+		argv = sr.argv
+		// Before CRAWLQ_*, after the spec's Env: crawlq sets where the egg and hook are.
+		n := len(env) - 6
+		env = append(append(append([]string(nil), env[:n]...), sr.env...), env[n:]...)
+	}
+	runLog := r.startLog(run.ID)
+	defer runLog.close()
 
 	var parentEnds, childEnds []*os.File
 	closeAll := func(fs []*os.File) {
@@ -244,11 +283,23 @@ func (r *Runner) Run(ctx context.Context, run *crawl.Run, spec spider.CommandSpe
 	pgid := cmd.Process.Pid
 	log.Info("command started", "argv", argv, "pid", pgid, "timeout", timeout)
 	started := time.Now()
+	runLog.add(fmt.Sprintf("crawlq: started %q (pid %d, timeout %s)", argv, pgid, timeout))
+	if r.cfg.Store != nil {
+		version, project := "", ""
+		if sr != nil && sr.project != "" {
+			version, project = sr.version, sr.project
+		} else if r.cfg.SpiderVersion != nil {
+			version = r.cfg.SpiderVersion(run.Spider)
+		}
+		if _, err := r.cfg.Store.StartRun(ctx, run.ID, project, run.Spider, version, pgid); err != nil {
+			log.Warn("record the run's version and pid", "err", err)
+		}
+	}
 
 	var logs sync.WaitGroup
 	logs.Add(2)
-	go func() { defer logs.Done(); r.streamLog(outR, log, "stdout") }()
-	go func() { defer logs.Done(); r.streamLog(errR, log, "stderr") }()
+	go func() { defer logs.Done(); r.streamLog(outR, log, "stdout", runLog) }()
+	go func() { defer logs.Done(); r.streamLog(errR, log, "stderr", runLog) }()
 
 	itemsCtx, cancelItems := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelItems()
@@ -331,6 +382,37 @@ wait:
 		}
 	}
 	log = log.With("items", ires.n, "skipped_lines", ires.skipped, "elapsed", time.Since(started).Round(time.Millisecond))
+	err = r.finish(ctx, run, log, runLog, sr, reason, ires, waitErr)
+	if err != nil {
+		runLog.add("crawlq: run attempt ended: " + err.Error())
+	} else {
+		runLog.add(fmt.Sprintf("crawlq: command succeeded: %d items", ires.n))
+	}
+	return err
+}
+
+// finish maps how the command ended (and, for Scrapy, its final stats) to the job's fate.
+func (r *Runner) finish(ctx context.Context, run *crawl.Run, log *slog.Logger, runLog *logBatcher, sr *scrapyRun,
+	reason error, ires itemResult, waitErr error) error {
+	var scrapyErr error
+	if sr != nil {
+		st, err := readScrapyStats(sr.statsFile)
+		switch {
+		case err == nil:
+			runLog.add(fmt.Sprintf("crawlq: scrapy stats: item_scraped_count=%d response_count=%d log_count/ERROR=%d spider_exceptions=%d finish_reason=%s",
+				st.Items, st.Responses, st.ErrorLogs, st.SpiderExceptions, st.FinishReason))
+			if r.cfg.RecordStats != nil {
+				if err := r.cfg.RecordStats(context.WithoutCancel(ctx), run.ID, st.Responses, st.ByKind); err != nil {
+					log.Warn("record scrapy stats", "err", err)
+				}
+			}
+			scrapyErr = st.verdict()
+		case errors.Is(err, os.ErrNotExist):
+			scrapyErr = fmt.Errorf("%w: scrapy wrote no final stats (it did not start the crawl, or STATS_CLASS was overridden)", ErrSpiderErrors)
+		default:
+			scrapyErr = err
+		}
+	}
 
 	switch {
 	case reason != nil && errors.Is(reason, ErrTimeout):
@@ -344,6 +426,10 @@ wait:
 		return fmt.Errorf("write items: %w", ires.err)
 	}
 	if waitErr == nil {
+		if scrapyErr != nil {
+			log.Warn("scrapy run had errors", "err", scrapyErr)
+			return queue.Permanent(scrapyErr)
+		}
 		log.Info("command succeeded")
 		return nil
 	}
@@ -428,7 +514,7 @@ func effectiveSettings(s spider.Settings) Settings {
 }
 
 // streamLog logs each line of f, bounded to MaxLogLine bytes.
-func (r *Runner) streamLog(f *os.File, log *slog.Logger, stream string) {
+func (r *Runner) streamLog(f *os.File, log *slog.Logger, stream string, runLog *logBatcher) {
 	br := bufio.NewReaderSize(f, r.cfg.MaxLogLine)
 	truncated := false // in the middle of dropping the rest of a long line
 	for {
@@ -439,9 +525,11 @@ func (r *Runner) streamLog(f *os.File, log *slog.Logger, stream string) {
 				text := string(bytes.TrimRight(line, "\r\n"))
 				if full {
 					log.Info("command output", "stream", stream, "line", text, "truncated", true)
+					text += " [truncated]"
 				} else {
 					log.Info("command output", "stream", stream, "line", text)
 				}
+				runLog.add(text)
 			}
 			truncated = full
 		}

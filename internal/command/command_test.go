@@ -39,6 +39,13 @@ type env struct {
 // command runner is a command.Runner with cfg (Pipeline and RecordItems filled in).
 func start(t *testing.T, specs map[string]spider.CommandSpec, cfg command.Config, pl items.Config) *env {
 	t.Helper()
+	return startWith(t, specs, &cfg, pl, nil)
+}
+
+// startWith is start with a hook that completes the command config once the node exists.
+func startWith(t *testing.T, specs map[string]spider.CommandSpec, cfgp *command.Config, pl items.Config, hook func(*env, *command.Config)) *env {
+	t.Helper()
+	cfg := *cfgp
 	if _, err := os.Stat("/bin/sh"); err != nil {
 		t.Fatal("these tests need /bin/sh")
 	}
@@ -58,6 +65,10 @@ func start(t *testing.T, specs map[string]spider.CommandSpec, cfg command.Config
 	}
 	cfg.Pipeline = n.Pipeline
 	cfg.RecordItems = n.Crawler.RecordItems
+	e := &env{node: n, dir: t.TempDir()}
+	if hook != nil {
+		hook(e, &cfg)
+	}
 	r, err := command.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +83,7 @@ func start(t *testing.T, specs map[string]spider.CommandSpec, cfg command.Config
 			t.Errorf("node: %v", err)
 		}
 	})
-	return &env{node: n, dir: t.TempDir()}
+	return e
 }
 
 func (e *env) schedule(t *testing.T, name string, args map[string]string) int64 {

@@ -325,6 +325,10 @@ func (c *Crawler) spiderSettings(name string) (spider.Spider, spider.Settings, e
 		}
 		return nil, s.WithDefaults(), nil
 	}
+	if err != nil && !errors.Is(err, spider.ErrUnknownSpider) {
+		// The spider store did not answer: retryable, unlike a spider nobody has.
+		return nil, spider.Settings{}, fmt.Errorf("spider %q: %w", name, err)
+	}
 	if err != nil {
 		return nil, spider.Settings{}, fmt.Errorf("%w: spider %q: %v", ErrInvalid, name, err)
 	}

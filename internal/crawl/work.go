@@ -119,6 +119,26 @@ func (c *Crawler) RecordItems(ctx context.Context, runID int64, n int, bytes int
 	return err
 }
 
+// RecordCommandStats adds what a command spider reported at its end (Scrapy's final stats) to a
+// run's stats: pages fetched, and errors by kind (each kind's count is its errors).
+func (c *Crawler) RecordCommandStats(ctx context.Context, runID int64, pages int64, errorsByKind map[string]int64) error {
+	if pages > 0 {
+		if _, err := c.cfg.Pool.Exec(ctx, sqlAddStat, runID, pages, 0, 0, 0, 0, ""); err != nil {
+			return fmt.Errorf("record run %d stats: %w", runID, err)
+		}
+	}
+	for kind, n := range errorsByKind {
+		if n <= 0 {
+			continue
+		}
+		_, err := c.cfg.Pool.Exec(ctx, sqlAddStats, []int64{runID}, []int32{0}, []int32{0}, []int64{0}, []int32{int32(n)}, []int32{0}, []string{kind}, []int32{int32(n)})
+		if err != nil {
+			return fmt.Errorf("record run %d stats: %w", runID, err)
+		}
+	}
+	return nil
+}
+
 func (c *Crawler) recordRunError(ctx context.Context, runID int64, err error) {
 	if _, e := c.cfg.Pool.Exec(context.WithoutCancel(ctx), sqlRunError, runID, err.Error()); e != nil {
 		c.log.Warn("record run error", "run", runID, "err", e)

@@ -2,7 +2,8 @@
 // Invoke REST API (POST /2015-03-31/functions/{name}/invocations, synchronous or
 // X-Amz-Invocation-Type: Event), so `aws lambda invoke --endpoint-url http://127.0.0.1:3001`
 // works as against AWS; a dispatch tick on a timer, as EventBridge's minute schedule would;
-// and the long-crawl tier as in-process runners in place of ECS tasks.
+// and the long-crawl tier as in-process runners in place of ECS tasks. Beside it, on a port of its
+// own, the Scrapyd-compatible HTTP API (ServeScrapyd).
 package local
 
 import (
@@ -28,6 +29,8 @@ import (
 	"crawlq/internal/api"
 	"crawlq/internal/dispatch"
 	"crawlq/internal/lambdafn"
+	"crawlq/internal/runner"
+	"crawlq/internal/scrapyd"
 )
 
 // Request size limits of the Lambda Invoke API.
@@ -53,6 +56,11 @@ type Config struct {
 	Worker lambdafn.WorkerOptions
 	// LongQueue is the long-crawl queue, worked by in-process runners. Default "long".
 	LongQueue string
+	// Runners is the concurrency of the in-process runner that works the long-crawl queue as an
+	// always-on ECS task would: command and Scrapy spiders, and runtime: ecs crawls. Default 0:
+	// long-queue runs are worked by worker invocations, which run no commands (start a
+	// `crawlq runner` beside it, or set this).
+	Runners int
 	// Metrics receives the metrics function's EMF lines. Default os.Stdout.
 	Metrics io.Writer
 	// Logger defaults to Deps.Logger.
@@ -68,11 +76,13 @@ type function struct {
 
 // Stack is the running local functions.
 type Stack struct {
-	cfg   Config
-	log   *slog.Logger
-	fns   map[string]function
-	base  context.Context
-	async sync.WaitGroup
+	api    *api.API
+	runner *runner.Runner
+	cfg    Config
+	log    *slog.Logger
+	fns    map[string]function
+	base   context.Context
+	async  sync.WaitGroup
 }
 
 // New assembles the four functions. Nothing runs until Serve.
@@ -118,6 +128,7 @@ func New(cfg Config) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.api = a
 	dc, err := d.DispatchConfig(inv, launcher{s})
 	if err != nil {
 		return nil, err
@@ -128,6 +139,17 @@ func New(cfg Config) (*Stack, error) {
 	dp, err := dispatch.New(dc)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Runners < 0 {
+		return nil, errors.New("local: Runners must not be negative")
+	}
+	if cfg.Runners > 0 {
+		r, err := runner.New(runner.Config{Pool: d.Pool, Queue: cfg.LongQueue, Concurrency: cfg.Runners, Upkeep: -1,
+			StopGrace: 10 * time.Second, Logger: s.log})
+		if err != nil {
+			return nil, err
+		}
+		s.runner = r
 	}
 	worker := d.Worker(cfg.Worker)
 	metrics := d.Metrics(cfg.Metrics, d.Getenv("CRAWLQ_METRICS_NAMESPACE"))
@@ -157,6 +179,37 @@ func marshal[T any](v T, err error) ([]byte, error) {
 		return nil, err
 	}
 	return json.Marshal(v)
+}
+
+// API returns the api function's API (for the Scrapyd HTTP API beside it).
+func (s *Stack) API() *api.API { return s.api }
+
+// ServeScrapyd serves the Scrapyd-compatible HTTP API (internal/scrapyd) on ln until ctx ends.
+// cfg.API is filled in.
+func (s *Stack) ServeScrapyd(ctx context.Context, ln net.Listener, cfg scrapyd.Config) error {
+	cfg.API = s.api
+	if cfg.Logger == nil {
+		cfg.Logger = s.log
+	}
+	srv, err := scrapyd.New(cfg)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		hs.Shutdown(sctx)
+		return nil
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return err
+	}
 }
 
 // Functions lists the function names the stack serves.
@@ -301,6 +354,16 @@ func (s *Stack) Serve(ctx context.Context, ln net.Listener) error {
 		BaseContext: func(net.Listener) context.Context { return base }}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	runnerDone := make(chan struct{})
+	go func() {
+		defer close(runnerDone)
+		if s.runner == nil {
+			return
+		}
+		if reason, err := s.runner.Run(ctx); err != nil {
+			s.log.Error("local: runner", "reason", reason, "err", err)
+		}
+	}()
 	tickDone := make(chan struct{})
 	go func() {
 		defer close(tickDone)
@@ -327,6 +390,7 @@ func (s *Stack) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	srv.Shutdown(sctx)
 	<-tickDone
+	<-runnerDone
 	// Background workers stop claiming and release their jobs when their context ends.
 	cancelBase()
 	s.async.Wait()
@@ -360,6 +424,9 @@ func (i invoker) Invoke(ctx context.Context, in *lambda.InvokeInput, _ ...func(*
 type launcher struct{ s *Stack }
 
 func (l launcher) Launch(ctx context.Context, n int) (int, error) {
+	if l.s.runner != nil {
+		return 0, nil // the always-on in-process runner takes the long queue's jobs
+	}
 	ev, _ := json.Marshal(dispatch.WorkerEvent{Queue: l.s.cfg.LongQueue})
 	for i := 0; i < n; i++ {
 		if err := l.s.InvokeAsync(l.s.cfg.Prefix+"-worker", ev); err != nil {

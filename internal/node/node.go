@@ -19,6 +19,7 @@ import (
 	"crawlq/internal/maintain"
 	"crawlq/internal/queue"
 	"crawlq/internal/spider"
+	"crawlq/internal/spiderstore"
 	"crawlq/spiders"
 )
 
@@ -29,6 +30,10 @@ type Config struct {
 	Spiders *spider.Registry
 	// SpiderDir holds extra spider specs (*.yaml, *.yml, *.json). Default none.
 	SpiderDir string
+	// Store holds pushed spiders. Default a Postgres store on Pool; the registry resolves names
+	// from it first (see spider.Registry.SetSource), then the in-process specs. (The api pushes
+	// the built-in specs to it as version 1 of every name it never held.)
+	Store *spiderstore.Store
 	// Queues to work. Default ["crawl"].
 	Queues []string
 	// Workers per queue. Default 1.
@@ -63,6 +68,7 @@ type Node struct {
 	cfg      Config
 	Queue    *queue.Client
 	Spiders  *spider.Registry
+	Store    *spiderstore.Store
 	Pipeline *items.Pipeline
 	Crawler  *crawl.Crawler
 	Mux      *queue.Mux
@@ -120,6 +126,16 @@ func New(cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
+	store := cfg.Store
+	if store == nil {
+		var err error
+		if store, err = spiderstore.New(spiderstore.Config{Pool: cfg.Pool}); err != nil {
+			return nil, err
+		}
+	}
+	if !reg.HasSource() {
+		reg.SetSource(store, 0)
+	}
 	sink := cfg.Sink
 	var txSink items.TxSink
 	if sink == nil {
@@ -132,7 +148,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	qc := queue.New(cfg.Pool, cfg.Queue)
-	n := &Node{cfg: cfg, Queue: qc, Spiders: reg, Pipeline: pl, Mux: queue.NewMux()}
+	n := &Node{cfg: cfg, Queue: qc, Spiders: reg, Store: store, Pipeline: pl, Mux: queue.NewMux()}
 	var countItems func(context.Context, int64) (int64, error)
 	if c, ok := sink.(items.Counter); ok {
 		countItems = c.CountRun // a run's items stat is what its sink holds

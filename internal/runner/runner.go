@@ -31,6 +31,7 @@ import (
 	"crawlq/internal/maintain"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
+	"crawlq/internal/runlog"
 	"crawlq/internal/spider"
 )
 
@@ -84,7 +85,8 @@ type Config struct {
 	SpiderDir string
 	// Spiders, when set, replaces the embedded specs and SpiderDir (tests, embedding).
 	Spiders *spider.Registry
-	// Command tunes command spiders; Pipeline, RecordItems and Logger are filled in.
+	// Command tunes command spiders; Pipeline, RecordItems, RecordStats, Store, SpiderVersion
+	// and Logger are filled in, and RunLog defaults to the Postgres run log.
 	Command command.Config
 	// Pipeline tunes the item pipeline (see node.Config.Pipeline).
 	Pipeline items.Config
@@ -175,6 +177,12 @@ func New(cfg Config) (*Runner, error) {
 	cc := cfg.Command
 	cc.Pipeline = n.Pipeline
 	cc.RecordItems = n.Crawler.RecordItems
+	cc.RecordStats = n.Crawler.RecordCommandStats
+	cc.Store = n.Store
+	cc.SpiderVersion = n.Spiders.Version
+	if cc.RunLog == nil {
+		cc.RunLog = runlog.Postgres{Pool: cfg.Pool}
+	}
 	if cc.Logger == nil {
 		cc.Logger = cfg.Logger
 	}

@@ -1,6 +1,7 @@
 package spider
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,15 +11,55 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Registry maps names to spiders: in-process ones (declarative and Go) and command ones.
-// It is safe for concurrent use.
+// With a Source (SetSource), names are resolved at run time from stored spiders first, so a
+// spider pushed while the process runs is seen within the source's TTL, without a restart; the
+// spiders registered in-process (built-in specs, --spiders DIR, Go spiders) are the fallback
+// for names the source does not hold. It is safe for concurrent use.
 type Registry struct {
 	mu       sync.RWMutex
 	spiders  map[string]Spider
 	commands map[string]commandEntry
 	monitors map[string]Monitors // declared by loaded specs (monitors.go)
+
+	src    Source
+	ttl    time.Duration
+	cached map[string]*resolved // by name; guarded by mu
+}
+
+// Stored is a spider as a Source holds it: one version of a spec, or of a command.
+type Stored struct {
+	Name    string
+	Version string
+	// Spec is a declarative or command spec (YAML or JSON), as pushed. Nil when Command is set.
+	Spec []byte
+	// Command and Settings describe a spider that has no spec (a spider of an uploaded Scrapy
+	// project).
+	Command  *CommandSpec
+	Settings Settings
+}
+
+// Source supplies stored spiders (internal/spiderstore). Resolve returns the newest version of
+// name, or an error wrapping ErrUnknownSpider when the source holds none.
+type Source interface {
+	Resolve(ctx context.Context, name string) (Stored, error)
+	Names(ctx context.Context) ([]string, error)
+}
+
+// DefaultSourceTTL is how long a name resolved from a Source is used before asking again.
+const DefaultSourceTTL = 2 * time.Second
+
+// resolved is one cached answer of the source.
+type resolved struct {
+	at      time.Time
+	missing bool // the source holds no such name
+	version string
+	sha     string // of the spec, to reuse a compiled spider across versions of equal content
+	spider  Spider
+	command *commandEntry
 }
 
 type commandEntry struct {
@@ -28,7 +69,101 @@ type commandEntry struct {
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{spiders: map[string]Spider{}, commands: map[string]commandEntry{}}
+	return &Registry{spiders: map[string]Spider{}, commands: map[string]commandEntry{}, cached: map[string]*resolved{}}
+}
+
+// SetSource makes the registry resolve names from src first, asking again after ttl (0:
+// DefaultSourceTTL). A source that fails is logged by nobody here: the registry answers from its
+// last good answer or its in-process spiders, and the error reaches the caller only when it knows
+// the name nowhere.
+func (r *Registry) SetSource(src Source, ttl time.Duration) {
+	if ttl <= 0 {
+		ttl = DefaultSourceTTL
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.src, r.ttl = src, ttl
+	clear(r.cached)
+}
+
+// HasSource reports whether SetSource was called.
+func (r *Registry) HasSource() bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.src != nil
+}
+
+// resolve returns the source's current answer for name (nil without a source, or when the
+// source fails and has never answered for name).
+func (r *Registry) resolve(name string) (*resolved, error) {
+	r.mu.RLock()
+	src, ttl, c := r.src, r.ttl, r.cached[name]
+	r.mu.RUnlock()
+	if src == nil {
+		return nil, nil
+	}
+	if c != nil && time.Since(c.at) < ttl {
+		return c, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := src.Resolve(ctx, name)
+	if errors.Is(err, ErrUnknownSpider) {
+		n := &resolved{at: time.Now(), missing: true}
+		r.store(name, n)
+		return n, nil
+	}
+	if err != nil {
+		if c != nil {
+			return c, nil // stale beats nothing while the store is unreachable
+		}
+		return nil, fmt.Errorf("resolve spider %q: %w", name, err)
+	}
+	n := &resolved{at: time.Now(), version: st.Version}
+	switch {
+	case st.Command != nil:
+		cmd := *st.Command
+		cmd.Command = append([]string(nil), cmd.Command...)
+		n.command = &commandEntry{spec: cmd, settings: st.Settings}
+	default:
+		n.sha = string(st.Spec)
+		if c != nil && !c.missing && c.sha == n.sha && (c.spider != nil || c.command != nil) {
+			n.spider, n.command = c.spider, c.command
+			break
+		}
+		spec, err := ParseSpec(st.Spec, name+"@"+st.Version)
+		if err != nil {
+			return nil, fmt.Errorf("resolve spider %q: stored version %s is not usable: %w: %w", name, st.Version, ErrUnknownSpider, err)
+		}
+		if spec.IsCommand() {
+			cs, _ := spec.CommandSpec()
+			set, _ := spec.Settings()
+			n.command = &commandEntry{spec: cs, settings: set}
+		} else if n.spider, err = Compile(spec); err != nil {
+			return nil, fmt.Errorf("resolve spider %q: stored version %s is not usable: %w: %w", name, st.Version, ErrUnknownSpider, err)
+		}
+	}
+	r.store(name, n)
+	return n, nil
+}
+
+func (r *Registry) store(name string, n *resolved) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.cached) > 10000 { // a bound, not an LRU: names are few and reload cheaply
+		clear(r.cached)
+	}
+	r.cached[name] = n
+}
+
+// Version returns the stored version that name currently resolves to ("" for a spider known
+// only in-process).
+func (r *Registry) Version(name string) string {
+	n, err := r.resolve(name)
+	if err != nil || n == nil || n.missing {
+		return ""
+	}
+	return n.version
 }
 
 // Register adds an in-process spider after checking its name and settings.
@@ -85,6 +220,13 @@ func (r *Registry) taken(name string) bool {
 // Lookup returns the in-process spider called name: ErrUnknownSpider if there is none,
 // ErrCommandSpider if name is a command spider.
 func (r *Registry) Lookup(name string) (Spider, error) {
+	n, err := r.resolve(name)
+	if n != nil && !n.missing {
+		if n.spider != nil {
+			return n.spider, nil
+		}
+		return nil, fmt.Errorf("look up spider %q: %w: run it with the ECS runner", name, ErrCommandSpider)
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if s, ok := r.spiders[name]; ok {
@@ -93,11 +235,22 @@ func (r *Registry) Lookup(name string) (Spider, error) {
 	if _, ok := r.commands[name]; ok {
 		return nil, fmt.Errorf("look up spider %q: %w: run it with the ECS runner", name, ErrCommandSpider)
 	}
+	if err != nil {
+		return nil, err
+	}
 	return nil, fmt.Errorf("look up spider %q: %w", name, ErrUnknownSpider)
 }
 
 // Command returns the command spider called name.
 func (r *Registry) Command(name string) (CommandSpec, Settings, bool) {
+	if n, _ := r.resolve(name); n != nil && !n.missing {
+		if n.command == nil {
+			return CommandSpec{}, Settings{}, false
+		}
+		e := *n.command
+		e.spec.Command = append([]string(nil), e.spec.Command...)
+		return e.spec, e.settings, true
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	e, ok := r.commands[name]
@@ -108,15 +261,30 @@ func (r *Registry) Command(name string) (CommandSpec, Settings, bool) {
 	return e.spec, e.settings, true
 }
 
-// Names returns every registered name, sorted.
+// Names returns every name, sorted: the source's (when it answers) and the in-process ones.
 func (r *Registry) Names() []string {
 	r.mu.RLock()
-	defer r.mu.RUnlock()
-	names := make([]string, 0, len(r.spiders)+len(r.commands))
+	src := r.src
+	set := make(map[string]bool, len(r.spiders)+len(r.commands))
 	for n := range r.spiders {
-		names = append(names, n)
+		set[n] = true
 	}
 	for n := range r.commands {
+		set[n] = true
+	}
+	r.mu.RUnlock()
+	if src != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		stored, err := src.Names(ctx)
+		cancel()
+		if err == nil {
+			for _, n := range stored {
+				set[n] = true
+			}
+		}
+	}
+	names := make([]string, 0, len(set))
+	for n := range set {
 		names = append(names, n)
 	}
 	sort.Strings(names)

@@ -1,0 +1,165 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"crawlq/internal/spider"
+	"crawlq/internal/spiderstore"
+)
+
+// spiderName maps a Scrapyd (project, spider) pair to the crawlq spider name: a spec spider's own
+// name in the project "default" (or none), "<project>.<spider>" for a spider of an uploaded
+// project. version, when given, must exist (and hold the spider).
+func (a *API) spiderName(ctx context.Context, project, name, version string) (string, error) {
+	if project == "" || project == spiderstore.DefaultProject {
+		if err := a.knownSpider(name); err != nil {
+			return "", err
+		}
+		if version != "" {
+			if _, _, ok := spiderstore.SplitName(name); !ok {
+				latest := a.cfg.Spiders.Version(name)
+				if version != latest {
+					return "", badf("spider %s: a run takes the newest version of a spec (%q), not %q; push that version again to use it",
+						clip(name), latest, clip(version))
+				}
+			}
+		}
+		return name, nil
+	}
+	if err := spiderstore.CheckProject(project); err != nil {
+		return "", badf("%s", strings.TrimPrefix(err.Error(), "invalid: "))
+	}
+	pv, err := a.cfg.Store.GetProjectVersion(ctx, project, version)
+	if errors.Is(err, spiderstore.ErrNotFound) {
+		if version == "" {
+			return "", userErrf("unknown project %q", clip(project))
+		}
+		return "", userErrf("unknown version %q of project %q", clip(version), clip(project))
+	}
+	if err != nil {
+		return "", err
+	}
+	if !slices.Contains(pv.Spiders, name) {
+		return "", userErrf("spider %q not found in project %s version %s (its spiders: %v)", clip(name), project, pv.Version, pv.Spiders)
+	}
+	return project + "." + name, nil
+}
+
+// runnable refuses to schedule a command spider no runner would take (queued to the Lambda
+// workers it would stay pending forever).
+func (a *API) runnable(name string) error {
+	_, set, ok := a.cfg.Spiders.Command(name)
+	if !ok {
+		return nil
+	}
+	if set.Runtime == spider.RuntimeLambda || set.Queue == spider.DefaultQueue {
+		return badf("spider %s is a command spider declared for the Lambda workers (runtime lambda or queue crawl), which cannot run a process; "+
+			"fix its spec (runtime: ecs, no queue) and push it again", clip(name))
+	}
+	return nil
+}
+
+func (a *API) listSpiders(ctx context.Context, r *Request) (Response, error) {
+	if r.Project != "" && r.Project != spiderstore.DefaultProject {
+		pv, err := a.cfg.Store.GetProjectVersion(ctx, r.Project, r.Version)
+		if errors.Is(err, spiderstore.ErrNotFound) {
+			if r.Version != "" {
+				return nil, userErrf("unknown version %q of project %q", clip(r.Version), clip(r.Project))
+			}
+			return nil, userErrf("unknown project %q", clip(r.Project))
+		}
+		if err != nil {
+			return nil, err
+		}
+		return Response{"spiders": pv.Spiders, "version": pv.Version}, nil
+	}
+	names := []string{}
+	for _, n := range a.cfg.Spiders.Names() {
+		if _, _, ok := spiderstore.SplitName(n); !ok {
+			names = append(names, n)
+		}
+	}
+	return Response{"spiders": names}, nil
+}
+
+func (a *API) listProjects(ctx context.Context) (Response, error) {
+	ps, err := a.cfg.Store.Projects(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return Response{"projects": append([]string{spiderstore.DefaultProject}, ps...)}, nil
+}
+
+func (a *API) listVersions(ctx context.Context, r *Request) (Response, error) {
+	if r.Project == spiderstore.DefaultProject {
+		return Response{"versions": []string{}}, nil
+	}
+	vs, err := a.cfg.Store.ProjectVersions(ctx, r.Project)
+	if err != nil {
+		return nil, err
+	}
+	if len(vs) == 0 {
+		return nil, userErrf("unknown project %q", clip(r.Project))
+	}
+	return Response{"versions": vs}, nil
+}
+
+func (a *API) addVersion(ctx context.Context, r *Request) (Response, error) {
+	if r.Project == spiderstore.DefaultProject {
+		return nil, badf("project %q holds the pushed spider specs; upload eggs under a project of their own", spiderstore.DefaultProject)
+	}
+	spiders, err := a.cfg.Store.AddVersion(ctx, r.Project, r.Version, r.Egg)
+	if errors.Is(err, spiderstore.ErrInvalid) {
+		return nil, badf("%s", strings.TrimPrefix(err.Error(), "invalid: "))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return Response{"project": r.Project, "version": r.Version, "spiders": len(spiders), "spider_names": spiders}, nil
+}
+
+func (a *API) delProject(ctx context.Context, r *Request) (Response, error) {
+	if r.Project == spiderstore.DefaultProject {
+		return nil, badf("project %q holds the pushed spider specs; delete those with delspider", spiderstore.DefaultProject)
+	}
+	version := ""
+	if r.Action == ActDelVersion {
+		version = r.Version
+	}
+	err := a.cfg.Store.DeleteProject(ctx, r.Project, version)
+	if errors.Is(err, spiderstore.ErrNotFound) {
+		return nil, userErrf("%v", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return Response{}, nil
+}
+
+func (a *API) pushSpider(ctx context.Context, r *Request) (Response, error) {
+	p, err := a.cfg.Store.Push(ctx, spiderstore.File{Name: "spec", Data: []byte(r.Spec)}, r.Version)
+	switch {
+	case errors.Is(err, spiderstore.ErrInvalid):
+		return nil, badf("%s", strings.TrimPrefix(err.Error(), "invalid: "))
+	case errors.Is(err, spiderstore.ErrExists):
+		return nil, userErrf("%v", err)
+	case err != nil:
+		return nil, err
+	}
+	return Response{"spider": p.Name, "version": p.Version, "kind": p.Kind, "unchanged": p.Unchanged}, nil
+}
+
+func (a *API) delSpider(ctx context.Context, r *Request) (Response, error) {
+	n, err := a.cfg.Store.Delete(ctx, r.Spider, r.Version)
+	if errors.Is(err, spiderstore.ErrNotFound) {
+		return nil, userErrf("%v", err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("delete spider: %w", err)
+	}
+	return Response{"deleted_versions": n}, nil
+}

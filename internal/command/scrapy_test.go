@@ -1,0 +1,71 @@
+package command
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"crawlq/internal/crawl"
+	"crawlq/internal/spider"
+)
+
+func TestScrapySettingsMapping(t *testing.T) {
+	t.Parallel()
+	def := spider.DefaultSettings()
+	if got := scrapySettings(crawl.Overrides{}, def); len(got) != 0 {
+		t.Fatalf("defaults must not override the project's settings.py: %v", got)
+	}
+	s := def
+	s.Delay, s.Concurrency, s.UserAgent, s.ObeyRobots, s.MaxPages, s.MaxDepth = 1500*time.Millisecond, 3, "bot/2", false, 50, 4
+	got := strings.Join(scrapySettings(crawl.Overrides{}, s), " ")
+	want := "DOWNLOAD_DELAY=1.5 CONCURRENT_REQUESTS_PER_DOMAIN=3 USER_AGENT=bot/2 ROBOTSTXT_OBEY=false CLOSESPIDER_PAGECOUNT=50 DEPTH_LIMIT=4"
+	if got != want {
+		t.Fatalf("got %s\nwant %s", got, want)
+	}
+	// A run that overrides a setting to its default value still passes it.
+	yes, one := true, 1
+	got = strings.Join(scrapySettings(crawl.Overrides{ObeyRobots: &yes, Concurrency: &one}, def), " ")
+	if got != "CONCURRENT_REQUESTS_PER_DOMAIN=1 ROBOTSTXT_OBEY=true" {
+		t.Fatalf("overrides: %s", got)
+	}
+}
+
+func TestScrapyStatsVerdict(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(js string) *ScrapyStats {
+		t.Helper()
+		p := filepath.Join(dir, "s.json")
+		if err := os.WriteFile(p, []byte(js), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		st, err := readScrapyStats(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	clean := write(`{"item_scraped_count": 10, "response_received_count": 12, "finish_reason": "finished", "log_count/INFO": 9,
+		"start_time": "2026-01-01 00:00:00"}`)
+	if clean.verdict() != nil || clean.Responses != 12 || clean.Items != 10 || len(clean.ByKind) != 0 {
+		t.Fatalf("clean run: %+v %v", clean, clean.verdict())
+	}
+	raised := write(`{"item_scraped_count": 8, "downloader/response_count": 12, "finish_reason": "finished", "log_count/ERROR": 3,
+		"spider_exceptions/ValueError": 2, "spider_exceptions/KeyError": 0}`)
+	err := raised.verdict()
+	if err == nil || !strings.Contains(err.Error(), "2 exceptions in spider callbacks, 1 errors logged") || raised.Errors() != 3 ||
+		raised.ByKind["spider_exception"] != 2 || raised.ByKind["scrapy_error"] != 1 || raised.Responses != 12 {
+		t.Fatalf("raised: %+v %v", raised, err)
+	}
+	if err := write(`{"finish_reason": "shutdown"}`).verdict(); err == nil || !strings.Contains(err.Error(), "shutdown") {
+		t.Fatalf("shutdown: %v", err)
+	}
+	if err := write(`{"finish_reason": "closespider_pagecount"}`).verdict(); err != nil {
+		t.Fatalf("max_pages reached is a clean end: %v", err)
+	}
+	if !IsScrapy([]string{"/usr/bin/scrapy", "crawl", "x"}) || IsScrapy([]string{"scrapy", "list"}) || IsScrapy([]string{"python3", "crawl", "x"}) {
+		t.Fatal("IsScrapy")
+	}
+}

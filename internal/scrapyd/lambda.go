@@ -1,0 +1,112 @@
+package scrapyd
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+)
+
+// LambdaHandler serves the API from a Lambda function URL: a function URL event (payload
+// format 2.0: rawPath and requestContext.http) goes through h; any other payload goes to next
+// (the api function's own JSON actions), so one function serves both.
+func LambdaHandler(h http.Handler, next func(ctx context.Context, payload json.RawMessage) (json.RawMessage, error)) func(context.Context, json.RawMessage) (any, error) {
+	return func(ctx context.Context, payload json.RawMessage) (any, error) {
+		var probe struct {
+			RawPath        string `json:"rawPath"`
+			RequestContext *struct {
+				HTTP *struct {
+					Method string `json:"method"`
+				} `json:"http"`
+			} `json:"requestContext"`
+		}
+		if json.Unmarshal(payload, &probe) != nil || probe.RawPath == "" || probe.RequestContext == nil || probe.RequestContext.HTTP == nil {
+			return next(ctx, payload)
+		}
+		var ev events.LambdaFunctionURLRequest
+		if err := json.Unmarshal(payload, &ev); err != nil {
+			return nil, fmt.Errorf("decode function URL event: %w", err)
+		}
+		return ServeFunctionURL(ctx, h, ev)
+	}
+}
+
+// ServeFunctionURL runs one function URL request through h.
+func ServeFunctionURL(ctx context.Context, h http.Handler, ev events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
+	body := []byte(ev.Body)
+	if ev.IsBase64Encoded {
+		b, err := base64.StdEncoding.DecodeString(ev.Body)
+		if err != nil {
+			return events.LambdaFunctionURLResponse{StatusCode: http.StatusBadRequest, Body: `{"status":"error","message":"bad base64 body"}`}, nil
+		}
+		body = b
+	}
+	target := ev.RawPath
+	if ev.RawQueryString != "" {
+		target += "?" + ev.RawQueryString
+	}
+	req := httptest.NewRequestWithContext(ctx, ev.RequestContext.HTTP.Method, target, bytes.NewReader(body))
+	for k, v := range ev.Headers {
+		req.Header.Set(k, v)
+	}
+	for _, c := range ev.Cookies {
+		req.Header.Add("Cookie", c)
+	}
+	req.RemoteAddr = ev.RequestContext.HTTP.SourceIP + ":0"
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	res := events.LambdaFunctionURLResponse{StatusCode: rec.Code, Headers: map[string]string{}}
+	for k, v := range rec.Header() {
+		res.Headers[k] = strings.Join(v, ", ")
+	}
+	ct := rec.Header().Get("Content-Type")
+	if strings.HasPrefix(ct, "application/json") || strings.HasPrefix(ct, "text/") || strings.HasPrefix(ct, "application/x-ndjson") {
+		res.Body = rec.Body.String()
+	} else {
+		res.Body, res.IsBase64Encoded = base64.StdEncoding.EncodeToString(rec.Body.Bytes()), true
+	}
+	return res, nil
+}
+
+// Credentials reads basic auth credentials: CRAWLQ_SCRAPYD_SECRET_ARN names a Secrets Manager
+// secret holding {"username":...,"password":...}; else CRAWLQ_SCRAPYD_USERNAME and
+// CRAWLQ_SCRAPYD_PASSWORD. None of them: no auth ("", "").
+func Credentials(ctx context.Context, getenv func(string) string, awsCfg *aws.Config) (user, pass string, err error) {
+	if arn := getenv("CRAWLQ_SCRAPYD_SECRET_ARN"); arn != "" {
+		if awsCfg == nil {
+			return "", "", fmt.Errorf("CRAWLQ_SCRAPYD_SECRET_ARN is set but there is no AWS config")
+		}
+		out, err := secretsmanager.NewFromConfig(*awsCfg).GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(arn)})
+		if err != nil {
+			return "", "", fmt.Errorf("read scrapyd credentials: %w", err)
+		}
+		var c struct{ Username, Password string }
+		if err := json.Unmarshal([]byte(aws.ToString(out.SecretString)), &c); err != nil || c.Username == "" || c.Password == "" {
+			return "", "", fmt.Errorf("read scrapyd credentials: secret %s must be {\"username\":...,\"password\":...}", arn)
+		}
+		return c.Username, c.Password, nil
+	}
+	user, pass = getenv("CRAWLQ_SCRAPYD_USERNAME"), getenv("CRAWLQ_SCRAPYD_PASSWORD")
+	if (user == "") != (pass == "") {
+		return "", "", fmt.Errorf("set both CRAWLQ_SCRAPYD_USERNAME and CRAWLQ_SCRAPYD_PASSWORD, or neither")
+	}
+	return user, pass, nil
+}
+
+// Unavailable answers every request with 503 and Scrapyd's error shape: what the api function
+// serves on its function URL when it has no credentials, rather than an open API.
+func Unavailable(msg string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		json.NewEncoder(w).Encode(map[string]string{"status": "error", "message": msg})
+	})
+}

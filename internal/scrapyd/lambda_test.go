@@ -1,0 +1,83 @@
+package scrapyd_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"crawlq/internal/api"
+	"crawlq/internal/dbtest"
+	"crawlq/internal/lambdafn"
+	"crawlq/internal/node"
+	"crawlq/internal/runlog"
+	"crawlq/internal/scrapyd"
+)
+
+// TestFunctionURL sends the api function a function URL event (as Lambda delivers one) and a
+// plain JSON payload: the first is answered by the Scrapyd API, the second by the JSON api.
+func TestFunctionURL(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	n, err := node.New(node.Config{Pool: pool, Upkeep: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Pipeline.Close(context.Background()) })
+	a, err := api.New(api.Config{Crawler: n.Crawler, Queue: n.Queue, Spiders: n.Spiders})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := scrapyd.New(scrapyd.Config{API: a, Store: n.Store, Pool: pool, RunLog: runlog.Postgres{Pool: pool}, Username: "u", Password: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := scrapyd.LambdaHandler(srv.Handler(), lambdafn.API(a))
+	ctx := context.Background()
+	event := func(method, path, query, body string, auth bool) json.RawMessage {
+		ev := events.LambdaFunctionURLRequest{Version: "2.0", RawPath: path, RawQueryString: query,
+			Headers: map[string]string{"content-type": "application/x-www-form-urlencoded"}, Body: base64.StdEncoding.EncodeToString([]byte(body)),
+			IsBase64Encoded: true}
+		ev.RequestContext.HTTP.Method = method
+		if auth {
+			ev.Headers["authorization"] = "Basic " + base64.StdEncoding.EncodeToString([]byte("u:p"))
+		}
+		b, _ := json.Marshal(ev)
+		return b
+	}
+	call := func(payload json.RawMessage) events.LambdaFunctionURLResponse {
+		t.Helper()
+		out, err := h(ctx, payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, ok := out.(events.LambdaFunctionURLResponse)
+		if !ok {
+			t.Fatalf("answer %T, want a function URL response", out)
+		}
+		return res
+	}
+	res := call(event("GET", "/listspiders.json", "project=default", "", true))
+	if res.StatusCode != 200 || !strings.Contains(res.Body, `"demo"`) || !strings.Contains(res.Body, `"status":"ok"`) {
+		t.Fatalf("listspiders: %+v", res)
+	}
+	res = call(event("POST", "/schedule.json", "", "project=default&spider=demo&base_url=http%3A%2F%2F127.0.0.1%3A9&jobid=fn-url-1", true))
+	if res.StatusCode != 200 || !strings.Contains(res.Body, `"jobid":"fn-url-1"`) {
+		t.Fatalf("schedule: %+v", res)
+	}
+	if res = call(event("GET", "/daemonstatus.json", "", "", false)); res.StatusCode != 401 || !strings.Contains(res.Body, `"status":"error"`) {
+		t.Fatalf("no credentials: %+v", res)
+	}
+	// A plain payload is the JSON api, as before.
+	out, err := h(ctx, json.RawMessage(`{"action":"status","job":"fn-url-1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := out.(json.RawMessage)
+	if !strings.Contains(string(raw), `"currstate":"pending"`) {
+		t.Fatalf("json api: %s", raw)
+	}
+}

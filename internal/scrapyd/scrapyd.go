@@ -1,0 +1,444 @@
+// Package scrapyd owns crawlq's Scrapyd-compatible HTTP API: schedule.json, cancel.json,
+// status.json, listjobs.json, listspiders.json, listprojects.json, listversions.json,
+// addversion.json, delversion.json, delproject.json and daemonstatus.json with Scrapyd's request
+// encodings (query string, urlencoded form, multipart) and response shapes, plus each run's log
+// (/logs/PROJECT/SPIDER/JOB.log) and items (/items/PROJECT/SPIDER/JOB.jl), behind HTTP basic
+// auth as Scrapyd has it. It only translates: every action is an internal/api request, so the
+// Lambda payload API and this one validate and behave the same. `crawlq local` serves it on a
+// port of its own; in AWS the api function serves it behind a Lambda function URL
+// (LambdaHandler).
+package scrapyd
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"crawlq/internal/api"
+	"crawlq/internal/items"
+	"crawlq/internal/runlog"
+	"crawlq/internal/spiderstore"
+)
+
+// Config wires a Server. API is required.
+type Config struct {
+	API *api.API
+	// Store resolves a client's jobid for /logs and /items. Required.
+	Store *spiderstore.Store
+	// Pool reads items for /items (the Postgres item sink). Default none: /items answers 404.
+	Pool *pgxpool.Pool
+	// RunLog serves /logs. Default none: /logs answers 404.
+	RunLog runlog.Store
+	// Username and Password turn on HTTP basic auth (both or neither). Default off.
+	Username, Password string
+	// MaxUploadBytes bounds a request body (an addversion egg and its form). Default 50 MiB +
+	// 1 MiB.
+	MaxUploadBytes int64
+	// NodeName is every response's node_name. Default "crawlq".
+	NodeName string
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is the HTTP API.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns a Server.
+func New(cfg Config) (*Server, error) {
+	switch {
+	case cfg.API == nil:
+		return nil, errors.New("scrapyd: API is required")
+	case cfg.Store == nil:
+		return nil, errors.New("scrapyd: Store is required")
+	case (cfg.Username == "") != (cfg.Password == ""):
+		return nil, errors.New("scrapyd: set both Username and Password, or neither")
+	case cfg.MaxUploadBytes < 0:
+		return nil, errors.New("scrapyd: MaxUploadBytes is negative")
+	}
+	if cfg.MaxUploadBytes == 0 {
+		cfg.MaxUploadBytes = 51 << 20
+	}
+	if cfg.NodeName == "" {
+		cfg.NodeName = "crawlq"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Server{cfg: cfg, log: cfg.Logger}, nil
+}
+
+// endpoint is one .json endpoint: its api action and whether it takes POST only.
+type endpoint struct {
+	action string
+	post   bool
+}
+
+var endpoints = map[string]endpoint{
+	"/schedule.json":     {api.ActSchedule, true},
+	"/cancel.json":       {api.ActCancel, true},
+	"/status.json":       {api.ActStatus, false},
+	"/listjobs.json":     {api.ActListJobs, false},
+	"/listspiders.json":  {api.ActListSpiders, false},
+	"/listprojects.json": {api.ActListProjects, false},
+	"/listversions.json": {api.ActListVersions, false},
+	"/addversion.json":   {api.ActAddVersion, true},
+	"/delversion.json":   {api.ActDelVersion, true},
+	"/delproject.json":   {api.ActDelProject, true},
+	"/daemonstatus.json": {api.ActDaemonStatus, false},
+}
+
+// Handler returns the API as an http.Handler.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for path, ep := range endpoints {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) { s.serveJSON(w, r, ep) })
+	}
+	mux.HandleFunc("GET /logs/{project}/{spider}/{file}", s.serveLog)
+	mux.HandleFunc("GET /items/{project}/{spider}/{file}", s.serveItems)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/" {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			fmt.Fprintln(w, "crawlq: Scrapyd-compatible API (schedule.json, listjobs.json, addversion.json, ...)")
+			return
+		}
+		s.writeJSON(w, http.StatusNotFound, s.errBody("no such endpoint: "+clip(r.URL.Path)))
+	})
+	return s.auth(mux)
+}
+
+// auth requires HTTP basic auth when credentials are configured, as Scrapyd does.
+func (s *Server) auth(next http.Handler) http.Handler {
+	if s.cfg.Username == "" {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, p, ok := r.BasicAuth()
+		uok := subtle.ConstantTimeCompare([]byte(u), []byte(s.cfg.Username)) == 1
+		pok := subtle.ConstantTimeCompare([]byte(p), []byte(s.cfg.Password)) == 1
+		if !ok || !uok || !pok {
+			w.Header().Set("WWW-Authenticate", `Basic realm="Scrapyd"`)
+			s.writeJSON(w, http.StatusUnauthorized, s.errBody("unauthorized: wrong or missing credentials"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) errBody(msg string) map[string]any {
+	return map[string]any{"node_name": s.cfg.NodeName, "status": "error", "message": msg}
+}
+
+func (s *Server) writeJSON(w http.ResponseWriter, status int, body map[string]any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(body)
+}
+
+// form reads a request's parameters: the query string, and a urlencoded or multipart body.
+func (s *Server) form(w http.ResponseWriter, r *http.Request) (map[string][]string, map[string][]byte, error) {
+	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxUploadBytes)
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	files := map[string][]byte{}
+	if ct == "multipart/form-data" {
+		// Parts beyond 1 MiB spill to temporary files, removed below.
+		if err := r.ParseMultipartForm(1 << 20); err != nil {
+			return nil, nil, err
+		}
+		defer r.MultipartForm.RemoveAll()
+		for name, fhs := range r.MultipartForm.File {
+			if len(fhs) == 0 {
+				continue
+			}
+			f, err := fhs[0].Open()
+			if err != nil {
+				return nil, nil, err
+			}
+			b, err := io.ReadAll(f)
+			f.Close()
+			if err != nil {
+				return nil, nil, err
+			}
+			files[name] = b
+		}
+	} else if err := r.ParseForm(); err != nil {
+		return nil, nil, err
+	}
+	return r.Form, files, nil
+}
+
+// request builds the api request of an endpoint from its parameters.
+func request(action string, form map[string][]string, files map[string][]byte) (*api.Request, error) {
+	first := func(k string) string {
+		if v := form[k]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	req := &api.Request{Action: action, Project: first("project"), Version: first("_version")}
+	switch action {
+	case api.ActSchedule:
+		req.Spider = first("spider")
+		if req.Spider == "" {
+			return nil, errors.New("missing spider")
+		}
+		if req.Project == "" {
+			return nil, errors.New("missing project (\"default\" holds the pushed spider specs)")
+		}
+		req.JobID = first("jobid")
+		if p := first("priority"); p != "" {
+			f, err := strconv.ParseFloat(p, 64)
+			if err != nil || f != math.Trunc(f) || f < -1000 || f > 1000 {
+				return nil, fmt.Errorf("priority %q: want an integer in -1000..1000", clip(p))
+			}
+			n := int(f)
+			req.Priority = &n
+		}
+		if set := form["setting"]; len(set) > 0 {
+			m, err := api.ParseScrapySettings(set)
+			if err != nil {
+				return nil, err
+			}
+			req.ScrapySettings = m
+		}
+		for k, v := range form {
+			switch k {
+			case "project", "spider", "_version", "jobid", "priority", "setting":
+				continue
+			}
+			if req.Args == nil {
+				req.Args = map[string]string{}
+			}
+			req.Args[k] = v[0] // Scrapyd takes the first value of a repeated argument
+		}
+	case api.ActCancel, api.ActStatus:
+		job := first("job")
+		if job == "" {
+			return nil, errors.New("missing job")
+		}
+		if id, err := strconv.ParseInt(job, 10, 64); err == nil && id > 0 {
+			req.Job = id
+		} else {
+			req.JobRef = job
+		}
+	case api.ActListJobs:
+		req.Spider = first("spider")
+	case api.ActAddVersion:
+		req.Version = first("version")
+		req.Egg = files["egg"]
+		if req.Egg == nil && first("egg") != "" {
+			return nil, errors.New("egg must be uploaded as a file (multipart/form-data), not a form value")
+		}
+	case api.ActDelVersion:
+		req.Version = first("version")
+	}
+	if action != api.ActSchedule && action != api.ActListSpiders {
+		if v := first("_version"); v != "" {
+			return nil, fmt.Errorf("%s does not take _version", action)
+		}
+	}
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
+func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request, ep endpoint) {
+	if ep.post && r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		s.writeJSON(w, http.StatusMethodNotAllowed, s.errBody(fmt.Sprintf("%s takes POST, not %s", strings.TrimPrefix(r.URL.Path, "/"), r.Method)))
+		return
+	}
+	if !ep.post && r.Method != http.MethodGet && r.Method != http.MethodPost && r.Method != http.MethodHead {
+		s.writeJSON(w, http.StatusMethodNotAllowed, s.errBody("use GET"))
+		return
+	}
+	form, files, err := s.form(w, r)
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			s.writeJSON(w, http.StatusRequestEntityTooLarge, s.errBody(fmt.Sprintf("request body larger than %d bytes", mb.Limit)))
+			return
+		}
+		s.writeJSON(w, http.StatusOK, s.errBody("malformed request: "+err.Error()))
+		return
+	}
+	req, err := request(ep.action, form, files)
+	if err != nil {
+		s.writeJSON(w, http.StatusOK, s.errBody(strings.TrimPrefix(err.Error(), "bad request: ")))
+		return
+	}
+	out := s.cfg.API.Run(r.Context(), req)
+	if out["status"] != "ok" {
+		msg, _ := out["message"].(string)
+		if ep.action == api.ActStatus && strings.HasPrefix(msg, "unknown job") {
+			// Scrapyd answers a job it does not know with currstate "unknown".
+			s.writeJSON(w, http.StatusOK, map[string]any{"node_name": s.cfg.NodeName, "status": "ok", "currstate": "unknown"})
+			return
+		}
+		s.writeJSON(w, http.StatusOK, s.errBody(strings.TrimPrefix(msg, "bad request: ")))
+		return
+	}
+	s.writeJSON(w, http.StatusOK, s.shape(ep.action, out))
+}
+
+// scrapydTime formats a time as Scrapyd does (Python's str(datetime)).
+func scrapydTime(rfc string) string {
+	t, err := time.Parse(time.RFC3339Nano, rfc)
+	if err != nil {
+		return rfc
+	}
+	return t.Local().Format("2006-01-02 15:04:05.000000")
+}
+
+// shape turns an api response into Scrapyd's shape for the action.
+func (s *Server) shape(action string, out api.Response) map[string]any {
+	body := map[string]any{"node_name": s.cfg.NodeName, "status": "ok"}
+	switch action {
+	case api.ActSchedule:
+		body["jobid"] = out["jobid"]
+	case api.ActCancel:
+		body["prevstate"] = out["prevstate"]
+	case api.ActStatus:
+		body["currstate"] = out["currstate"]
+		if j, ok := out["job"].(api.Job); ok {
+			body["job"] = jobShape(j, "")
+		}
+	case api.ActListJobs:
+		for _, k := range []string{"pending", "running", "finished"} {
+			jobs, _ := out[k].([]api.Job)
+			list := make([]map[string]any, 0, len(jobs))
+			for _, j := range jobs {
+				list = append(list, jobShape(j, k))
+			}
+			body[k] = list
+		}
+	case api.ActListSpiders:
+		body["spiders"] = out["spiders"]
+	case api.ActListProjects:
+		body["projects"] = out["projects"]
+	case api.ActListVersions:
+		body["versions"] = out["versions"]
+	case api.ActAddVersion:
+		body["project"], body["version"], body["spiders"] = out["project"], out["version"], out["spiders"]
+	case api.ActDaemonStatus:
+		body["pending"], body["running"], body["finished"] = out["pending"], out["running"], out["finished"]
+	}
+	return body
+}
+
+// jobShape is a job as Scrapyd's listjobs shows it, with crawlq's state, items and error.
+func jobShape(j api.Job, group string) map[string]any {
+	m := map[string]any{"id": j.ID, "project": j.Project, "spider": j.Spider, "state": j.State, "items": j.Items,
+		"log_url": j.LogURL, "items_url": j.ItemsURL, "stats": j.Stats}
+	if j.Version != "" {
+		m["version"] = j.Version
+	}
+	if j.PID != 0 {
+		m["pid"] = j.PID
+	}
+	if j.StartTime != "" {
+		m["start_time"] = scrapydTime(j.StartTime)
+	}
+	if j.EndTime != "" {
+		m["end_time"] = scrapydTime(j.EndTime)
+	}
+	if j.Error != "" {
+		m["error"] = j.Error
+	}
+	if group == "pending" {
+		m["args"] = j.Args
+	}
+	return m
+}
+
+// runOf resolves the job of a /logs or /items path ("<job>.log") to a run id.
+func (s *Server) runOf(ctx context.Context, file, ext string) (int64, error) {
+	job, ok := strings.CutSuffix(file, ext)
+	if !ok || job == "" {
+		return 0, fmt.Errorf("want <job>%s", ext)
+	}
+	if id, err := strconv.ParseInt(job, 10, 64); err == nil && id > 0 {
+		return id, nil
+	}
+	id, err := s.cfg.Store.JobIDTaken(ctx, job)
+	if err != nil {
+		return 0, err
+	}
+	if id == 0 {
+		return 0, fmt.Errorf("unknown job %q", clip(job))
+	}
+	return id, nil
+}
+
+func (s *Server) serveLog(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.RunLog == nil {
+		http.Error(w, "run logs are not configured", http.StatusNotFound)
+		return
+	}
+	id, err := s.runOf(r.Context(), r.PathValue("file"), ".log")
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	cur := ""
+	for {
+		lines, next, err := s.cfg.RunLog.Read(r.Context(), id, cur)
+		if err != nil {
+			s.log.Error("scrapyd: read run log", "run", id, "err", err)
+			fmt.Fprintf(w, "\ncrawlq: reading the log failed: %v\n", err)
+			return
+		}
+		for _, l := range lines {
+			fmt.Fprintf(w, "%s %s\n", l.At.UTC().Format("2006-01-02 15:04:05.000"), l.Text)
+		}
+		if len(lines) == 0 || next == cur {
+			return
+		}
+		cur = next
+	}
+}
+
+func (s *Server) serveItems(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Pool == nil {
+		http.Error(w, "items are not in Postgres here (see the items bucket)", http.StatusNotFound)
+		return
+	}
+	id, err := s.runOf(r.Context(), r.PathValue("file"), ".jl")
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
+	its, err := items.ListItems(r.Context(), s.cfg.Pool, id, items.MaxListLimit)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	for _, it := range its {
+		w.Write(it.Data)
+		w.Write([]byte("\n"))
+	}
+}
+
+func clip(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "..."
+	}
+	return strings.ToValidUTF8(s, "?")
+}

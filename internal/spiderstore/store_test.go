@@ -1,0 +1,319 @@
+package spiderstore_test
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"crawlq/internal/api"
+	"crawlq/internal/dbtest"
+	"crawlq/internal/demosite"
+	"crawlq/internal/node"
+	"crawlq/internal/spider"
+	"crawlq/internal/spiderstore"
+	"crawlq/spiders"
+)
+
+func newStore(t *testing.T) (*spiderstore.Store, context.Context) {
+	t.Helper()
+	st, err := spiderstore.New(spiderstore.Config{Pool: dbtest.Pool(t), Lister: spiderstore.StaticLister{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, context.Background()
+}
+
+const goodSpec = `name: shop
+start_urls: [http://127.0.0.1:9/]
+items:
+  - key: sku
+    fields:
+      sku: {css: span.sku}
+`
+
+func TestPushRefusesBadSpecsWithEveryErrorByPath(t *testing.T) {
+	t.Parallel()
+	st, ctx := newStore(t)
+	bad := `name: Bad Name
+start_urls: [file:///etc/passwd]
+follow:
+  - css: "a["
+    patern: x
+items:
+  - key: sku
+    fields:
+      sku: {cs: span.sku, attr: "no good"}
+delay: soon
+bogus: 1
+`
+	_, err := st.Push(ctx, spiderstore.File{Name: "bad.yaml", Data: []byte(bad)}, "")
+	if !errors.Is(err, spiderstore.ErrInvalid) {
+		t.Fatalf("push: %v, want ErrInvalid", err)
+	}
+	var ve *spider.ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("push: %T %v, want a ValidationError inside", err, err)
+	}
+	paths := map[string]bool{}
+	for _, fe := range ve.Errors {
+		paths[fe.Path] = true
+		if strings.Contains(fe.Msg, "spider.") || strings.Contains(fe.Msg, "type ") {
+			t.Errorf("%s: %q names a Go type", fe.Path, fe.Msg)
+		}
+	}
+	for _, want := range []string{"name", "start_urls[0]", "follow[0].css", "follow[0].patern", "items[0].fields.sku.cs",
+		"items[0].fields.sku.attr", "delay", "bogus"} {
+		if !paths[want] {
+			t.Errorf("no error at %s; got %v", want, ve.Errors)
+		}
+	}
+	if vs, _ := st.Versions(ctx, "shop"); len(vs) != 0 {
+		t.Fatalf("a refused push stored %v", vs)
+	}
+}
+
+func TestPushRefusesCommandSpidersNoRunnerTakes(t *testing.T) {
+	t.Parallel()
+	st, ctx := newStore(t)
+	for _, spec := range []string{
+		"name: lam\nkind: command\ncommand: [scrapy, crawl, lam]\nruntime: lambda\n",
+		"name: lam\nkind: command\ncommand: [scrapy, crawl, lam]\nqueue: crawl\n",
+	} {
+		_, err := st.Push(ctx, spiderstore.File{Name: "lam.yaml", Data: []byte(spec)}, "")
+		if !errors.Is(err, spiderstore.ErrInvalid) || !strings.Contains(err.Error(), "Lambda workers") {
+			t.Errorf("push %q: %v, want a refusal naming the Lambda workers", spec, err)
+		}
+	}
+	if _, err := st.Push(ctx, spiderstore.File{Name: "ok.yaml", Data: []byte("name: lam\nkind: command\ncommand: [scrapy, crawl, lam]\n")}, ""); err != nil {
+		t.Fatalf("a runnable command spider: %v", err)
+	}
+}
+
+func TestVersions(t *testing.T) {
+	t.Parallel()
+	st, ctx := newStore(t)
+	p1, err := st.Push(ctx, spiderstore.File{Name: "shop.yaml", Data: []byte(goodSpec)}, "")
+	if err != nil || p1.Version != "1" || p1.Unchanged {
+		t.Fatalf("first push: %+v %v", p1, err)
+	}
+	same, err := st.Push(ctx, spiderstore.File{Name: "shop.yaml", Data: []byte(goodSpec)}, "")
+	if err != nil || !same.Unchanged || same.Version != "1" {
+		t.Fatalf("unchanged push: %+v %v", same, err)
+	}
+	changed := strings.Replace(goodSpec, "127.0.0.1:9", "127.0.0.1:10", 1)
+	p2, err := st.Push(ctx, spiderstore.File{Name: "shop.yaml", Data: []byte(changed)}, "")
+	if err != nil || p2.Version != "2" {
+		t.Fatalf("second push: %+v %v", p2, err)
+	}
+	if _, err := st.Push(ctx, spiderstore.File{Name: "shop.yaml", Data: []byte(goodSpec)}, "2"); !errors.Is(err, spiderstore.ErrExists) {
+		t.Fatalf("push to a taken version: %v", err)
+	}
+	got, err := st.Get(ctx, "shop", "")
+	if err != nil || got.Version != "2" || string(got.Data) != changed {
+		t.Fatalf("latest: %+v %v", got, err)
+	}
+	if vs, _ := st.Versions(ctx, "shop"); strings.Join(vs, ",") != "1,2" {
+		t.Fatalf("versions: %v", vs)
+	}
+	if n, err := st.Delete(ctx, "shop", "2"); err != nil || n != 1 {
+		t.Fatalf("delete version: %d %v", n, err)
+	}
+	if got, _ := st.Get(ctx, "shop", ""); got.Version != "1" {
+		t.Fatalf("after deleting 2, latest is %q", got.Version)
+	}
+	if _, err := st.Delete(ctx, "nope", ""); !errors.Is(err, spiderstore.ErrNotFound) {
+		t.Fatalf("delete unknown: %v", err)
+	}
+	// All or nothing: one bad file and the good one is not stored either.
+	_, err = st.PushAll(ctx, []spiderstore.File{{Name: "a.yaml", Data: []byte(strings.Replace(goodSpec, "shop", "other", 1))},
+		{Name: "b.yaml", Data: []byte("name: x\nstart_urls: []\n")}}, "")
+	if !errors.Is(err, spiderstore.ErrInvalid) || !strings.Contains(err.Error(), "b.yaml") {
+		t.Fatalf("push all: %v", err)
+	}
+	if vs, _ := st.Versions(ctx, "other"); len(vs) != 0 {
+		t.Fatalf("push all stored %v despite a bad file", vs)
+	}
+}
+
+func TestSeedPushesBuiltinsOnce(t *testing.T) {
+	t.Parallel()
+	st, ctx := newStore(t)
+	n, err := st.Seed(ctx, spiders.FS)
+	if err != nil || n < 1 {
+		t.Fatalf("seed: %d %v", n, err)
+	}
+	if n2, err := st.Seed(ctx, spiders.FS); err != nil || n2 != 0 {
+		t.Fatalf("second seed: %d %v", n2, err)
+	}
+	if got, err := st.Get(ctx, "demo", ""); err != nil || got.Version != "1" {
+		t.Fatalf("demo: %+v %v", got, err)
+	}
+}
+
+// egg builds a minimal project egg in Go.
+func egg(t *testing.T, entry string, files map[string]string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	if entry != "" {
+		w, _ := zw.Create("EGG-INFO/entry_points.txt")
+		w.Write([]byte(entry))
+	}
+	for name, body := range files {
+		w, _ := zw.Create(name)
+		w.Write([]byte(body))
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestProjectVersions(t *testing.T) {
+	t.Parallel()
+	st, ctx := newStore(t)
+	good := egg(t, "[scrapy]\nsettings = shop.settings\n", map[string]string{
+		"shop/spiders/a.py": "class A(scrapy.Spider):\n    name = 'alpha'\n",
+		"shop/spiders/b.py": "class B(scrapy.Spider):\n    name = \"beta\"\n",
+	})
+	sp, err := st.AddVersion(ctx, "shop", "r1", good)
+	if err != nil || strings.Join(sp, ",") != "alpha,beta" {
+		t.Fatalf("add version: %v %v", sp, err)
+	}
+	for _, c := range []struct {
+		project, version string
+		egg              []byte
+		want             string
+	}{
+		{"shop", "r2", []byte("not a zip"), "not a zip"},
+		{"shop", "r2", egg(t, "", nil), "entry_points.txt"},
+		{"shop", "r2", egg(t, "[console_scripts]\nx = y\n", nil), "settings entry point"},
+		{"sh/op", "r2", good, "project"},
+		{"shop", "", good, "version"},
+		{"shop", "r2", nil, "empty"},
+	} {
+		if _, err := st.AddVersion(ctx, c.project, c.version, c.egg); !errors.Is(err, spiderstore.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("add %q %q: %v, want an error about %s", c.project, c.version, err, c.want)
+		}
+	}
+	if vs, _ := st.ProjectVersions(ctx, "shop"); strings.Join(vs, ",") != "r1" {
+		t.Fatalf("refused uploads stored versions: %v", vs)
+	}
+	b, err := st.Egg(ctx, "shop", "r1")
+	if err != nil || !bytes.Equal(b, good) {
+		t.Fatalf("egg round trip: %v", err)
+	}
+	res, err := st.Resolve(ctx, "shop.beta")
+	if err != nil || res.Command == nil || res.Version != "r1" || strings.Join(res.Command.Command, " ") != "scrapy crawl beta" {
+		t.Fatalf("resolve shop.beta: %+v %v", res, err)
+	}
+	if _, err := st.Resolve(ctx, "shop.gamma"); !errors.Is(err, spider.ErrUnknownSpider) {
+		t.Fatalf("resolve unknown: %v", err)
+	}
+	if err := st.DeleteProject(ctx, "shop", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Resolve(ctx, "shop.beta"); !errors.Is(err, spider.ErrUnknownSpider) {
+		t.Fatalf("resolve after delete: %v", err)
+	}
+}
+
+// TestPushedSpiderRunsOnRunningWorkers pushes a spider while a worker node runs and schedules
+// it through the api: the running node crawls it, without a restart, and a second push (a new
+// version) is what the next run uses.
+func TestPushedSpiderRunsOnRunningWorkers(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	site := demosite.New(demosite.Config{Items: 30, SlowDelay: time.Millisecond})
+	addr, err := site.Serve(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	finished := make(chan int64, 4)
+	reg := spider.NewRegistry() // no built-ins in-process: only what the store holds
+	n, err := node.New(node.Config{Pool: pool, Spiders: reg, Workers: 4, OnFinish: func(id int64, _ string) { finished <- id }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+
+	a, err := api.New(api.Config{Crawler: n.Crawler, Queue: n.Queue, Spiders: n.Spiders})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := `name: pushed
+start_urls: [http://` + addr.String() + `/]
+follow: [{css: a}]
+items:
+  - match: 'item-\d+\.html$'
+    css: div.product
+    key: sku
+    fields: {sku: {css: span.sku, required: true}}
+`
+	if out := a.Run(ctx, &api.Request{Action: api.ActSchedule, Spider: "pushed"}); out["status"] != "error" {
+		t.Fatalf("schedule before push: %v", out)
+	}
+	if out := a.Run(ctx, &api.Request{Action: api.ActPushSpider, Spec: spec}); out["status"] != "ok" || out["version"] != "1" {
+		t.Fatalf("pushspider: %v", out)
+	}
+	run := func(wantItems int) {
+		t.Helper()
+		var out api.Response
+		deadline := time.Now().Add(5 * time.Second) // the registry's source TTL is 2s
+		for {
+			out = a.Run(ctx, &api.Request{Action: api.ActSchedule, Spider: "pushed"})
+			if out["status"] == "ok" || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if out["status"] != "ok" {
+			t.Fatalf("schedule after push: %v", out)
+		}
+		id := out["run_id"].(int64)
+		select {
+		case got := <-finished:
+			if got != id {
+				t.Fatalf("finished run %d, want %d", got, id)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("the running node did not finish the pushed spider's run")
+		}
+		r, err := n.Crawler.Get(ctx, id)
+		if err != nil || r.State != "succeeded" || r.Stats.Items != int64(wantItems) {
+			t.Fatalf("run: %+v %v, want succeeded with %d items", r, err, wantItems)
+		}
+	}
+	run(30)
+	// Version 2 caps the crawl: the next run must use it.
+	if out := a.Run(ctx, &api.Request{Action: api.ActPushSpider, Spec: spec + "max_pages: 3\n"}); out["version"] != "2" {
+		t.Fatalf("second push: %v", out)
+	}
+	for deadline := time.Now().Add(10 * time.Second); n.Spiders.Version("pushed") != "2"; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the running node never saw version 2")
+		}
+	}
+	r := a.Run(ctx, &api.Request{Action: api.ActSchedule, Spider: "pushed"})
+	id := r["run_id"].(int64)
+	select {
+	case <-finished:
+	case <-time.After(60 * time.Second):
+		t.Fatal("second run did not finish")
+	}
+	got, _ := n.Crawler.Get(ctx, id)
+	if got.Stats.Pages > 3 {
+		t.Fatalf("second run fetched %d pages: version 2 (max_pages 3) was not used", got.Stats.Pages)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
