@@ -61,7 +61,7 @@ clean: ## stop and remove the local PostgreSQL and emulator, and build output
 	-[ -x scripts/emulator.sh ] && scripts/emulator.sh stop
 	rm -rf .local build bin
 
-LAMBDAS := api worker dispatch metrics
+LAMBDAS := api worker dispatch metrics migrate
 .PHONY: lambdas
 lambdas: ## build each Lambda function as bootstrap in build/<fn>.zip (linux/arm64, provided.al2023)
 	@mkdir -p build
