@@ -15,10 +15,10 @@ const PricesDate = "2025-06"
 
 // Public list prices, us-east-1, USD.
 const (
-	FargateVCPUHour     = 0.04048   // Fargate Linux/x86, per vCPU-hour
-	FargateGBHour       = 0.004445  // Fargate Linux/x86, per GB of memory-hour
-	FargateSpotDiscount = 0.70      // Fargate Spot's discount off on-demand ("up to 70%"; the spot price moves)
-	PublicIPv4Hour      = 0.005     // per in-use public IPv4 address-hour (each Fargate task with a public IP)
+	FargateVCPUHour     = 0.04048  // Fargate Linux/x86, per vCPU-hour
+	FargateGBHour       = 0.004445 // Fargate Linux/x86, per GB of memory-hour
+	FargateSpotDiscount = 0.70     // Fargate Spot's discount off on-demand ("up to 70%"; the spot price moves)
+	PublicIPv4Hour      = 0.005    // per in-use public IPv4 address-hour (each Fargate task with a public IP)
 	LambdaGBSecondArm   = 0.0000133334
 	LambdaRequest       = 0.20 / 1e6 // per invocation
 	NATHour             = 0.045      // per NAT gateway-hour

@@ -28,6 +28,7 @@ import (
 	"crawlq/internal/awsx"
 	"crawlq/internal/db"
 	"crawlq/internal/dispatch"
+	"crawlq/internal/ecsrun"
 	"crawlq/internal/items"
 	"crawlq/internal/metrics"
 	"crawlq/internal/migrate"
@@ -395,4 +396,50 @@ func (d *Deps) Metrics(w io.Writer, namespace string) func(ctx context.Context, 
 type MetricsResult struct {
 	Queues  int `json:"queues"`
 	Spiders int `json:"spiders"`
+}
+
+// Crawl runtimes (CRAWLQ_CRAWL_RUNTIME): where the crawl queue's jobs run.
+const (
+	CrawlOnLambda  = "lambda"  // worker Lambdas (in private subnets, behind NAT)
+	CrawlOnFargate = "fargate" // runner tasks (in public subnets: no NAT processing per byte)
+)
+
+// RouteCrawlQueue applies CRAWLQ_CRAWL_RUNTIME to a dispatcher configuration. "lambda" (and
+// unset) leaves the crawl queue to worker Lambdas. "fargate" takes it from them and gives it a
+// fleet of runner tasks: runners with Queue "crawl", CRAWLQ_ECS_CRAWL_CONCURRENCY jobs each
+// (default 20) and at most CRAWLQ_ECS_CRAWL_MAX_TASKS alive (default CRAWLQ_ECS_MAX_TASKS, else 10).
+func (d *Deps) RouteCrawlQueue(cfg *dispatch.Config, runners *ecsrun.Launcher) error {
+	switch rt := strings.TrimSpace(d.Getenv("CRAWLQ_CRAWL_RUNTIME")); rt {
+	case "", CrawlOnLambda:
+		return nil
+	case CrawlOnFargate:
+		if runners == nil {
+			return errors.New("CRAWLQ_CRAWL_RUNTIME=fargate needs the ECS runner settings (CRAWLQ_ECS_*)")
+		}
+		def, err := envInt(d.Getenv, "CRAWLQ_ECS_MAX_TASKS", 10)
+		if err != nil {
+			return err
+		}
+		max, err := envInt(d.Getenv, "CRAWLQ_ECS_CRAWL_MAX_TASKS", def)
+		if err != nil {
+			return err
+		}
+		conc, err := envInt(d.Getenv, "CRAWLQ_ECS_CRAWL_CONCURRENCY", 20)
+		if err != nil {
+			return err
+		}
+		crawl := *runners
+		crawl.Queue, crawl.Concurrency, crawl.Max = "crawl", conc, max
+		lq := []string{} // never nil: nil means the default, ["crawl"]
+		for _, q := range cfg.LambdaQueues {
+			if q != "crawl" {
+				lq = append(lq, q)
+			}
+		}
+		cfg.LambdaQueues = lq
+		cfg.Fleets = append(cfg.Fleets, dispatch.Fleet{Queue: "crawl", Launcher: &crawl, Max: max})
+		return nil
+	default:
+		return fmt.Errorf("CRAWLQ_CRAWL_RUNTIME %q: want %s or %s", rt, CrawlOnLambda, CrawlOnFargate)
+	}
 }
