@@ -327,16 +327,6 @@ func checkLambdaContracts(t *testing.T, plan *tfjson.Plan, cdb *contractDB) {
 	}
 	lc := awslambda.NewFromConfig(awsCfg)
 
-	apiDeps := setup("api")
-	a, err := api.New(apiDeps.APIConfig(lc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, _ := lambdafn.API(a)(ctx, []byte(`{"action":"schedule","spider":"demo"}`))
-	if !strings.Contains(string(out), `"ok"`) {
-		t.Errorf("api schedule as the application role: %s", out)
-	}
-
 	dDeps := setup("dispatch")
 	denv := envs["dispatch"]
 	launcher, err := ecsrun.FromEnv(ecs.NewFromConfig(awsCfg), func(k string) string { return denv[k] })
@@ -350,12 +340,30 @@ func checkLambdaContracts(t *testing.T, plan *tfjson.Plan, cdb *contractDB) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The default crawl_runtime puts the crawl queue on runner tasks, not worker Lambdas.
+	if err := dDeps.RouteCrawlQueue(&dcfg, launcher); err != nil {
+		t.Fatalf("dispatch's crawl runtime: %v", err)
+	}
+	if slices.Contains(dcfg.LambdaQueues, "crawl") || len(dcfg.Fleets) != 1 || dcfg.Fleets[0].Queue != "crawl" {
+		t.Errorf("crawl queue: lambda queues %v, fleets %+v; want it on the runner fleet", dcfg.LambdaQueues, dcfg.Fleets)
+	}
+	// The tick runs before any job exists (moto has no Fargate capacity to start tasks on).
 	dp, err := dispatch.New(dcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := lambdafn.Dispatch(dp)(ctx, []byte(`{"source":"schedule"}`)); err != nil {
 		t.Errorf("dispatch tick as the application role: %v", err)
+	}
+
+	apiDeps := setup("api")
+	a, err := api.New(apiDeps.APIConfig(lc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := lambdafn.API(a)(ctx, []byte(`{"action":"schedule","spider":"demo"}`))
+	if !strings.Contains(string(out), `"ok"`) {
+		t.Errorf("api schedule as the application role: %s", out)
 	}
 
 	mDeps := setup("metrics")

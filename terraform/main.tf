@@ -27,7 +27,7 @@ locals {
   # 0007 (internal/migrate/migrations) creates it under exactly this name.
   app_username = "crawlq_app"
 
-  environment = {
+  environment = merge({
     CRAWLQ_DB_HOST             = module.database.proxy_endpoint
     CRAWLQ_DB_PORT             = "5432"
     CRAWLQ_DB_NAME             = var.db_name
@@ -51,7 +51,14 @@ locals {
     CRAWLQ_WORKER_MAX           = tostring(var.worker_max > 0 ? var.worker_max : var.worker_reserved_concurrency)
     CRAWLQ_METRICS_NAMESPACE    = var.metrics_namespace
     CRAWLQ_LOG_LEVEL            = var.log_level
-  }
+    # Where the crawl queue runs: runner tasks (fargate) or worker Lambdas (lambda).
+    CRAWLQ_CRAWL_RUNTIME         = var.crawl_runtime
+    CRAWLQ_ECS_CRAWL_MAX_TASKS   = tostring(var.crawl_max_tasks)
+    CRAWLQ_ECS_CRAWL_CONCURRENCY = tostring(var.crawl_concurrency)
+    },
+    # An emulator's RDS serves no certificate to verify; on AWS, TLS is verify-full (internal/db).
+    local.emulated ? { CRAWLQ_DB_TLS = "false" } : {},
+  )
 }
 
 module "network" {

@@ -197,6 +197,37 @@ variable "items_noncurrent_days" {
 
 # --- ECS ---
 
+variable "crawl_runtime" {
+  description = <<-EOT
+    Where the crawl queue's jobs run (CRAWLQ_CRAWL_RUNTIME):
+    - "fargate" (default): runner tasks on Fargate Spot in the public subnets, fetching through
+      the internet gateway (free inbound data): about $0.33 per million 100 KB pages;
+    - "lambda": worker Lambdas in the private subnets, where every fetched byte pays NAT
+      processing and, from the zones without the NAT gateway, cross-zone transfer: about $6.27.
+    `crawlq cost` prints both, term by term. Spiders declared `runtime: ecs` and command spiders
+    run on the runner fleet either way.
+  EOT
+  type        = string
+  default     = "fargate"
+
+  validation {
+    condition     = contains(["fargate", "lambda"], var.crawl_runtime)
+    error_message = "crawl_runtime must be \"fargate\" or \"lambda\"."
+  }
+}
+
+variable "crawl_max_tasks" {
+  description = "CRAWLQ_ECS_CRAWL_MAX_TASKS: most runner tasks working the crawl queue (crawl_runtime = \"fargate\")."
+  type        = number
+  default     = 20
+}
+
+variable "crawl_concurrency" {
+  description = "CRAWLQ_ECS_CRAWL_CONCURRENCY: crawl jobs each crawl-queue runner task works at once."
+  type        = number
+  default     = 20
+}
+
 variable "runner_cpu" {
   description = "Fargate CPU units of a runner task."
   type        = number
