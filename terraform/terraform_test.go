@@ -102,7 +102,8 @@ func dummyZips(t *testing.T) string {
 func TestStackOnEmulator(t *testing.T) {
 	tfBin := setup(t)
 	endpoint := awstest.Moto(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	// Generous: on a loaded machine one apply to moto takes several minutes, and this test applies twice.
+	ctx, cancel := context.WithTimeout(context.Background(), 35*time.Minute)
 	defer cancel()
 	resp, err := http.Post(endpoint+"/moto-api/config", "application/json", strings.NewReader(`{"lambda":{"use_docker":false}}`))
 	if err != nil {
@@ -138,11 +139,15 @@ func TestStackOnEmulator(t *testing.T) {
 	var destroyed bool
 	t.Cleanup(func() {
 		if !destroyed {
+			// The log is closed by now; terraform's output goes nowhere (a closed writer would
+			// fill its pipe and stall it).
 			unprotect := base
+			unprotect.Stdout = nil
 			unprotect.Vars = maps.Clone(base.Vars)
 			unprotect.Vars["db_deletion_protection"] = "false"
 			_, _ = unprotect.Apply(context.Background())
-			_ = base.Destroy(context.Background())
+			unprotect.Vars = base.Vars
+			_ = unprotect.Destroy(context.Background())
 		}
 	})
 

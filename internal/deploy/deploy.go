@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/terraform-exec/tfexec"
 	tfjson "github.com/hashicorp/terraform-json"
@@ -183,13 +184,27 @@ func (c Config) terraform() (*tfexec.Terraform, error) {
 	if err := tf.SetEnv(c.Environ(os.Environ())); err != nil {
 		return nil, fmt.Errorf("set terraform env: %w", err)
 	}
-	out := c.Stdout
-	if out == nil {
-		out = io.Discard
+	var out io.Writer = io.Discard
+	if c.Stdout != nil {
+		// terraform-exec copies stdout and stderr from two goroutines: one lock makes any
+		// writer safe for that.
+		out = &lockedWriter{w: c.Stdout}
 	}
 	tf.SetStdout(out)
 	tf.SetStderr(out)
 	return tf, nil
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // Init runs `terraform init` with the local backend pointed at StatePath.
