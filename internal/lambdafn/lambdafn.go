@@ -72,12 +72,13 @@ func Setup(ctx context.Context, getenv func(string) string, maxConns int32) (*De
 	if err != nil {
 		return nil, err
 	}
-	// The database sits in private subnets that a deployer's machine cannot reach, so each
-	// execution environment brings the schema up to date when it starts: one query when it is,
-	// and safe when several start at once (migrations take a transaction-scoped lock).
+	// On AWS the migrate function brings the schema up to date before the other functions run
+	// (they connect as crawlq_app, which may not change the schema), so here this is one query
+	// that finds nothing to do. Locally (`crawlq local`, tests, a superuser URL) it migrates;
+	// safe when several start at once (migrations take a transaction-scoped lock).
 	if _, err := migrate.Up(ctx, pool); err != nil {
 		pool.Close()
-		return nil, err
+		return nil, fmt.Errorf("schema not up to date (on AWS, invoke the <name>-migrate function, or redeploy): %w", err)
 	}
 	d, err := NewDeps(pool, awsCfg, nil, getenv, logger)
 	if err != nil {
