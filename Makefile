@@ -61,9 +61,10 @@ clean: ## stop and remove the local PostgreSQL and emulator, and build output
 	-[ -x scripts/emulator.sh ] && scripts/emulator.sh stop
 	rm -rf .local build bin
 
-LAMBDAS := api worker dispatch metrics
+LAMBDAS := api worker dispatch metrics migrate
 .PHONY: lambdas
 lambdas: ## build each Lambda function as bootstrap in build/<fn>.zip (linux/arm64, provided.al2023)
+	@command -v zip >/dev/null || { echo "make lambdas: zip is not installed (apt-get install zip)" >&2; exit 1; }
 	@mkdir -p build
 	@for fn in $(LAMBDAS); do \
 		rm -rf build/$$fn && mkdir -p build/$$fn; \
@@ -72,11 +73,13 @@ lambdas: ## build each Lambda function as bootstrap in build/<fn>.zip (linux/arm
 		echo "build/$$fn.zip"; \
 	done
 
+# BASE: an OCI layout directory or image tarball to layer the runner onto (default: scratch).
+BASE ?=
 .PHONY: image
-image: ## build the runner image as an OCI tarball, build/runner-image.tar, without a Docker daemon
+image: ## build the runner image as an OCI tarball, build/runner-image.tar, without a Docker daemon (BASE=dir|tar: on your image)
 	mkdir -p build/linux-amd64
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags='-s -w' -o build/linux-amd64/crawlq ./cmd/crawlq
-	$(GO) run ./cmd/crawlq-image -binary build/linux-amd64/crawlq -out build/runner-image.tar
+	$(GO) run ./cmd/crawlq-image -binary build/linux-amd64/crawlq -out build/runner-image.tar $(if $(BASE),-base '$(BASE)')
 
 FUZZTIME ?= 30s
 # package:target for every fuzz target (their seed corpora already run in `make test`).

@@ -1,5 +1,6 @@
-# crawlq on AWS: a VPC, PostgreSQL behind RDS Proxy, four Lambda functions, EventBridge
-# Scheduler, an ECS Fargate runner, an items bucket and CloudWatch dashboard + alarms.
+# crawlq on AWS: a VPC, PostgreSQL behind RDS Proxy, five Lambda functions (api, worker,
+# dispatch, metrics, migrate), EventBridge Scheduler, an ECS Fargate runner fleet in public
+# subnets, an items bucket and CloudWatch dashboard + alarms.
 #
 # Names and environment variables here are the contract the Go code reads (see
 # internal/awsx, internal/db, internal/dispatch); change them together.
@@ -13,7 +14,7 @@ locals {
   partition = data.aws_partition.current.partition
   region    = data.aws_region.current.name
 
-  functions = ["api", "worker", "dispatch", "metrics"]
+  functions = ["api", "worker", "dispatch", "metrics", "migrate"]
   # ARNs are built from names, not read from the functions, so the scheduler role and the
   # environment can refer to them without a dependency cycle.
   function_names = { for f in local.functions : f => "${var.name}-${f}" }
@@ -22,13 +23,16 @@ locals {
   runner_family    = "${var.name}-runner"
   runner_container = "runner"
 
-  environment = {
+  # The application role every function but migrate and every runner connects as. Migration
+  # 0007 (internal/migrate/migrations) creates it under exactly this name.
+  app_username = "crawlq_app"
+
+  environment = merge({
     CRAWLQ_DB_HOST             = module.database.proxy_endpoint
     CRAWLQ_DB_PORT             = "5432"
     CRAWLQ_DB_NAME             = var.db_name
-    CRAWLQ_DB_USER             = var.db_username
+    CRAWLQ_DB_USER             = local.app_username
     CRAWLQ_DB_IAM_AUTH         = "true"
-    CRAWLQ_DB_SECRET_ARN       = module.database.secret_arn
     CRAWLQ_DB_EXEC_MODE        = "exec"
     CRAWLQ_ITEMS_BUCKET        = module.storage.bucket
     CRAWLQ_WORKER_FUNCTION     = local.function_names["worker"]
@@ -38,20 +42,30 @@ locals {
     CRAWLQ_SCHEDULER_ROLE_ARN  = module.scheduler.role_arn
     CRAWLQ_ECS_CLUSTER         = module.ecs.cluster_name
     CRAWLQ_ECS_TASK_DEFINITION = local.runner_family
-    CRAWLQ_ECS_SUBNETS         = join(",", module.network.private_subnet_ids)
-    CRAWLQ_ECS_SECURITY_GROUPS = module.network.app_security_group_id
-    CRAWLQ_ECS_MAX_TASKS       = tostring(var.ecs_max_tasks)
-    CRAWLQ_ECS_CONTAINER       = local.runner_container
-    CRAWLQ_WORKER_MAX          = tostring(var.worker_max > 0 ? var.worker_max : var.worker_reserved_concurrency)
-    CRAWLQ_METRICS_NAMESPACE   = var.metrics_namespace
-    CRAWLQ_LOG_LEVEL           = var.log_level
-    CRAWLQ_MAINTAIN            = var.maintain ? "on" : "off"
-    CRAWLQ_RETAIN_SUCCEEDED    = var.retain_succeeded
-    CRAWLQ_RETAIN_CANCELLED    = var.retain_cancelled
-    CRAWLQ_RETAIN_DEAD         = var.retain_dead
-    CRAWLQ_RETAIN_RUN_DATA     = var.retain_run_data
-    CRAWLQ_RETAIN_IDLE_HOSTS   = var.retain_idle_hosts
-  }
+    # Runner tasks: public subnets, public IPs, a security group without inbound rules.
+    CRAWLQ_ECS_SUBNETS          = join(",", module.network.public_subnet_ids)
+    CRAWLQ_ECS_SECURITY_GROUPS  = module.network.runner_security_group_id
+    CRAWLQ_ECS_ASSIGN_PUBLIC_IP = "true"
+    CRAWLQ_ECS_MAX_TASKS        = tostring(var.ecs_max_tasks)
+    CRAWLQ_ECS_CONTAINER        = local.runner_container
+    CRAWLQ_WORKER_MAX           = tostring(var.worker_max > 0 ? var.worker_max : var.worker_reserved_concurrency)
+    CRAWLQ_METRICS_NAMESPACE    = var.metrics_namespace
+    CRAWLQ_LOG_LEVEL            = var.log_level
+    # Where the crawl queue runs: runner tasks (fargate) or worker Lambdas (lambda).
+    CRAWLQ_CRAWL_RUNTIME         = var.crawl_runtime
+    CRAWLQ_ECS_CRAWL_MAX_TASKS   = tostring(var.crawl_max_tasks)
+    CRAWLQ_ECS_CRAWL_CONCURRENCY = tostring(var.crawl_concurrency)
+    # Automatic maintenance in the dispatch tick (internal/maintain).
+    CRAWLQ_MAINTAIN          = var.maintain ? "on" : "off"
+    CRAWLQ_RETAIN_SUCCEEDED  = var.retain_succeeded
+    CRAWLQ_RETAIN_CANCELLED  = var.retain_cancelled
+    CRAWLQ_RETAIN_DEAD       = var.retain_dead
+    CRAWLQ_RETAIN_RUN_DATA   = var.retain_run_data
+    CRAWLQ_RETAIN_IDLE_HOSTS = var.retain_idle_hosts
+    },
+    # An emulator's RDS serves no certificate to verify; on AWS, TLS is verify-full (internal/db).
+    local.emulated ? { CRAWLQ_DB_TLS = "false" } : {},
+  )
 }
 
 module "network" {
@@ -66,8 +80,9 @@ module "network" {
 module "storage" {
   source = "./modules/storage"
 
-  name    = var.name
-  account = local.account
+  name            = var.name
+  account         = local.account
+  noncurrent_days = var.items_noncurrent_days
 }
 
 module "database" {
@@ -82,9 +97,12 @@ module "database" {
   engine_version        = var.db_engine_version
   db_name               = var.db_name
   username              = var.db_username
+  app_username          = local.app_username
+  runner_security_group = module.network.runner_security_group_id
   backup_retention_days = var.db_backup_retention_days
   multi_az              = var.db_multi_az
   deletion_protection   = var.db_deletion_protection
+  skip_final_snapshot   = var.db_skip_final_snapshot
   emulator_workarounds  = var.emulator_workarounds
 }
 
@@ -95,12 +113,13 @@ module "ecs" {
   family             = local.runner_family
   container_name     = local.runner_container
   image_tag          = var.image_tag
+  image              = var.runner_image
   cpu                = var.runner_cpu
   memory             = var.runner_memory
   environment        = local.environment
   log_retention_days = var.log_retention_days
   container_insights = var.container_insights
-  access_policy_json = data.aws_iam_policy_document.data_access.json
+  access_policy_json = data.aws_iam_policy_document.db_app.json
 }
 
 module "functions" {
@@ -111,24 +130,48 @@ module "functions" {
   subnet_ids         = module.network.private_subnet_ids
   security_group_ids = [module.network.app_security_group_id]
   environment        = local.environment
-  log_retention_days = var.log_retention_days
-  access_policy_json = data.aws_iam_policy_document.data_access.json
-  function_arns      = local.function_arns
+  environment_overrides = {
+    migrate = {
+      CRAWLQ_DB_USER           = var.db_username
+      CRAWLQ_DB_APP_USER       = local.app_username
+      CRAWLQ_DB_APP_SECRET_ARN = module.database.app_secret_arn
+    }
+  }
+  log_retention_days    = var.log_retention_days
+  db_access_policy_json = data.aws_iam_policy_document.db_app.json
+  items_policy_json     = data.aws_iam_policy_document.items.json
+  migrate_policy_json   = data.aws_iam_policy_document.migrate.json
+  function_arns         = local.function_arns
 
   reserved_concurrency = {
     api      = var.api_reserved_concurrency
     worker   = var.worker_reserved_concurrency
     dispatch = 1 # one tick at a time; dispatch's own lease makes overlap safe, this makes it cheap
     metrics  = 1
+    migrate  = 1 # migrations take a lock anyway; one at a time keeps it obvious
   }
-  timeouts = { api = 30, worker = var.worker_timeout, dispatch = 60, metrics = 60 }
-  memory   = { api = 256, worker = var.worker_memory, dispatch = 256, metrics = 256 }
+  timeouts = { api = 30, worker = var.worker_timeout, dispatch = 60, metrics = 60, migrate = 300 }
+  memory   = { api = 256, worker = var.worker_memory, dispatch = 256, metrics = 256, migrate = 256 }
 
   schedule_arn_pattern = "arn:${local.partition}:scheduler:${local.region}:${local.account}:schedule/${var.name}/*"
   scheduler_role_arn   = module.scheduler.role_arn
   ecs_cluster_arn      = module.ecs.cluster_arn
   ecs_task_def_arn     = module.ecs.task_definition_family_arn
   ecs_pass_role_arns   = module.ecs.role_arns
+}
+
+# Migrations are their own step: the migrate function (master user, through the proxy) brings
+# the schema up to date and gives the application role its login, before the minute ticks
+# exist. It runs again whenever its code (which embeds the migrations) changes. A failed
+# migration fails the apply, loudly.
+resource "aws_lambda_invocation" "migrate" {
+  function_name = module.functions.names["migrate"]
+  input         = jsonencode({ source = "deploy" })
+  triggers = {
+    code = module.functions.source_code_hashes["migrate"]
+  }
+
+  depends_on = [module.database]
 }
 
 module "scheduler" {
@@ -141,6 +184,8 @@ module "scheduler" {
   # The schedules target the functions themselves, so they wait for them to exist.
   dispatch_arn = module.functions.arns["dispatch"]
   metrics_arn  = module.functions.arns["metrics"]
+  # The ticks start work, so they wait for the schema.
+  migrated = aws_lambda_invocation.migrate.result
 }
 
 module "observability" {
@@ -148,6 +193,8 @@ module "observability" {
 
   name                      = var.name
   region                    = local.region
+  account                   = local.account
+  partition                 = local.partition
   namespace                 = var.metrics_namespace
   function_names            = module.functions.names
   cluster_name              = module.ecs.cluster_name
@@ -159,20 +206,18 @@ module "observability" {
   lambda_errors_threshold   = var.alarm_lambda_errors
 }
 
-# What the worker, the runner and the other functions need from the data plane: connect to the
-# database as var.db_username through the proxy with an IAM token, read the database secret
-# (fallback password auth), and read/write items in the bucket.
-data "aws_iam_policy_document" "data_access" {
+# Connect to the database proxy as the application role: every function but migrate, and
+# the runner. No function and no runner can read a database secret.
+data "aws_iam_policy_document" "db_app" {
   statement {
-    sid       = "ConnectThroughProxy"
+    sid       = "ConnectAsAppRole"
     actions   = ["rds-db:connect"]
-    resources = ["arn:${local.partition}:rds-db:${local.region}:${local.account}:dbuser:${module.database.proxy_resource_id}/${var.db_username}"]
+    resources = ["arn:${local.partition}:rds-db:${local.region}:${local.account}:dbuser:${module.database.proxy_resource_id}/${local.app_username}"]
   }
-  statement {
-    sid       = "ReadDatabaseSecret"
-    actions   = ["secretsmanager:GetSecretValue"]
-    resources = [module.database.secret_arn]
-  }
+}
+
+# Read and write items: the worker only.
+data "aws_iam_policy_document" "items" {
   statement {
     sid       = "Items"
     actions   = ["s3:GetObject", "s3:PutObject"]
@@ -182,5 +227,20 @@ data "aws_iam_policy_document" "data_access" {
     sid       = "ListItems"
     actions   = ["s3:ListBucket"]
     resources = [module.storage.bucket_arn]
+  }
+}
+
+# The migrate function: connect as the master user through the proxy (IAM auth; it never
+# reads the master secret) and read the application role's secret to set the role's password.
+data "aws_iam_policy_document" "migrate" {
+  statement {
+    sid       = "ConnectAsMaster"
+    actions   = ["rds-db:connect"]
+    resources = ["arn:${local.partition}:rds-db:${local.region}:${local.account}:dbuser:${module.database.proxy_resource_id}/${var.db_username}"]
+  }
+  statement {
+    sid       = "ReadAppRoleSecret"
+    actions   = ["secretsmanager:GetSecretValue"]
+    resources = [module.database.app_secret_arn]
   }
 }

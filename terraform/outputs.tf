@@ -39,12 +39,12 @@ output "database_endpoint" {
 }
 
 output "database_instance_endpoint" {
-  description = "RDS instance address (for migrations from inside the VPC)."
+  description = "RDS instance address (reachable only from the proxy)."
   value       = module.database.instance_address
 }
 
 output "database_secret_arn" {
-  description = "Secrets Manager secret holding the master credentials (managed by RDS)."
+  description = "Secrets Manager secret holding the master credentials (managed by RDS; only the proxy reads it)."
   value       = module.database.secret_arn
 }
 

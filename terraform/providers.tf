@@ -18,6 +18,7 @@ provider "aws" {
   endpoints {
     cloudwatch     = local.endpoint
     cloudwatchlogs = local.endpoint
+    kms            = local.endpoint
     ec2            = local.endpoint
     ecr            = local.endpoint
     ecs            = local.endpoint

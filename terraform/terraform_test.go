@@ -4,9 +4,13 @@ package terraform_test
 
 import (
 	"archive/zip"
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,11 +60,11 @@ func TestFmtAndValidate(t *testing.T) {
 	}
 }
 
-// dummyZips writes the four function zips (a bootstrap file each): moto stores code, never runs it.
+// dummyZips writes the five function zips (a bootstrap file each): moto stores code, never runs it.
 func dummyZips(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, fn := range []string{"api", "worker", "dispatch", "metrics"} {
+	for _, fn := range []string{"api", "worker", "dispatch", "metrics", "migrate"} {
 		f, err := os.Create(filepath.Join(dir, fn+".zip"))
 		if err != nil {
 			t.Fatal(err)
@@ -79,13 +83,34 @@ func dummyZips(t *testing.T) string {
 	return dir
 }
 
-// TestStackOnEmulator applies the whole root module to moto, re-plans (nothing may change),
-// checks the plan JSON of the real-AWS configuration, and destroys.
+// TestStackOnEmulator deploys the root module to moto with the default variables through
+// `crawlq deploy`, re-plans (nothing may change), checks the plan JSON of the real-AWS
+// configuration, runs the contract tests of the runner container and the functions against
+// what that plan renders, and destroys through `crawlq destroy --yes` (which first refuses,
+// since the database has deletion protection by default).
+//
+// Workarounds for moto, and why:
+//   - emulator_workarounds=true: moto reads back two things differently from AWS (see the
+//     variable's description), so without it no second plan would ever be empty. The plan
+//     checks below run on the configuration without it.
+//   - moto's Lambda runs no code without Docker; /moto-api/config {"lambda":{"use_docker":false}}
+//     makes an invocation return a canned success, so the apply's aws_lambda_invocation of the
+//     migrate function completes. The migrate handler itself runs in the contract test.
+//   - --build-dir with stub zips and --push-image=false: the zips' code never runs in moto,
+//     and moto has no registry to push the image to (the image is built and run in the
+//     contract test instead).
 func TestStackOnEmulator(t *testing.T) {
 	tfBin := setup(t)
 	endpoint := awstest.Moto(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	// Generous: on a loaded machine one apply to moto takes several minutes, and this test applies twice.
+	ctx, cancel := context.WithTimeout(context.Background(), 35*time.Minute)
 	defer cancel()
+	resp, err := http.Post(endpoint+"/moto-api/config", "application/json", strings.NewReader(`{"lambda":{"use_docker":false}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cdb := newContractDB(t)
 
 	log, err := os.Create(filepath.Join(t.TempDir(), "terraform.log"))
 	if err != nil {
@@ -98,9 +123,8 @@ func TestStackOnEmulator(t *testing.T) {
 		ExecPath: tfBin,
 		Stdout:   log,
 		Vars: map[string]string{
-			"build_dir":              dummyZips(t),
-			"db_deletion_protection": "false",
-			"emulator_workarounds":   "true",
+			"build_dir":            dummyZips(t),
+			"emulator_workarounds": "true",
 		},
 	}
 	fail := func(format string, args ...any) {
@@ -115,28 +139,38 @@ func TestStackOnEmulator(t *testing.T) {
 	var destroyed bool
 	t.Cleanup(func() {
 		if !destroyed {
-			_ = base.Destroy(context.Background())
+			// The log is closed by now; terraform's output goes nowhere (a closed writer would
+			// fill its pipe and stall it).
+			unprotect := base
+			unprotect.Stdout = nil
+			unprotect.Vars = maps.Clone(base.Vars)
+			unprotect.Vars["db_deletion_protection"] = "false"
+			_, _ = unprotect.Apply(context.Background())
+			unprotect.Vars = base.Vars
+			_ = unprotect.Destroy(context.Background())
 		}
 	})
 
 	// Deploy through the CLI, as a user would: `crawlq deploy` (prebuilt zips, no image push
 	// against the emulator), then read the outputs it left in the state.
-	cliEnv := cli.Env{Stdout: log, Stderr: log, Getenv: os.Getenv}
-	if code := cli.Main(ctx, []string{"deploy", "--dir", ".", "--work-dir", base.WorkDir, "--build-dir", base.Vars["build_dir"],
-		"--var", "db_deletion_protection=false", "--var", "emulator_workarounds=true", "--push-image=false"}, cliEnv); code != 0 {
+	flags := []string{"--dir", ".", "--work-dir", base.WorkDir, "--build-dir", base.Vars["build_dir"], "--var", "emulator_workarounds=true"}
+	var cliOut bytes.Buffer
+	cliEnv := cli.Env{Stdout: io.MultiWriter(log, &cliOut), Stderr: io.MultiWriter(log, &cliOut), Getenv: os.Getenv}
+	if code := cli.Main(ctx, append(append([]string{"deploy"}, flags...), "--push-image=false"), cliEnv); code != 0 {
 		fail("crawlq deploy against moto exited %d", code)
+	}
+	if !strings.Contains(cliOut.String(), "WARNING: alarm_email is empty") {
+		t.Errorf("deploy without alarm_email did not warn; output:\n%s", cliOut.String())
 	}
 	outputs, err := base.Outputs(ctx)
 	if err != nil {
 		fail("outputs: %v", err)
 	}
 	if outputs["ecs_cluster"] != "crawlq" || !strings.Contains(outputs["function_names"], `"worker":"crawlq-worker"`) ||
+		!strings.Contains(outputs["function_names"], `"migrate":"crawlq-migrate"`) ||
 		outputs["items_bucket"] == "" || outputs["database_endpoint"] == "" || outputs["ecr_repository_url"] == "" ||
 		!strings.Contains(outputs["dashboard_url"], "dashboards:name=crawlq") {
 		fail("unexpected outputs: %v", outputs)
-	}
-	if !strings.HasPrefix(endpoint, "http://127.0.0.1:") {
-		t.Fatalf("endpoint %q", endpoint)
 	}
 
 	plan, changes, err := base.PlanJSON(ctx)
@@ -170,10 +204,29 @@ func TestStackOnEmulator(t *testing.T) {
 		t.Errorf("the real parameter group must force SSL: %v", pg)
 	}
 
-	destroyArgs := []string{"destroy", "--dir", ".", "--work-dir", base.WorkDir, "--build-dir", base.Vars["build_dir"],
-		"--var", "db_deletion_protection=false", "--var", "emulator_workarounds=true"}
+	t.Run("RunnerContainer", func(t *testing.T) { checkRunnerContract(t, plan, cdb) })
+	t.Run("LambdaHandlers", func(t *testing.T) { checkLambdaContracts(t, plan, cdb) })
+
+	// Destroy with the defaults: refused up front (deletion protection), nothing deleted, and
+	// the message names the exact command that turns protection off.
+	destroyArgs := append([]string{"destroy"}, flags...)
 	if code := cli.Main(ctx, destroyArgs, cliEnv); code != 2 {
 		fail("crawlq destroy without --yes exited %d, want 2 (refused)", code)
+	}
+	cliOut.Reset()
+	if code := cli.Main(ctx, append(destroyArgs, "--yes"), cliEnv); code != 2 {
+		fail("crawlq destroy --yes with deletion protection on exited %d, want 2 (refused)", code)
+	}
+	want := "crawlq deploy " + strings.Join(flags, " ") + " --var db_deletion_protection=false"
+	if !strings.Contains(cliOut.String(), want) || !strings.Contains(cliOut.String(), "nothing was deleted") {
+		fail("destroy refusal does not name the command %q:\n%s", want, cliOut.String())
+	}
+	if after, err := base.Outputs(ctx); err != nil || after["database_endpoint"] != outputs["database_endpoint"] || after["items_bucket"] != outputs["items_bucket"] {
+		fail("the refused destroy changed the state: %v, %v", after, err)
+	}
+	// The two-step: the printed deploy, then destroy.
+	if code := cli.Main(ctx, append(append([]string{"deploy"}, flags...), "--push-image=false", "--var", "db_deletion_protection=false"), cliEnv); code != 0 {
+		fail("crawlq deploy --var db_deletion_protection=false exited %d", code)
 	}
 	if code := cli.Main(ctx, append(destroyArgs, "--yes"), cliEnv); code != 0 {
 		fail("crawlq destroy --yes exited %d", code)
@@ -287,6 +340,8 @@ func checkPlan(t *testing.T, plan *tfjson.Plan) {
 		t.Errorf("RDS backups are off")
 	}
 
+	checkFindings(t, plan)
+
 	pabs := resources(plan, "aws_s3_bucket_public_access_block")
 	if len(pabs) != 1 {
 		t.Fatalf("want 1 public access block, got %d", len(pabs))
@@ -332,5 +387,186 @@ func checkPlan(t *testing.T, plan *tfjson.Plan) {
 				t.Errorf("alarm %s uses unknown metric %q", a.Address, m[1])
 			}
 		}
+	}
+}
+
+type stmt struct {
+	Sid       string
+	Effect    string
+	Action    any
+	Resource  any
+	Principal map[string]any
+}
+
+func strs(v any) []string {
+	switch x := v.(type) {
+	case string:
+		return []string{x}
+	case []any:
+		var out []string
+		for _, e := range x {
+			if s, ok := e.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+func statements(t *testing.T, doc string) []stmt {
+	t.Helper()
+	var d struct{ Statement []stmt }
+	if err := json.Unmarshal([]byte(doc), &d); err != nil {
+		t.Fatalf("policy %s: %v", doc, err)
+	}
+	return d.Statement
+}
+
+// checkFindings checks the plan against each finding of issue 16: the alarm key lets
+// CloudWatch publish, nothing but the proxy reads the master secret and only migrate connects as
+// the master user, nothing reaches the instance but the proxy, the runners sit in public subnets
+// with public IPs and no inbound rule, S3 has a gateway endpoint, item versions expire, the
+// dashboard's task count is a metric standalone tasks report, and only the worker may touch items.
+func checkFindings(t *testing.T, plan *tfjson.Plan) {
+	t.Helper()
+	one := func(typ string) *tfjson.StateResource {
+		t.Helper()
+		rs := resources(plan, typ)
+		if len(rs) != 1 {
+			t.Fatalf("want 1 %s, got %d", typ, len(rs))
+		}
+		return rs[0]
+	}
+
+	// Alarms: the topic uses our key, whose policy lets CloudWatch use it.
+	key, topic := one("aws_kms_key"), one("aws_sns_topic")
+	if topic.AttributeValues["kms_master_key_id"] != key.AttributeValues["arn"] {
+		t.Errorf("alarm topic key %v, want the stack's key %v", topic.AttributeValues["kms_master_key_id"], key.AttributeValues["arn"])
+	}
+	cwOK := false
+	for _, st := range statements(t, str(t, key, "policy")) {
+		if st.Effect == "Allow" && slices.Contains(strs(st.Principal["Service"]), "cloudwatch.amazonaws.com") {
+			acts := strs(st.Action)
+			cwOK = slices.Contains(acts, "kms:Decrypt") && slices.Contains(acts, "kms:GenerateDataKey*")
+		}
+	}
+	if !cwOK {
+		t.Errorf("alarm key policy does not let cloudwatch.amazonaws.com Decrypt and GenerateDataKey*: %s", str(t, key, "policy"))
+	}
+
+	// The master secret: read by the proxy role only; the master user: connected as by migrate only.
+	dbi := one("aws_db_instance")
+	secrets, _ := dbi.AttributeValues["master_user_secret"].([]any)
+	if len(secrets) != 1 {
+		t.Fatalf("master_user_secret: %v", dbi.AttributeValues["master_user_secret"])
+	}
+	master := secrets[0].(map[string]any)["secret_arn"].(string)
+	masterUser := str(t, dbi, "username")
+	for _, p := range resources(plan, "aws_iam_role_policy") {
+		role := str(t, p, "name")
+		for _, st := range statements(t, str(t, p, "policy")) {
+			for _, r := range strs(st.Resource) {
+				if r == master && role != "crawlq-db-proxy" && str(t, p, "role") != "crawlq-db-proxy" {
+					t.Errorf("%s (%s) can read the master secret", p.Address, role)
+				}
+				if strings.Contains(r, ":dbuser:") && strings.HasSuffix(r, "/"+masterUser) && role != "crawlq-migrate" {
+					t.Errorf("%s (%s) may connect as the master user", p.Address, role)
+				}
+				if strings.Contains(r, ":s3:::") && role != "crawlq-worker" {
+					t.Errorf("%s (%s) gets bucket access it never uses", p.Address, role)
+				}
+				if strings.Contains(r, ":secretsmanager:") && role != "crawlq-migrate" && role != "read-db-secret" {
+					t.Errorf("%s (%s) reads a secret", p.Address, role)
+				}
+			}
+		}
+	}
+	for _, f := range resources(plan, "aws_lambda_function") {
+		if strings.Contains(mustJSON(t, f.AttributeValues["environment"]), master) {
+			t.Errorf("%s is told the master secret's ARN", f.Address)
+		}
+	}
+
+	// Security groups by name, and the rules that reference them.
+	sgByID := map[string]string{}
+	for _, sg := range resources(plan, "aws_security_group") {
+		sgByID[str(t, sg, "id")] = str(t, sg, "name")
+		if in, _ := sg.AttributeValues["ingress"].([]any); len(in) > 0 && str(t, sg, "name") == "crawlq-runner" {
+			t.Errorf("runner security group has inline ingress %v", in)
+		}
+	}
+	for _, r := range resources(plan, "aws_vpc_security_group_ingress_rule") {
+		to := sgByID[str(t, r, "security_group_id")]
+		from := sgByID[fmt.Sprint(r.AttributeValues["referenced_security_group_id"])]
+		switch to {
+		case "crawlq-db":
+			if from != "crawlq-db-proxy" {
+				t.Errorf("%s lets %q reach the database instance directly; only the proxy may", r.Address, from)
+			}
+		case "crawlq-runner":
+			t.Errorf("%s is an inbound rule on the runner tasks, which sit in public subnets", r.Address)
+		}
+	}
+
+	// Runners: public subnets (routed to the internet gateway), public IPs, the runner group.
+	publicRT := ""
+	for _, r := range resources(plan, "aws_route") {
+		if r.AttributeValues["gateway_id"] != nil && r.AttributeValues["gateway_id"] != "" {
+			publicRT = str(t, r, "route_table_id")
+		}
+	}
+	public := map[string]bool{}
+	for _, a := range resources(plan, "aws_route_table_association") {
+		if a.AttributeValues["route_table_id"] == publicRT {
+			public[str(t, a, "subnet_id")] = true
+		}
+	}
+	var env map[string]string
+	for _, f := range resources(plan, "aws_lambda_function") {
+		if f.AttributeValues["function_name"] == "crawlq-dispatch" {
+			var e []struct{ Variables map[string]string }
+			_ = json.Unmarshal([]byte(mustJSON(t, f.AttributeValues["environment"])), &e)
+			env = e[0].Variables
+		}
+	}
+	subnets := strings.Split(env["CRAWLQ_ECS_SUBNETS"], ",")
+	if len(public) == 0 || len(subnets) == 0 || env["CRAWLQ_ECS_ASSIGN_PUBLIC_IP"] != "true" || sgByID[env["CRAWLQ_ECS_SECURITY_GROUPS"]] != "crawlq-runner" {
+		t.Errorf("runner tasks: subnets %v (public: %v), public IP %q, security group %q; want public subnets, a public IP and crawlq-runner",
+			subnets, public, env["CRAWLQ_ECS_ASSIGN_PUBLIC_IP"], sgByID[env["CRAWLQ_ECS_SECURITY_GROUPS"]])
+	}
+	for _, s := range subnets {
+		if !public[s] {
+			t.Errorf("runner subnet %s is not routed to the internet gateway", s)
+		}
+	}
+
+	// S3 gateway endpoint on every route table.
+	ep := one("aws_vpc_endpoint")
+	if !strings.HasSuffix(str(t, ep, "service_name"), ".s3") || ep.AttributeValues["vpc_endpoint_type"] != "Gateway" {
+		t.Errorf("S3 endpoint: %s %v", str(t, ep, "service_name"), ep.AttributeValues["vpc_endpoint_type"])
+	}
+	rts := strs(ep.AttributeValues["route_table_ids"])
+	if n := len(resources(plan, "aws_route_table")); len(rts) != n {
+		t.Errorf("S3 endpoint on %d route tables, want all %d", len(rts), n)
+	}
+
+	// Items: old versions expire.
+	lc := mustJSON(t, one("aws_s3_bucket_lifecycle_configuration").AttributeValues["rule"])
+	if !strings.Contains(lc, `"noncurrent_days":30`) {
+		t.Errorf("items bucket keeps noncurrent versions: %s", lc)
+	}
+
+	// Dashboard: the cluster-level task count, which standalone RunTask tasks report.
+	body := str(t, one("aws_cloudwatch_dashboard"), "dashboard_body")
+	if !strings.Contains(body, `["ECS/ContainerInsights","TaskCount","ClusterName","crawlq"]`) || strings.Contains(body, "RunningTaskCount") {
+		t.Errorf("dashboard running-tasks widget: want ECS/ContainerInsights TaskCount by ClusterName")
+	}
+
+	// The runner container runs the image's entrypoint alone (the contract test runs it).
+	var defs []containerDef
+	_ = json.Unmarshal([]byte(str(t, one("aws_ecs_task_definition"), "container_definitions")), &defs)
+	if len(defs) != 1 || len(defs[0].Command) != 0 || len(defs[0].EntryPoint) != 0 {
+		t.Errorf("runner container overrides the image's entrypoint or command: %+v", defs)
 	}
 }

@@ -41,15 +41,26 @@ variable "tags" {
 }
 
 variable "build_dir" {
-  description = "Folder holding the Lambda zips api.zip, worker.zip, dispatch.zip and metrics.zip (relative to the root module or absolute)."
+  description = "Folder holding the Lambda zips api.zip, worker.zip, dispatch.zip, metrics.zip and migrate.zip (relative to the root module or absolute)."
   type        = string
   default     = "../build"
 }
 
 variable "image_tag" {
-  description = "Tag of the runner image in the ECR repository."
+  description = "Tag of the runner image in the stack's ECR repository (ignored when runner_image is set)."
   type        = string
   default     = "latest"
+}
+
+variable "runner_image" {
+  description = <<-EOT
+    Full reference of the runner image (for example a team's own image with the runner layered
+    on by `crawlq image --base`, pushed to their registry). Empty: this stack's ECR repository
+    at image_tag, which `crawlq deploy` pushes to. The task's execution role can pull only from
+    this stack's repository; grant it pull rights when the image lives elsewhere.
+  EOT
+  type        = string
+  default     = ""
 }
 
 variable "log_level" {
@@ -111,7 +122,7 @@ variable "db_name" {
 }
 
 variable "db_username" {
-  description = "Master user; RDS keeps its password in Secrets Manager and the proxy uses it."
+  description = "Master user; RDS keeps its password in Secrets Manager, the proxy uses it, only the migrate function connects as it."
   type        = string
   default     = "crawlq"
 }
@@ -129,9 +140,19 @@ variable "db_multi_az" {
 }
 
 variable "db_deletion_protection" {
-  description = "Refuse to delete the database (set false before destroy)."
+  description = <<-EOT
+    Refuse to delete the database. `crawlq destroy` checks the deployed stack first and, while
+    this is on, refuses before deleting anything and prints the command that turns it off
+    (`crawlq deploy --var db_deletion_protection=false`).
+  EOT
   type        = bool
   default     = true
+}
+
+variable "db_skip_final_snapshot" {
+  description = "Delete the database without a final snapshot (<name>-final); keep false for real data."
+  type        = bool
+  default     = false
 }
 
 # --- functions ---
@@ -166,7 +187,46 @@ variable "worker_memory" {
   default     = 512
 }
 
+# --- storage ---
+
+variable "items_noncurrent_days" {
+  description = "Days an overwritten or deleted item version stays in the bucket before it expires."
+  type        = number
+  default     = 30
+}
+
 # --- ECS ---
+
+variable "crawl_runtime" {
+  description = <<-EOT
+    Where the crawl queue's jobs run (CRAWLQ_CRAWL_RUNTIME):
+    - "fargate" (default): runner tasks on Fargate Spot in the public subnets, fetching through
+      the internet gateway (free inbound data): about $0.33 per million 100 KB pages;
+    - "lambda": worker Lambdas in the private subnets, where every fetched byte pays NAT
+      processing and, from the zones without the NAT gateway, cross-zone transfer: about $6.27.
+    `crawlq cost` prints both, term by term. Spiders declared `runtime: ecs` and command spiders
+    run on the runner fleet either way.
+  EOT
+  type        = string
+  default     = "fargate"
+
+  validation {
+    condition     = contains(["fargate", "lambda"], var.crawl_runtime)
+    error_message = "crawl_runtime must be \"fargate\" or \"lambda\"."
+  }
+}
+
+variable "crawl_max_tasks" {
+  description = "CRAWLQ_ECS_CRAWL_MAX_TASKS: most runner tasks working the crawl queue (crawl_runtime = \"fargate\")."
+  type        = number
+  default     = 20
+}
+
+variable "crawl_concurrency" {
+  description = "CRAWLQ_ECS_CRAWL_CONCURRENCY: crawl jobs each crawl-queue runner task works at once."
+  type        = number
+  default     = 20
+}
 
 variable "runner_cpu" {
   description = "Fargate CPU units of a runner task."
@@ -187,7 +247,7 @@ variable "ecs_max_tasks" {
 }
 
 variable "container_insights" {
-  description = "Enable ECS Container Insights (the dashboard's running-task count comes from it)."
+  description = "Enable ECS Container Insights (the dashboard's running-task count, TaskCount, comes from it)."
   type        = bool
   default     = true
 }
@@ -201,7 +261,7 @@ variable "metrics_namespace" {
 }
 
 variable "alarm_email" {
-  description = "Email subscribed to the alarm topic; empty for none."
+  description = "Email subscribed to the alarm topic. `crawlq deploy` refuses an empty one unless --allow-no-alarm-email is given (alarms would reach nobody)."
   type        = string
   default     = ""
 }

@@ -29,6 +29,9 @@ func main() {
 	if err != nil {
 		log.Fatalf("crawlq-dispatch: %v", err)
 	}
+	if err := deps.RouteCrawlQueue(&cfg, runners); err != nil {
+		log.Fatalf("crawlq-dispatch: %v", err)
+	}
 	dp, err := dispatch.New(cfg)
 	if err != nil {
 		log.Fatalf("crawlq-dispatch: %v", err)

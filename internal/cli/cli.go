@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"crawlq/internal/crawl"
+	"crawlq/internal/awsx"
 	"crawlq/internal/db"
 )
 
@@ -56,7 +57,7 @@ func commands() []*Command {
 	cs := []*Command{
 		migrateCmd(), enqueueCmd(), statsCmd(), jobsCmd(), cancelCmd(), redriveCmd(), retentionCmd(), rescueCmd(),
 		demoQueueCmd(), localCmd(), runnerCmd(), spiderCmd(), logsCmd(),
-		benchCmd(), deployCmd(), planCmd(), destroyCmd(), workerCmd(), scheduleCmd(), runsCmd(), runCmd(), cancelRunCmd(), itemsCmd(), demoSiteCmd(), demoCmd(),
+		benchCmd(), deployCmd(), planCmd(), destroyCmd(), costCmd(), imageCmd(), workerCmd(), scheduleCmd(), runsCmd(), runCmd(), cancelRunCmd(), itemsCmd(), demoSiteCmd(), demoCmd(),
 	}
 	sort.Slice(cs, func(i, j int) bool { return cs[i].Name < cs[j].Name })
 	return cs
@@ -203,13 +204,29 @@ func dbFlagOpen(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	return db.Open(octx, db.Config{URL: url, MaxConns: 20})
 }
 
-// dbFlag declares --database-url and returns a function that opens the pool.
+// dbFlag declares --database-url and returns a function that opens the pool. Without a URL,
+// the CRAWLQ_DB_* variables of db.FromEnv (RDS Proxy with IAM auth) are used: that is how the
+// ECS runner task, whose environment Terraform sets, reaches the database.
 func dbFlag(fs *flag.FlagSet, env *Env) func(ctx context.Context) (*pgxpool.Pool, error) {
-	url := fs.String("database-url", "", "PostgreSQL URL (default $DATABASE_URL)")
+	url := fs.String("database-url", "", "PostgreSQL URL (default $DATABASE_URL, else the CRAWLQ_DB_* variables)")
 	return func(ctx context.Context) (*pgxpool.Pool, error) {
 		u := *url
 		if u == "" {
 			u = env.Getenv("DATABASE_URL")
+		}
+		if u == "" && env.Getenv("CRAWLQ_DB_HOST") != "" {
+			octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			awsCfg, err := awsx.Load(octx)
+			if err != nil {
+				return nil, err
+			}
+			dc, err := db.FromEnv(octx, env.Getenv, awsCfg)
+			if err != nil {
+				return nil, err
+			}
+			dc.MaxConns = 20
+			return db.Open(octx, dc)
 		}
 		if u == "" {
 			return nil, db.ErrNoDatabase

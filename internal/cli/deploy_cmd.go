@@ -80,17 +80,24 @@ func (d *deployFlags) config(env *Env) (deploy.Config, string, error) {
 
 func deployCmd() *Command {
 	return &Command{
-		Name: "deploy", Synopsis: "build and deploy the AWS stack with Terraform", Usage: "[--var k=v]... [--build-dir DIR] [--push-image]",
+		Name: "deploy", Synopsis: "build and deploy the AWS stack with Terraform", Usage: "--var alarm_email=ADDR [--var k=v]... [--build-dir DIR] [--push-image]",
 		Help: `Builds the Lambda zips (make lambdas) unless --build-dir is given, then runs terraform init,
 plan and apply on terraform/ (state in --work-dir), pushes the runner image to the stack's ECR
-repository (--push-image, the default against real AWS), brings the database schema up to date
-and prints the outputs. The functions migrate the schema themselves when they start, since the
-database is not reachable from outside its VPC; with DATABASE_URL set, deploy migrates it too.
-With AWS_ENDPOINT_URL set it deploys to that emulator (LocalStack or moto).`,
+repository (--push-image, the default against real AWS) and prints the outputs.
+
+The schema is migrated by the stack's migrate function, which the apply invokes whenever its
+code changed: it connects as the master user through RDS Proxy, applies the migrations and gives
+the application role (crawlq_app, which every other function and the runners use) its login.
+With DATABASE_URL set, deploy also migrates that database.
+
+Alarms need someone to notify: deploy refuses to run without --var alarm_email=ADDR (or
+TF_VAR_alarm_email) unless --allow-no-alarm-email says alarms may go nowhere; against an
+emulator (AWS_ENDPOINT_URL set, LocalStack or moto) it only warns.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			var d deployFlags
 			d.declare(fs)
 			push := fs.String("push-image", "auto", "build and push the runner image: true, false, or auto (true unless AWS_ENDPOINT_URL is set)")
+			noAlarmEmail := fs.Bool("allow-no-alarm-email", false, "deploy even though alarm_email is empty (alarms then notify nobody)")
 			return func(ctx context.Context, args []string) error {
 				if err := noArgs(args); err != nil {
 					return err
@@ -100,6 +107,9 @@ With AWS_ENDPOINT_URL set it deploys to that emulator (LocalStack or moto).`,
 					return err
 				}
 				emulated := env.Getenv("AWS_ENDPOINT_URL") != ""
+				if err := checkAlarmEmail(cfg.Variables(os.Environ()), emulated, *noAlarmEmail, env.Stderr); err != nil {
+					return err
+				}
 				pushImage := *push == "true" || (*push == "auto" && !emulated)
 				if *push != "true" && *push != "false" && *push != "auto" {
 					return usageErr("--push-image %q: want true, false or auto", *push)
@@ -197,7 +207,14 @@ there are changes, and says which.`,
 func destroyCmd() *Command {
 	return &Command{
 		Name: "destroy", Synopsis: "destroy the deployed AWS stack", Usage: "--yes [--var k=v]...",
-		Help: `Runs terraform destroy on the stack recorded in --work-dir. Asks for --yes, since it deletes the database and the items bucket.`,
+		Help: `Runs terraform destroy on the stack recorded in --work-dir. Asks for --yes, since it deletes the
+database and the items bucket.
+
+The database is deployed with deletion protection (db_deletion_protection, default true). destroy
+reads the state first and, while protection is on, refuses before deleting anything, printing
+the two commands to run: a deploy that turns protection off, then destroy again. RDS keeps a
+final snapshot <name>-final unless db_skip_final_snapshot=true; delete or rename an older one of
+that name first.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			var d deployFlags
 			d.declare(fs)
@@ -217,6 +234,10 @@ func destroyCmd() *Command {
 					return err
 				}
 				if err := cfg.Destroy(ctx); err != nil {
+					if errors.Is(err, deploy.ErrDeletionProtected) {
+						return usageErr("%v; nothing was deleted. Turn protection off, then destroy:\n  %s\n  %s",
+							err, d.command("deploy", "db_deletion_protection=false"), d.command("destroy --yes", ""))
+					}
 					return err
 				}
 				fmt.Fprintln(env.Stdout, "destroyed")
@@ -224,6 +245,59 @@ func destroyCmd() *Command {
 			}
 		},
 	}
+}
+
+// command renders the crawlq command line that repeats these flags for sub, with one more
+// --var (extra, when not empty) replacing any earlier value of the same variable.
+func (d *deployFlags) command(sub, extra string) string {
+	args := []string{"crawlq", sub, "--dir", shellQuote(d.dir), "--work-dir", shellQuote(d.workDir)}
+	if d.tf != "" {
+		args = append(args, "--terraform", shellQuote(d.tf))
+	}
+	if d.buildDir != "" {
+		args = append(args, "--build-dir", shellQuote(d.buildDir))
+	}
+	extraKey, _, _ := strings.Cut(extra, "=")
+	keys := make([]string, 0, len(d.vars))
+	for k := range d.vars {
+		if k != extraKey || extra == "" {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		args = append(args, "--var", shellQuote(k+"="+d.vars[k]))
+	}
+	if extra != "" {
+		args = append(args, "--var", extra)
+	}
+	return strings.Join(args, " ")
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but safe characters.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,@+") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// checkAlarmEmail refuses a deploy whose alarms would notify nobody (alarm_email empty) unless
+// allowed; against an emulator it warns instead, since nothing there sends mail.
+func checkAlarmEmail(vars map[string]string, emulated, allow bool, stderr io.Writer) error {
+	if strings.TrimSpace(vars["alarm_email"]) != "" {
+		return nil
+	}
+	const msg = "alarm_email is empty: the alarm topic has no subscriber, so alarms (dead jobs, jobs waiting past due, function errors, database CPU) notify nobody"
+	switch {
+	case allow:
+		fmt.Fprintf(stderr, "WARNING: %s (--allow-no-alarm-email)\n", msg)
+		return nil
+	case emulated:
+		fmt.Fprintf(stderr, "WARNING: %s (allowed against the emulator at AWS_ENDPOINT_URL)\n", msg)
+		return nil
+	}
+	return usageErr("%s; pass --var alarm_email=ADDR (or set TF_VAR_alarm_email), or --allow-no-alarm-email to deploy anyway", msg)
 }
 
 func printOutputs(w io.Writer, out map[string]string) {

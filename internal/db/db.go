@@ -2,7 +2,8 @@
 //
 // It owns how a process reaches the database: a plain URL (local development, tests),
 // or an RDS Proxy endpoint authenticated with an IAM token or a Secrets Manager secret,
-// and the pgx query exec mode. The default exec mode does not rely on server-side
+// over TLS that verifies the server's certificate and name (sslmode=verify-full), and the
+// pgx query exec mode. The default exec mode does not rely on server-side
 // prepared statements surviving between transactions, so connections behind RDS Proxy
 // are not pinned.
 package db
@@ -11,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -34,9 +36,16 @@ type Config struct {
 	// Nil means no password. It is called for every new connection because IAM tokens
 	// expire after 15 minutes.
 	Password func(ctx context.Context) (string, error)
-	// TLS requires TLS (sslmode=require) for Host connections. Default false; the
-	// Lambda wiring sets it for RDS.
+	// TLS requires TLS for Host connections and verifies the server: its certificate must
+	// chain to a root in CAFile (or the system roots) and name Host (sslmode=verify-full),
+	// with no fallback to plaintext. Default false; FromEnv sets it unless CRAWLQ_DB_TLS=false.
+	// RDS Proxy's certificates come from ACM and chain to the Amazon Root CAs, which the
+	// system bundle holds (the runner image ships Debian's, Lambda's provided.al2023 has its
+	// own), so the proxy needs no CAFile. A direct connection to an RDS instance needs the
+	// RDS bundle (https://truststore.pki.rds.amazonaws.com/global/global-bundle.pem) in CAFile.
 	TLS bool
+	// CAFile is a PEM bundle of the roots TLS trusts instead of the system's. Default none.
+	CAFile string
 	// ExecMode is the pgx query exec mode: "exec" (default: unnamed statements,
 	// safe behind RDS Proxy without pinning), "simple" (simple protocol),
 	// "cache_describe", or "cache_statement" (fastest, pins RDS Proxy connections).
@@ -82,11 +91,17 @@ func (c Config) PoolConfig() (*pgxpool.Config, error) {
 		if port == 0 {
 			port = 5432
 		}
-		ssl := "prefer"
+		dsn := fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=disable", c.Host, port, c.User, c.Name)
 		if c.TLS {
-			ssl = "require"
+			dsn = fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=verify-full", c.Host, port, c.User, c.Name)
+			if c.CAFile != "" {
+				if _, err := os.Stat(c.CAFile); err != nil {
+					return nil, fmt.Errorf("db: CAFile: %w", err)
+				}
+				dsn += " sslrootcert=" + c.CAFile
+			}
 		}
-		pc, err = pgxpool.ParseConfig(fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=%s", c.Host, port, c.User, c.Name, ssl))
+		pc, err = pgxpool.ParseConfig(dsn)
 		if err != nil {
 			return nil, fmt.Errorf("db: build config: %w", err)
 		}

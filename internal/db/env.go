@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 
@@ -24,6 +25,32 @@ type secret struct {
 	DBName   string          `json:"dbname"`
 }
 
+// readSecret reads a database credentials secret (JSON with username and password).
+func readSecret(ctx context.Context, sm *secretsmanager.Client, arn string) (secret, error) {
+	out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(arn)})
+	if err != nil {
+		return secret{}, fmt.Errorf("read database secret: %w", err)
+	}
+	var s secret
+	if out.SecretString == nil || json.Unmarshal([]byte(*out.SecretString), &s) != nil {
+		return secret{}, errors.New("read database secret: not a JSON object with username and password")
+	}
+	if s.Password == "" {
+		return secret{}, errors.New("read database secret: no password in it")
+	}
+	return s, nil
+}
+
+// ReadCredentials reads the username and password of a database credentials secret (the JSON
+// shape RDS writes). The migrate step reads the application role's secret with it.
+func ReadCredentials(ctx context.Context, sm *secretsmanager.Client, arn string) (user, password string, err error) {
+	s, err := readSecret(ctx, sm, arn)
+	if err != nil {
+		return "", "", fmt.Errorf("db: %w", err)
+	}
+	return s.Username, s.Password, nil
+}
+
 // FromEnv builds a Config from the environment contract the Terraform stack sets:
 //
 //   - DATABASE_URL: a plain URL (local runs, tests); everything else is ignored.
@@ -35,7 +62,9 @@ type secret struct {
 //     (and optionally host, port, dbname), read again for every new connection so a rotated
 //     password is picked up.
 //   - CRAWLQ_DB_EXEC_MODE: see Config.ExecMode (default "exec", which does not pin RDS Proxy).
-//   - CRAWLQ_DB_TLS=false turns TLS off for a host (a local server without TLS); default true.
+//   - CRAWLQ_DB_TLS=false turns TLS off for a host (a local server without TLS); default true,
+//     which verifies the server's certificate and name (see Config.TLS).
+//   - CRAWLQ_DB_CA_FILE: a PEM bundle of roots to trust instead of the system's (Config.CAFile).
 //
 // The secret is read once here (to learn the user and any host in it), so a missing or
 // unreadable secret fails at start-up rather than at the first query.
@@ -74,6 +103,12 @@ func FromEnv(ctx context.Context, getenv func(string) string, awsCfg aws.Config)
 		}
 		c.TLS = b
 	}
+	c.CAFile = strings.TrimSpace(getenv("CRAWLQ_DB_CA_FILE"))
+	if c.CAFile != "" {
+		if _, err := os.Stat(c.CAFile); err != nil {
+			return Config{}, fmt.Errorf("db: CRAWLQ_DB_CA_FILE %q: %w", c.CAFile, err)
+		}
+	}
 	iam := false
 	if v := strings.TrimSpace(getenv("CRAWLQ_DB_IAM_AUTH")); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -102,20 +137,7 @@ func FromEnv(ctx context.Context, getenv func(string) string, awsCfg aws.Config)
 		}
 	case arn != "":
 		sm := secretsmanager.NewFromConfig(awsCfg)
-		read := func(ctx context.Context) (secret, error) {
-			out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(arn)})
-			if err != nil {
-				return secret{}, fmt.Errorf("read database secret: %w", err)
-			}
-			var s secret
-			if out.SecretString == nil || json.Unmarshal([]byte(*out.SecretString), &s) != nil {
-				return secret{}, errors.New("read database secret: not a JSON object with username and password")
-			}
-			if s.Password == "" {
-				return secret{}, errors.New("read database secret: no password in it")
-			}
-			return s, nil
-		}
+		read := func(ctx context.Context) (secret, error) { return readSecret(ctx, sm, arn) }
 		s, err := read(ctx)
 		if err != nil {
 			return Config{}, fmt.Errorf("db: %w", err)

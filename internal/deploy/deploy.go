@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/terraform-exec/tfexec"
 	tfjson "github.com/hashicorp/terraform-json"
@@ -183,13 +184,27 @@ func (c Config) terraform() (*tfexec.Terraform, error) {
 	if err := tf.SetEnv(c.Environ(os.Environ())); err != nil {
 		return nil, fmt.Errorf("set terraform env: %w", err)
 	}
-	out := c.Stdout
-	if out == nil {
-		out = io.Discard
+	var out io.Writer = io.Discard
+	if c.Stdout != nil {
+		// terraform-exec copies stdout and stderr from two goroutines: one lock makes any
+		// writer safe for that.
+		out = &lockedWriter{w: c.Stdout}
 	}
 	tf.SetStdout(out)
 	tf.SetStderr(out)
 	return tf, nil
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // Init runs `terraform init` with the local backend pointed at StatePath.
@@ -332,7 +347,54 @@ func FlattenOutputs(meta map[string]tfexec.OutputMeta) (map[string]string, error
 	return out, nil
 }
 
-// Destroy runs init and `terraform destroy`.
+// ErrDeletionProtected is returned by Destroy, before anything is deleted, when the deployed
+// database still has deletion protection on: `terraform destroy` would delete everything else
+// and then fail on the database, leaving the stack half-way.
+var ErrDeletionProtected = errors.New("the deployed database has deletion protection on")
+
+// Protected returns the addresses of the resources in the current state that refuse deletion
+// (RDS instances with deletion_protection on). An empty or missing state has none.
+func (c Config) Protected(ctx context.Context) ([]string, error) {
+	tf, err := c.terraform()
+	if err != nil {
+		return nil, err
+	}
+	return c.protected(ctx, tf)
+}
+
+func (c Config) protected(ctx context.Context, tf *tfexec.Terraform) ([]string, error) {
+	if _, err := os.Stat(c.StatePath()); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	st, err := tf.ShowStateFile(ctx, c.StatePath())
+	if err != nil {
+		return nil, fmt.Errorf("read state: %w", err)
+	}
+	if st.Values == nil {
+		return nil, nil
+	}
+	var out []string
+	var walk func(m *tfjson.StateModule)
+	walk = func(m *tfjson.StateModule) {
+		if m == nil {
+			return
+		}
+		for _, r := range m.Resources {
+			if r.Mode == tfjson.ManagedResourceMode && r.Type == "aws_db_instance" && r.AttributeValues["deletion_protection"] == true {
+				out = append(out, r.Address)
+			}
+		}
+		for _, ch := range m.ChildModules {
+			walk(ch)
+		}
+	}
+	walk(st.Values.RootModule)
+	slices.Sort(out)
+	return out, nil
+}
+
+// Destroy runs init, checks that nothing in the state refuses deletion (ErrDeletionProtected,
+// before deleting anything), then runs `terraform destroy`.
 func (c Config) Destroy(ctx context.Context) error {
 	tf, err := c.terraform()
 	if err != nil {
@@ -340,6 +402,13 @@ func (c Config) Destroy(ctx context.Context) error {
 	}
 	if err := c.init(ctx, tf); err != nil {
 		return err
+	}
+	prot, err := c.protected(ctx, tf)
+	if err != nil {
+		return err
+	}
+	if len(prot) > 0 {
+		return fmt.Errorf("%w: %s", ErrDeletionProtected, strings.Join(prot, ", "))
 	}
 	var opts []tfexec.DestroyOption
 	for _, v := range c.VarArgs(os.Environ()) {

@@ -65,6 +65,9 @@ type Config struct {
 	Launcher TaskLauncher
 	// LongMax caps live runner tasks. Default 2.
 	LongMax int
+	// Fleets are more queues worked by runner tasks, each through its own launcher (the crawl
+	// queue on the Fargate fleet, when it is not in LambdaQueues). Default none.
+	Fleets []Fleet
 	// Horizon is how recently a worker must have heartbeated to count as live. Default 60s.
 	Horizon time.Duration
 	// Lookahead is how far ahead a tick waits for delayed jobs, bounded by the context's
@@ -99,6 +102,14 @@ func (c *Config) validate() error {
 	case c.JobsPerWorker < 0:
 		return errors.New("dispatch: JobsPerWorker must not be negative")
 	}
+	for i, f := range c.Fleets {
+		if f.Launcher == nil || f.Max < 0 {
+			return fmt.Errorf("dispatch: Fleets[%d] (%s) needs a Launcher and a non-negative Max", i, f.Queue)
+		}
+		if err := queue.ValidateQueue(f.Queue); err != nil {
+			return fmt.Errorf("dispatch: Fleets[%d]: %w", i, err)
+		}
+	}
 	for q, n := range c.QueueMax {
 		if n < 0 {
 			return fmt.Errorf("dispatch: QueueMax[%s] must not be negative", q)
@@ -112,6 +123,13 @@ func (c *Config) validate() error {
 		}
 	}
 	return nil
+}
+
+// Fleet is a queue worked by runner tasks that Launcher starts, at most Max alive at once.
+type Fleet struct {
+	Queue    string
+	Launcher TaskLauncher
+	Max      int
 }
 
 // Dispatcher runs ticks. Ticks may run concurrently (a poke during a minute tick); every step
@@ -279,6 +297,9 @@ func (d *Dispatcher) wait(ctx context.Context, res *Result, started map[string]i
 // newest few thousand; older ones are promoted by the next tick's upkeep as usual.
 func (d *Dispatcher) dueBefore(ctx context.Context, until time.Time) ([]time.Time, error) {
 	queues := append(append([]string{}, d.cfg.LambdaQueues...), d.cfg.LongQueue)
+	for _, f := range d.cfg.Fleets {
+		queues = append(queues, f.Queue)
+	}
 	var out []time.Time
 	now := time.Now()
 	for _, q := range queues {
@@ -330,6 +351,16 @@ func (d *Dispatcher) fanOut(ctx context.Context, res *Result, started map[string
 			res.Launched += got
 			if err != nil {
 				errs = append(errs, fmt.Errorf("launch runners: %w", err))
+			}
+		}
+	}
+	for _, f := range d.cfg.Fleets {
+		if n := d.want(byQueue[f.Queue], live[f.Queue], started[f.Queue], f.Max); n > 0 {
+			got, err := f.Launcher.Launch(ctx, n)
+			started[f.Queue] += got
+			res.Launched += got
+			if err != nil {
+				errs = append(errs, fmt.Errorf("launch runners for %s: %w", f.Queue, err))
 			}
 		}
 	}

@@ -28,6 +28,7 @@ import (
 	"crawlq/internal/awsx"
 	"crawlq/internal/db"
 	"crawlq/internal/dispatch"
+	"crawlq/internal/ecsrun"
 	"crawlq/internal/items"
 	"crawlq/internal/maintain"
 	"crawlq/internal/metrics"
@@ -72,12 +73,13 @@ func Setup(ctx context.Context, getenv func(string) string, maxConns int32) (*De
 	if err != nil {
 		return nil, err
 	}
-	// The database sits in private subnets that a deployer's machine cannot reach, so each
-	// execution environment brings the schema up to date when it starts: one query when it is,
-	// and safe when several start at once (migrations take a transaction-scoped lock).
+	// On AWS the migrate function brings the schema up to date before the other functions run
+	// (they connect as crawlq_app, which may not change the schema), so here this is one query
+	// that finds nothing to do. Locally (`crawlq local`, tests, a superuser URL) it migrates;
+	// safe when several start at once (migrations take a transaction-scoped lock).
 	if _, err := migrate.Up(ctx, pool); err != nil {
 		pool.Close()
-		return nil, err
+		return nil, fmt.Errorf("schema not up to date (on AWS, invoke the <name>-migrate function, or redeploy): %w", err)
 	}
 	d, err := NewDeps(pool, awsCfg, nil, getenv, logger)
 	if err != nil {
@@ -412,4 +414,50 @@ func (d *Deps) Metrics(w io.Writer, namespace string) func(ctx context.Context, 
 type MetricsResult struct {
 	Queues  int `json:"queues"`
 	Spiders int `json:"spiders"`
+}
+
+// Crawl runtimes (CRAWLQ_CRAWL_RUNTIME): where the crawl queue's jobs run.
+const (
+	CrawlOnLambda  = "lambda"  // worker Lambdas (in private subnets, behind NAT)
+	CrawlOnFargate = "fargate" // runner tasks (in public subnets: no NAT processing per byte)
+)
+
+// RouteCrawlQueue applies CRAWLQ_CRAWL_RUNTIME to a dispatcher configuration. "lambda" (and
+// unset) leaves the crawl queue to worker Lambdas. "fargate" takes it from them and gives it a
+// fleet of runner tasks: runners with Queue "crawl", CRAWLQ_ECS_CRAWL_CONCURRENCY jobs each
+// (default 20) and at most CRAWLQ_ECS_CRAWL_MAX_TASKS alive (default CRAWLQ_ECS_MAX_TASKS, else 10).
+func (d *Deps) RouteCrawlQueue(cfg *dispatch.Config, runners *ecsrun.Launcher) error {
+	switch rt := strings.TrimSpace(d.Getenv("CRAWLQ_CRAWL_RUNTIME")); rt {
+	case "", CrawlOnLambda:
+		return nil
+	case CrawlOnFargate:
+		if runners == nil {
+			return errors.New("CRAWLQ_CRAWL_RUNTIME=fargate needs the ECS runner settings (CRAWLQ_ECS_*)")
+		}
+		def, err := envInt(d.Getenv, "CRAWLQ_ECS_MAX_TASKS", 10)
+		if err != nil {
+			return err
+		}
+		max, err := envInt(d.Getenv, "CRAWLQ_ECS_CRAWL_MAX_TASKS", def)
+		if err != nil {
+			return err
+		}
+		conc, err := envInt(d.Getenv, "CRAWLQ_ECS_CRAWL_CONCURRENCY", 20)
+		if err != nil {
+			return err
+		}
+		crawl := *runners
+		crawl.Queue, crawl.Concurrency, crawl.Max = "crawl", conc, max
+		lq := []string{} // never nil: nil means the default, ["crawl"]
+		for _, q := range cfg.LambdaQueues {
+			if q != "crawl" {
+				lq = append(lq, q)
+			}
+		}
+		cfg.LambdaQueues = lq
+		cfg.Fleets = append(cfg.Fleets, dispatch.Fleet{Queue: "crawl", Launcher: &crawl, Max: max})
+		return nil
+	default:
+		return fmt.Errorf("CRAWLQ_CRAWL_RUNTIME %q: want %s or %s", rt, CrawlOnLambda, CrawlOnFargate)
+	}
 }

@@ -21,6 +21,11 @@ variable "image_tag" {
   type        = string
 }
 
+variable "image" {
+  description = "Full runner image reference; empty means <this stack's ECR repository>:image_tag."
+  type        = string
+}
+
 variable "cpu" {
   description = "Task CPU units."
   type        = number
@@ -47,7 +52,7 @@ variable "container_insights" {
 }
 
 variable "access_policy_json" {
-  description = "Database, secret and bucket access of the runner."
+  description = "What the runner may do in AWS (connect to the database proxy as the application role)."
   type        = string
 }
 
@@ -171,9 +176,12 @@ resource "aws_ecs_task_definition" "runner" {
 
   container_definitions = jsonencode([{
     name      = var.container_name
-    image     = "${aws_ecr_repository.runner.repository_url}:${var.image_tag}"
+    image     = var.image != "" ? var.image : "${aws_ecr_repository.runner.repository_url}:${var.image_tag}"
     essential = true
-    command   = ["crawlq", "runner"]
+    # No command: the image's entrypoint is the whole argv (["/crawlq", "runner"], see
+    # internal/image), and the runner takes its settings from the environment and RunTask's
+    # overrides. A command here would be appended to the entrypoint as extra arguments, which
+    # the runner rejects; terraform/contract_test.go runs the composed argv to keep it so.
     # The runner drains its leases on SIGTERM; 120s (the Fargate maximum) gives it time to.
     stopTimeout = 120
     environment = [for k in sort(keys(var.environment)) : { name = k, value = var.environment[k] }]

@@ -1,6 +1,11 @@
-# Functions: the four Lambda functions (api, worker, dispatch, metrics), one IAM role each with
-# only what that function does, and their log groups. Code comes from <build_dir>/<fn>.zip
-# (a `bootstrap` binary for provided.al2023 on arm64).
+# Functions: the five Lambda functions (api, worker, dispatch, metrics, migrate), one IAM role
+# each with only what that function does, and their log groups. Code comes from
+# <build_dir>/<fn>.zip (a `bootstrap` binary for provided.al2023 on arm64).
+#
+# api, worker, dispatch and metrics connect to the database proxy as the application role;
+# only the worker touches the items bucket. migrate connects as the master user (IAM auth
+# through the proxy) and reads the application role's secret, to migrate the schema and give
+# the role its login; the root module invokes it once per deploy whose code changed.
 
 variable "name" {
   description = "Name prefix; functions are <name>-<fn>."
@@ -27,13 +32,29 @@ variable "environment" {
   type        = map(string)
 }
 
+variable "environment_overrides" {
+  description = "Per function, entries replacing or adding to var.environment."
+  type        = map(map(string))
+  default     = {}
+}
+
 variable "log_retention_days" {
   description = "Log group retention."
   type        = number
 }
 
-variable "access_policy_json" {
-  description = "Database, secret and bucket access every function gets."
+variable "db_access_policy_json" {
+  description = "Connect to the database proxy as the application role (every function but migrate)."
+  type        = string
+}
+
+variable "items_policy_json" {
+  description = "Read and write items in the bucket (the worker only)."
+  type        = string
+}
+
+variable "migrate_policy_json" {
+  description = "Connect as the master user and read the application role's secret (migrate only)."
   type        = string
 }
 
@@ -83,7 +104,7 @@ variable "ecs_pass_role_arns" {
 }
 
 locals {
-  functions = toset(["api", "worker", "dispatch", "metrics"])
+  functions = toset(["api", "worker", "dispatch", "metrics", "migrate"])
   task_arns = "${replace(var.ecs_cluster_arn, ":cluster/", ":task/")}/*"
 }
 
@@ -110,8 +131,10 @@ resource "aws_cloudwatch_log_group" "fn" {
 }
 
 data "aws_iam_policy_document" "base" {
-  for_each                = local.functions
-  source_policy_documents = [var.access_policy_json]
+  for_each = local.functions
+  source_policy_documents = each.key == "migrate" ? [var.migrate_policy_json] : (
+    each.key == "worker" ? [var.db_access_policy_json, var.items_policy_json] : [var.db_access_policy_json]
+  )
 
   statement {
     sid       = "WriteOwnLogs"
@@ -224,6 +247,7 @@ locals {
     worker   = data.aws_iam_policy_document.base["worker"].json
     dispatch = data.aws_iam_policy_document.dispatch.json
     metrics  = data.aws_iam_policy_document.base["metrics"].json
+    migrate  = data.aws_iam_policy_document.base["migrate"].json
   }
 }
 
@@ -250,7 +274,7 @@ resource "aws_lambda_function" "fn" {
   reserved_concurrent_executions = var.reserved_concurrency[each.key]
 
   environment {
-    variables = var.environment
+    variables = merge(var.environment, lookup(var.environment_overrides, each.key, {}))
   }
 
   vpc_config {
@@ -263,6 +287,10 @@ resource "aws_lambda_function" "fn" {
 
 output "names" {
   value = { for k, f in aws_lambda_function.fn : k => f.function_name }
+}
+
+output "source_code_hashes" {
+  value = { for k, f in aws_lambda_function.fn : k => f.source_code_hash }
 }
 
 output "arns" {

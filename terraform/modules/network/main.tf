@@ -1,6 +1,8 @@
-# Network: a VPC with public subnets (NAT gateways only) and private subnets where the
-# functions, runner tasks and database live. Scrapers reach the internet through NAT; nothing
-# inside is reachable from it.
+# Network: a VPC with public subnets (the runner tasks, with public IPs, and the NAT gateway)
+# and private subnets (the functions and the database). Runner tasks fetch pages straight
+# through the internet gateway, so crawled bytes pay no NAT processing; their security group
+# admits nothing inbound. The functions reach the internet (AWS APIs, Lambda crawls) through
+# NAT. An S3 gateway endpoint keeps item writes off NAT.
 
 variable "name" {
   description = "Name prefix."
@@ -110,10 +112,10 @@ resource "aws_route_table_association" "private" {
   route_table_id = aws_route_table.private[count.index].id
 }
 
-# The functions and runner tasks: no inbound, outbound anywhere (they crawl the web).
+# The functions: no inbound, outbound anywhere (they crawl the web and call AWS).
 resource "aws_security_group" "app" {
   name        = "${var.name}-app"
-  description = "crawlq functions and runner tasks"
+  description = "crawlq functions"
   vpc_id      = aws_vpc.this.id
   tags        = { Name = "${var.name}-app" }
 }
@@ -125,12 +127,47 @@ resource "aws_vpc_security_group_egress_rule" "app_all" {
   cidr_ipv4         = "0.0.0.0/0"
 }
 
+# The runner tasks sit in public subnets with public IPs: this group has no ingress rule at all,
+# so nothing on the internet (or in the VPC) can open a connection to them.
+resource "aws_security_group" "runner" {
+  name        = "${var.name}-runner"
+  description = "crawlq runner tasks in public subnets: no inbound"
+  vpc_id      = aws_vpc.this.id
+  tags        = { Name = "${var.name}-runner" }
+}
+
+resource "aws_vpc_security_group_egress_rule" "runner_all" {
+  security_group_id = aws_security_group.runner.id
+  description       = "Crawling the web, AWS APIs and the database proxy"
+  ip_protocol       = "-1"
+  cidr_ipv4         = "0.0.0.0/0"
+}
+
+data "aws_region" "current" {}
+
+# Item writes and image layer pulls (ECR keeps layers in S3) go to S3 without NAT processing.
+resource "aws_vpc_endpoint" "s3" {
+  vpc_id            = aws_vpc.this.id
+  service_name      = "com.amazonaws.${data.aws_region.current.name}.s3"
+  vpc_endpoint_type = "Gateway"
+  route_table_ids   = concat([aws_route_table.public.id], aws_route_table.private[*].id)
+  tags              = { Name = "${var.name}-s3" }
+}
+
 output "vpc_id" {
   value = aws_vpc.this.id
 }
 
 output "private_subnet_ids" {
   value = aws_subnet.private[*].id
+}
+
+output "public_subnet_ids" {
+  value = aws_subnet.public[*].id
+}
+
+output "runner_security_group_id" {
+  value = aws_security_group.runner.id
 }
 
 output "app_security_group_id" {

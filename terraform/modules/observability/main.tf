@@ -38,6 +38,16 @@ variable "db_proxy_name" {
   type        = string
 }
 
+variable "account" {
+  description = "AWS account ID (the alarm key's administrators)."
+  type        = string
+}
+
+variable "partition" {
+  description = "AWS partition (aws, aws-cn, ...)."
+  type        = string
+}
+
 variable "alarm_email" {
   description = "Email subscribed to the alarm topic; empty for none."
   type        = string
@@ -58,9 +68,47 @@ variable "lambda_errors_threshold" {
   type        = number
 }
 
+# The alarm topic is encrypted with a key of our own: CloudWatch publishes to an encrypted topic
+# only when the key's policy lets cloudwatch.amazonaws.com use it, which the AWS-managed
+# alias/aws/sns key never does (alarms would fire into nothing).
+data "aws_iam_policy_document" "alarm_key" {
+  statement {
+    # The account administers the key through IAM, as for every key (without this statement
+    # the key could become unmanageable); the key policy is the only place kms:* appears.
+    sid       = "AccountAdministers"
+    actions   = ["kms:*"]
+    resources = ["*"] # in a key policy, "*" is this key
+    principals {
+      type        = "AWS"
+      identifiers = ["arn:${var.partition}:iam::${var.account}:root"]
+    }
+  }
+  statement {
+    sid       = "CloudWatchPublishesAlarms"
+    actions   = ["kms:Decrypt", "kms:GenerateDataKey*"]
+    resources = ["*"]
+    principals {
+      type        = "Service"
+      identifiers = ["cloudwatch.amazonaws.com"]
+    }
+  }
+}
+
+resource "aws_kms_key" "alarms" {
+  description             = "${var.name} alarm topic"
+  enable_key_rotation     = true
+  deletion_window_in_days = 7
+  policy                  = data.aws_iam_policy_document.alarm_key.json
+}
+
+resource "aws_kms_alias" "alarms" {
+  name          = "alias/${var.name}-alarms"
+  target_key_id = aws_kms_key.alarms.key_id
+}
+
 resource "aws_sns_topic" "alarms" {
   name              = "${var.name}-alarms"
-  kms_master_key_id = "alias/aws/sns"
+  kms_master_key_id = aws_kms_key.alarms.arn
 }
 
 resource "aws_sns_topic_subscription" "email" {
@@ -81,7 +129,9 @@ locals {
     { title = "Oldest past-due age (s)", dim = "queue", metric = "QueueOldestPastDueAge", stat = "Maximum" },
     { title = "Running jobs", dim = "queue", metric = "QueueRunning", stat = "Maximum" },
     { title = "Throughput (jobs succeeded / min)", dim = "queue", metric = "JobsSucceeded", stat = "Sum" },
-    { title = "Failed attempts / min", dim = "queue", metric = "JobsFailed", stat = "Sum" },
+    # JobsFailed is written as the change of the queue's dead count (internal/lambdafn Metrics):
+    # jobs that died this minute, not every failed attempt. The title says so.
+    { title = "Jobs died / min", dim = "queue", metric = "JobsFailed", stat = "Sum" },
     { title = "Dead jobs", dim = "queue", metric = "QueueDead", stat = "Maximum" },
     { title = "Pages / min", dim = "spider", metric = "SpiderPages", stat = "Sum" },
     { title = "Items / min", dim = "spider", metric = "SpiderItems", stat = "Sum" },
@@ -114,9 +164,11 @@ locals {
       metrics = [for f in local.fns : ["AWS/Lambda", "Throttles", "FunctionName", f]]
     },
     {
+      # RunningTaskCount exists per service only; dispatch starts standalone tasks (RunTask),
+      # which Container Insights counts in the cluster-level TaskCount.
       title   = "Running ECS runner tasks"
       stat    = "Maximum"
-      metrics = [["ECS/ContainerInsights", "RunningTaskCount", "ClusterName", var.cluster_name]]
+      metrics = [["ECS/ContainerInsights", "TaskCount", "ClusterName", var.cluster_name]]
     },
     {
       title   = "RDS CPU (%)"

@@ -32,6 +32,11 @@ variable "metrics_arn" {
   type        = string
 }
 
+variable "migrated" {
+  description = "The migrate invocation's result; the ticks are created only after it."
+  type        = string
+}
+
 resource "aws_scheduler_schedule_group" "runs" {
   name = var.group_name
 }
@@ -98,6 +103,14 @@ resource "aws_scheduler_schedule" "tick" {
       # A missed tick is replaced by the next one a minute later; retrying only piles up.
       maximum_retry_attempts       = 0
       maximum_event_age_in_seconds = 60
+    }
+  }
+
+  lifecycle {
+    # Referencing the migrate result makes each tick wait for the migration step.
+    precondition {
+      condition     = var.migrated != null
+      error_message = "the migrate step has not run"
     }
   }
 }

@@ -45,6 +45,39 @@ resource "aws_s3_bucket_versioning" "items" {
   }
 }
 
+variable "noncurrent_days" {
+  description = "Days an overwritten or deleted item version is kept before it expires."
+  type        = number
+}
+
+# Versioning guards items against an overwrite or delete by mistake; old versions expire after
+# var.noncurrent_days so the bucket does not grow forever, and failed multipart uploads go too.
+resource "aws_s3_bucket_lifecycle_configuration" "items" {
+  bucket = aws_s3_bucket.items.id
+
+  rule {
+    id     = "expire-noncurrent-versions"
+    status = "Enabled"
+    filter {}
+    noncurrent_version_expiration {
+      noncurrent_days = var.noncurrent_days
+    }
+    abort_incomplete_multipart_upload {
+      days_after_initiation = 7
+    }
+  }
+  rule {
+    id     = "remove-expired-delete-markers"
+    status = "Enabled"
+    filter {}
+    expiration {
+      expired_object_delete_marker = true
+    }
+  }
+
+  depends_on = [aws_s3_bucket_versioning.items]
+}
+
 data "aws_iam_policy_document" "tls_only" {
   # A Deny, so s3:* here grants nothing: it refuses every request that is not over TLS.
   statement {
