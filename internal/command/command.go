@@ -272,7 +272,7 @@ func (r *Runner) Run(ctx context.Context, run *crawl.Run, spec spider.CommandSpe
 	// Its own process group, so one signal reaches everything it starts. Pdeathsig kills the
 	// command if the runner itself is killed with SIGKILL; only the command, not what it started
 	// (on ECS those end with the task, whose container the runner's death stops).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = procAttr()
 	startErr := cmd.Start()
 	closeAll(childEnds) // the child has its copies; ours would keep the pipes from ever ending
 	if startErr != nil {
