@@ -15,8 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"crawlq/internal/crawl"
 	"crawlq/internal/awsx"
+	"crawlq/internal/crawl"
 	"crawlq/internal/db"
 )
 
@@ -35,6 +35,9 @@ type Command struct {
 	Help     string // longer description for --help
 	// Flags declares the command's flags on fs and returns the function that runs it.
 	Flags func(fs *flag.FlagSet, env *Env) func(ctx context.Context, args []string) error
+	// Subcommands says the first argument names a subcommand that parses its own flags: the
+	// command's flags then stand before it, not anywhere.
+	Subcommands bool
 }
 
 // errUsage marks an error in how the command was called (exit status 2).
@@ -138,7 +141,15 @@ func Main(ctx context.Context, args []string, env Env) int {
 			fs.SetOutput(env.Stdout) // asked-for help is output, not an error
 		}
 	}
-	pos, err := parseInterleaved(fs, args[1:])
+	var pos []string
+	var err error
+	if cmd.Subcommands {
+		if err = fs.Parse(args[1:]); err == nil {
+			pos = fs.Args()
+		}
+	} else {
+		pos, err = parseInterleaved(fs, args[1:])
+	}
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0

@@ -37,6 +37,7 @@ A push of unchanged content adds no version. A bad spec is refused with every mi
 path, unknown fields included, and nothing is stored. A command spider that no runner would take
 (runtime lambda, queue crawl) is refused. Scrapy projects are uploaded as eggs through the
 Scrapyd API (addversion.json); their spiders are listed here as PROJECT.SPIDER.`,
+		Subcommands: true,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			open := dbFlag(fs, env)
 			return func(ctx context.Context, args []string) error {
