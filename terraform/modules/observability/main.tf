@@ -138,6 +138,9 @@ locals {
     { title = "Spider errors / min", dim = "spider", metric = "SpiderErrors", stat = "Sum" },
     { title = "Runs finished", dim = "spider", metric = "RunsFinished", stat = "Sum" },
     { title = "Runs failed", dim = "spider", metric = "RunsFailed", stat = "Sum" },
+    # Runs that ended with dead pages (items kept; crawlq redrive --run retries them).
+    { title = "Runs incomplete", dim = "spider", metric = "RunsIncomplete", stat = "Sum" },
+    { title = "Dead pages", dim = "spider", metric = "DeadPages", stat = "Sum" },
   ]
 
   fns = sort(values(var.function_names))
