@@ -5,6 +5,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"crawlq/internal/api"
@@ -30,16 +31,8 @@ func TestOutcomeAndRedrive(t *testing.T) {
 	}
 	base := "http://" + l.Addr().String()
 	l.Close() // nothing listens there
-	spec, err := spider.ParseSpec([]byte(deadSpec), "dead.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp, err := spider.Compile(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
 	reg := spider.NewRegistry()
-	if err := reg.Register(sp); err != nil {
+	if err := reg.LoadFS(fstest.MapFS{"dead.yaml": {Data: []byte(deadSpec)}}); err != nil {
 		t.Fatal(err)
 	}
 	pool := dbtest.Pool(t)

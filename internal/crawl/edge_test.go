@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"crawlq/internal/crawl"
@@ -22,16 +23,8 @@ import (
 
 func registry(t *testing.T, spec string) *spider.Registry {
 	t.Helper()
-	s, err := spider.ParseSpec([]byte(spec), "test.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp, err := spider.Compile(s)
-	if err != nil {
-		t.Fatal(err)
-	}
 	reg := spider.NewRegistry()
-	if err := reg.Register(sp); err != nil {
+	if err := reg.LoadFS(fstest.MapFS{"test.yaml": {Data: []byte(spec)}}); err != nil {
 		t.Fatal(err)
 	}
 	return reg
