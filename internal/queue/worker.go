@@ -223,6 +223,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer close(completerDone)
 		w.complete(workCtx, done)
 	}()
+	// Register before the first claim, so a job is never running on a worker that
+	// LiveWorkers (the dispatcher's and operators' view) does not count yet.
+	w.register(workCtx)
 	hbCtx, stopHB := context.WithCancel(workCtx)
 	hbDone := make(chan struct{})
 	go func() {
@@ -579,7 +582,6 @@ func (w *Worker) completeBatch(ctx context.Context, batch []Lease) {
 func (w *Worker) heartbeatLoop(ctx context.Context) {
 	t := time.NewTicker(w.cfg.HeartbeatInterval)
 	defer t.Stop()
-	w.beat(ctx)
 	for {
 		select {
 		case <-ctx.Done():
@@ -590,13 +592,21 @@ func (w *Worker) heartbeatLoop(ctx context.Context) {
 	}
 }
 
-func (w *Worker) beat(ctx context.Context) {
-	// Half the lease: a slow heartbeat still lands before the lease runs out.
+// register records the worker as live (or refreshes it); a failure is logged and the next
+// heartbeat tries again, since the jobs' own leases, not this row, keep them safe.
+func (w *Worker) register(ctx context.Context) {
 	hctx, cancel := context.WithTimeout(ctx, w.cfg.Lease/2)
 	defer cancel()
 	if _, err := w.c.pool.Exec(hctx, sqlWorkerBeat, w.cfg.ID, w.cfg.Queue, w.cfg.Kind, w.succeeded.Load()); err != nil && ctx.Err() == nil {
 		w.log.Warn("worker heartbeat failed", "err", err)
 	}
+}
+
+func (w *Worker) beat(ctx context.Context) {
+	w.register(ctx)
+	// Half the lease: a slow heartbeat still lands before the lease runs out.
+	hctx, cancel := context.WithTimeout(ctx, w.cfg.Lease/2)
+	defer cancel()
 	w.mu.Lock()
 	leases := make([]Lease, 0, len(w.inflight))
 	for _, h := range w.inflight {
