@@ -28,9 +28,12 @@ func (p Policy) Delay(attempt int) time.Duration {
 	limit := max(p.Max, p.Base)
 	d := p.Base
 	for i := 1; i < attempt && d < limit; i++ {
+		if d > limit/2 {
+			d = limit // doubling would pass the cap (or overflow)
+			break
+		}
 		d *= 2
 	}
-	d = min(d, limit)
 	if p.Jitter {
 		half := d / 2
 		d = half + rand.N(d-half+1)
