@@ -7,6 +7,9 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 GO ?= go
+# sqlc, pinned in its own module so its dependencies stay out of crawlq's go.mod; the first use
+# builds it (a few minutes: it compiles PostgreSQL's parser).
+SQLC = $(GO) tool -modfile=tools/go.mod sqlc
 # Exports DATABASE_URL for the rest of a recipe line, starting the local server when needed.
 WITH_DB = export DATABASE_URL="$${DATABASE_URL:-$$(scripts/localpg.sh start)}";
 # Points terraform at the provider mirror installed on this machine.
@@ -50,10 +53,15 @@ fmt: ## gofmt and terraform fmt
 	gofmt -w $$(git ls-files '*.go')
 	terraform fmt -recursive terraform
 
+.PHONY: generate
+generate: ## compile internal/dbsqlc/*.sql into typed Go with sqlc (pinned in tools/go.mod)
+	$(SQLC) generate
+
 .PHONY: verify
-verify: ## check formatting and vet
+verify: ## check formatting, vet, and that the sqlc-generated code is fresh
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
+	@$(SQLC) diff || { echo "internal/dbsqlc is stale: run make generate" >&2; exit 1; }
 
 .PHONY: clean
 clean: ## stop and remove the local PostgreSQL and emulator, and build output

@@ -7,13 +7,15 @@ package runlog
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"crawlq/internal/dbsqlc"
 )
 
 // MaxLineBytes bounds one stored line; longer lines are cut (and marked).
@@ -65,7 +67,7 @@ func (p Postgres) Append(ctx context.Context, runID int64, lines []string) error
 	for i, l := range lines {
 		cl[i] = clean(l)
 	}
-	if _, err := p.Pool.Exec(ctx, sqlAppend, runID, cl); err != nil {
+	if err := dbsqlc.New(p.Pool).AppendRunLog(ctx, dbsqlc.AppendRunLogParams{RunID: runID, Lines: cl}); err != nil {
 		return fmt.Errorf("append run %d log: %w", runID, err)
 	}
 	return nil
@@ -84,19 +86,13 @@ func (p Postgres) Read(ctx context.Context, runID int64, from string) ([]Line, s
 	if batch <= 0 {
 		batch = 1000
 	}
-	rows, err := p.Pool.Query(ctx, sqlRead, runID, after, batch)
+	rows, err := dbsqlc.New(p.Pool).ReadRunLog(ctx, dbsqlc.ReadRunLogParams{RunID: runID, AfterID: after, MaxLines: int32(min(batch, math.MaxInt32))})
 	if err != nil {
 		return nil, from, fmt.Errorf("read run %d log: %w", runID, err)
 	}
-	lines, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Line, error) {
-		var l Line
-		var id int64
-		err := r.Scan(&id, &l.At, &l.Text)
-		l.Cursor = strconv.FormatInt(id, 10)
-		return l, err
-	})
-	if err != nil {
-		return nil, from, fmt.Errorf("read run %d log: %w", runID, err)
+	lines := make([]Line, len(rows))
+	for i, r := range rows {
+		lines[i] = Line{At: r.At, Text: r.Line, Cursor: strconv.FormatInt(r.ID, 10)}
 	}
 	if len(lines) > 0 {
 		from = lines[len(lines)-1].Cursor

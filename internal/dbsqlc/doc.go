@@ -1,0 +1,12 @@
+// Package dbsqlc holds every SQL statement crawlq runs, one .sql file per table
+// (crawlq_job.sql has every query on crawlq_job, and so on), compiled by sqlc into typed Go
+// beside them: a Params struct per statement with named fields, a Row struct per result shape.
+// The schema sqlc checks them against is the migrations (internal/migrate/migrations), so a
+// query naming a column no migration creates does not compile, and a column added to a
+// RETURNING list adds a field instead of shifting a positional scan.
+//
+// Edit the .sql files, then run `make generate`; `make verify` fails when the generated Go is
+// stale. Each statement's comment says which index it uses and why. Hand-written files here
+// (named without .sql.go) only add what sqlc cannot express, such as composing several
+// statements into one pgx.Batch.
+package dbsqlc
