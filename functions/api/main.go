@@ -9,12 +9,10 @@ import (
 	_ "time/tzdata" // addschedule validates timezones; provided.al2023 has no zoneinfo
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"crawlq/internal/api"
 	"crawlq/internal/lambdafn"
-	"crawlq/internal/runlog"
 	"crawlq/internal/scrapyd"
 )
 
@@ -34,11 +32,7 @@ func main() {
 		log.Fatalf("crawlq-api: %v", err)
 	}
 	if user != "" {
-		var logs runlog.Store = runlog.Postgres{Pool: deps.Pool}
-		if g := os.Getenv("CRAWLQ_RUN_LOG_GROUP"); g != "" {
-			logs = runlog.CloudWatch{Client: cloudwatchlogs.NewFromConfig(deps.AWS), Group: g}
-		}
-		srv, err := scrapyd.New(scrapyd.Config{API: a, Store: deps.Control.Store, Pool: deps.Pool, RunLog: logs,
+		srv, err := scrapyd.New(scrapyd.Config{API: a, Store: deps.Control.Store, Pool: deps.Pool, RunLog: deps.RunLog(),
 			Username: user, Password: pass, MaxUploadBytes: api.MaxAddVersionBytes, Logger: deps.Logger})
 		if err != nil {
 			log.Fatalf("crawlq-api: %v", err)

@@ -14,6 +14,7 @@ import (
 	"crawlq/internal/events"
 	"crawlq/internal/lambdafn"
 	"crawlq/internal/node"
+	"crawlq/internal/runlog"
 )
 
 // localEventBus picks the event bus of `crawlq local` and `crawlq worker`: the flag, else
@@ -36,7 +37,8 @@ func localEventBus(flag string, getenv func(string) string) string {
 // tick does on AWS, until ctx ends or the returned stop is called (which waits for it). Monitor
 // metrics go to metricsOut as EMF lines.
 func publishEvents(ctx context.Context, pool *pgxpool.Pool, n *node.Node, bus string, every time.Duration, metricsOut io.Writer) (func(), error) {
-	cfg := events.Config{Pool: pool, Bus: bus, Monitors: n.Spiders.Monitors, Metrics: metricsOut}
+	cfg := events.Config{Pool: pool, Bus: bus, Monitors: n.Spiders.Monitors, Metrics: metricsOut,
+		Log: runlog.EventLog{Store: runlog.Postgres{Pool: pool}}}
 	if strings.EqualFold(bus, lambdafn.EventsOff) {
 		cfg.Bus = ""
 	} else {

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 
 	"crawlq/internal/events"
+	"crawlq/internal/runlog"
 )
 
 // EventsOff is the CRAWLQ_EVENT_BUS value that turns publishing run events off (runs are still
@@ -16,10 +17,11 @@ const EventsOff = "off"
 
 // Events returns the run-event publisher the environment describes: to the EventBridge bus
 // CRAWLQ_EVENT_BUS (default "default"; "off": not published), with the monitor metrics as EMF
-// lines on metricsOut in CRAWLQ_METRICS_NAMESPACE.
+// lines on metricsOut in CRAWLQ_METRICS_NAMESPACE, and a line per event in the run's log.
 func (d *Deps) Events(metricsOut io.Writer) (*events.Publisher, error) {
 	cfg := events.Config{Pool: d.Pool, Bus: envOr(d.Getenv, "CRAWLQ_EVENT_BUS", events.DefaultBus),
-		Monitors: d.Spiders.Monitors, Metrics: metricsOut, Namespace: d.Getenv("CRAWLQ_METRICS_NAMESPACE"), Logger: d.Logger}
+		Monitors: d.Spiders.Monitors, Metrics: metricsOut, Namespace: d.Getenv("CRAWLQ_METRICS_NAMESPACE"), Logger: d.Logger,
+		Log: runlog.EventLog{Store: d.RunLog()}}
 	if strings.EqualFold(cfg.Bus, EventsOff) {
 		cfg.Bus = ""
 	} else {
