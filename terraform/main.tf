@@ -27,6 +27,10 @@ locals {
   # 0007 (internal/migrate/migrations) creates it under exactly this name.
   app_username = "crawlq_app"
 
+  # The group of per-run log streams (runlogs.tf), a name here so the environment does not
+  # depend on the group resource.
+  run_log_group = "/${var.name}/runs"
+
   environment = merge({
     CRAWLQ_DB_HOST             = module.database.proxy_endpoint
     CRAWLQ_DB_PORT             = "5432"
@@ -62,6 +66,7 @@ locals {
     CRAWLQ_RETAIN_DEAD       = var.retain_dead
     CRAWLQ_RETAIN_RUN_DATA   = var.retain_run_data
     CRAWLQ_RETAIN_IDLE_HOSTS = var.retain_idle_hosts
+    CRAWLQ_RUN_LOG_GROUP     = local.run_log_group
     },
     # An emulator's RDS serves no certificate to verify; on AWS, TLS is verify-full (internal/db).
     local.emulated ? { CRAWLQ_DB_TLS = "false" } : {},
@@ -131,6 +136,7 @@ module "functions" {
   security_group_ids = [module.network.app_security_group_id]
   environment        = local.environment
   environment_overrides = {
+    api = var.scrapyd_api ? { CRAWLQ_SCRAPYD_SECRET_ARN = aws_secretsmanager_secret.scrapyd[0].arn } : {}
     migrate = {
       CRAWLQ_DB_USER           = var.db_username
       CRAWLQ_DB_APP_USER       = local.app_username

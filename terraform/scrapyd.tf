@@ -1,11 +1,8 @@
 # The Scrapyd-compatible HTTP API (internal/scrapyd) in AWS: a Lambda function URL on the api
 # function, which answers both its JSON payloads and function URL events
-# (scrapyd.LambdaHandler), with basic auth credentials from a Secrets Manager secret, and the
-# CloudWatch Logs group runners write run logs to (internal/runlog).
-#
-# Off by default (scrapyd_api = false) until the environment wiring lands in main.tf:
-#   CRAWLQ_SCRAPYD_SECRET_ARN = aws_secretsmanager_secret.scrapyd[0].arn   (api function)
-#   CRAWLQ_RUN_LOG_GROUP      = aws_cloudwatch_log_group.runs[0].name      (api function, runner task)
+# (scrapyd.LambdaHandler), with basic auth credentials from a Secrets Manager secret
+# (CRAWLQ_SCRAPYD_SECRET_ARN in the api function's environment, main.tf). Its /logs.json reads
+# the run logs of runlogs.tf. Off by default: it needs scrapyd_password.
 
 variable "scrapyd_api" {
   description = "Serve the Scrapyd-compatible HTTP API through a Lambda function URL on the api function."
@@ -48,21 +45,11 @@ resource "aws_secretsmanager_secret_version" "scrapyd" {
   secret_string = jsonencode({ username = var.scrapyd_username, password = var.scrapyd_password })
 }
 
-resource "aws_cloudwatch_log_group" "runs" {
-  count             = var.scrapyd_api ? 1 : 0
-  name              = "/${var.name}/runs"
-  retention_in_days = var.log_retention_days
-}
-
 data "aws_iam_policy_document" "scrapyd_api" {
   count = var.scrapyd_api ? 1 : 0
   statement {
     actions   = ["secretsmanager:GetSecretValue"]
     resources = [aws_secretsmanager_secret.scrapyd[0].arn]
-  }
-  statement {
-    actions   = ["logs:GetLogEvents"]
-    resources = ["${aws_cloudwatch_log_group.runs[0].arn}:*"]
   }
 }
 
@@ -72,22 +59,6 @@ resource "aws_iam_role_policy" "scrapyd_api" {
   role       = "${var.name}-api"
   policy     = data.aws_iam_policy_document.scrapyd_api[0].json
   depends_on = [module.functions]
-}
-
-data "aws_iam_policy_document" "run_logs" {
-  count = var.scrapyd_api ? 1 : 0
-  statement {
-    actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
-    resources = ["${aws_cloudwatch_log_group.runs[0].arn}:*"]
-  }
-}
-
-resource "aws_iam_role_policy" "run_logs" {
-  count      = var.scrapyd_api ? 1 : 0
-  name       = "run-logs"
-  role       = "${var.name}-runner-task"
-  policy     = data.aws_iam_policy_document.run_logs[0].json
-  depends_on = [module.ecs]
 }
 
 output "scrapyd_url" {

@@ -341,6 +341,7 @@ func checkPlan(t *testing.T, plan *tfjson.Plan) {
 	}
 
 	checkFindings(t, plan)
+	checkRunLogs(t, plan)
 
 	pabs := resources(plan, "aws_s3_bucket_public_access_block")
 	if len(pabs) != 1 {
@@ -386,6 +387,43 @@ func checkPlan(t *testing.T, plan *tfjson.Plan) {
 			if !slices.Contains(want, m[1]) {
 				t.Errorf("alarm %s uses unknown metric %q", a.Address, m[1])
 			}
+		}
+	}
+}
+
+// checkRunLogs: every function names the one run log group that the plan creates, so writers
+// (runner task, dispatch) and readers (api) agree, and those roles may write and read it.
+func checkRunLogs(t *testing.T, plan *tfjson.Plan) {
+	t.Helper()
+	var group string
+	for _, g := range resources(plan, "aws_cloudwatch_log_group") {
+		if strings.HasSuffix(g.Address, ".runs") {
+			group = str(t, g, "name")
+		}
+	}
+	if group == "" {
+		t.Fatal("no run log group (aws_cloudwatch_log_group.runs) in the plan")
+	}
+	fns := resources(plan, "aws_lambda_function")
+	for _, f := range fns {
+		env, _ := f.AttributeValues["environment"].([]any)
+		var vars map[string]any
+		if len(env) == 1 {
+			vars, _ = env[0].(map[string]any)["variables"].(map[string]any)
+		}
+		if vars["CRAWLQ_RUN_LOG_GROUP"] != group {
+			t.Errorf("%s: CRAWLQ_RUN_LOG_GROUP = %v, want %q", f.Address, vars["CRAWLQ_RUN_LOG_GROUP"], group)
+		}
+	}
+	roles := map[string]string{}
+	for _, p := range resources(plan, "aws_iam_role_policy") {
+		if strings.Contains(p.Address, "run_log_") {
+			roles[str(t, p, "role")] += str(t, p, "policy")
+		}
+	}
+	for role, action := range map[string]string{"crawlq-runner-task": "logs:PutLogEvents", "crawlq-dispatch": "logs:PutLogEvents", "crawlq-api": "logs:GetLogEvents"} {
+		if !strings.Contains(roles[role], action) {
+			t.Errorf("role %s may not %s on the run log group (run-log policies: %v)", role, action, roles)
 		}
 	}
 }
