@@ -30,9 +30,8 @@ demo: build ## the main job: crawl the demo site with several workers and show t
 	@$(WITH_DB) bin/crawlq demo
 
 .PHONY: test
-test: ## run every test (real Postgres, moto, terraform, aws CLI) with -race
+test: verify ## verify, then run every test (real Postgres, moto, terraform, aws CLI) with -race
 	@scripts/deps.sh test
-	$(GO) vet ./...
 	$(WITH_DB) $(WITH_TF) $(GO) test -race -count=1 -timeout 40m ./...
 
 .PHONY: bench
@@ -50,10 +49,15 @@ fmt: ## gofmt and terraform fmt
 	gofmt -w $$(git ls-files '*.go')
 	terraform fmt -recursive terraform
 
+# verify is what CI checks before any test (make test runs it first). Its place for the check that
+# sqlc's generated code is fresh is marked below.
 .PHONY: verify
-verify: ## check formatting and vet
-	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+verify: ## static checks: gofmt, go vet, go.mod tidy, and that it builds and vets for macOS
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt: these files need formatting:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
+	$(GO) mod tidy -diff
+	GOOS=darwin $(GO) vet ./...
+	@: "sqlc: generated code fresh (the check goes here)"
 
 .PHONY: clean
 clean: ## stop and remove the local PostgreSQL and emulator, and build output
