@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -123,6 +125,51 @@ func TestFlagsBeforeASubcommand(t *testing.T) {
 		if inv.name != "spider delete" || !slices.Equal(inv.pos, []string{"shop"}) ||
 			inv.fs.Lookup("version").Value.String() != "2" || inv.fs.Lookup("database-url").Value.String() != "postgres://x" {
 			t.Errorf("%q: parsed as %s %q", args, inv.name, inv.pos)
+		}
+	}
+}
+
+// Each command's usage line, and the README's table of commands, name only flags and commands
+// that exist (the flags' own help is printed from the flag set, so it cannot drift).
+func TestUsageAndREADMENameRealFlags(t *testing.T) {
+	flagRe := regexp.MustCompile(`--([a-z][a-z0-9-]*)`)
+	flagsOf := map[string]*flag.FlagSet{}
+	for _, l := range leaves() {
+		name := strings.Join(l.path, " ")
+		fs := flag.NewFlagSet(name, flag.ContinueOnError)
+		l.cmd.Flags(fs, &Env{Getenv: func(string) string { return "" }})
+		flagsOf[name] = fs
+		for _, m := range flagRe.FindAllStringSubmatch(l.cmd.Usage, -1) {
+			if fs.Lookup(m[1]) == nil {
+				t.Errorf("crawlq %s: usage %q names --%s, which it does not have", name, l.cmd.Usage, m[1])
+			}
+		}
+	}
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	start := strings.Index(readme, "\n## Command line\n")
+	end := strings.Index(readme[start+1:], "\n## ")
+	if start < 0 || end < 0 {
+		t.Fatal("README has no section \"## Command line\"")
+	}
+	cell := regexp.MustCompile("`crawlq ([a-z][a-z-]*)((?: [a-z]+)?)([^`]*)`")
+	for _, m := range cell.FindAllStringSubmatch(readme[start:start+1+end], -1) {
+		name := m[1]
+		if _, ok := flagsOf[name+m[2]]; ok {
+			name += m[2]
+		}
+		fs, ok := flagsOf[name]
+		if !ok && find(commands(), m[1]) == nil {
+			t.Errorf("README names `crawlq %s`, which does not exist", m[1])
+			continue
+		}
+		for _, f := range flagRe.FindAllStringSubmatch(m[3], -1) {
+			if fs == nil || fs.Lookup(f[1]) == nil {
+				t.Errorf("README: `crawlq %s%s` names --%s, which crawlq %s does not have", m[1], m[2]+m[3], f[1], name)
+			}
 		}
 	}
 }
