@@ -33,9 +33,8 @@ demo: build ## the main job: crawl the demo site with several workers and show t
 	@$(WITH_DB) bin/crawlq demo
 
 .PHONY: test
-test: ## run every test (real Postgres, moto, terraform, aws CLI) with -race
+test: verify ## verify, then run every test (real Postgres, moto, terraform, aws CLI) with -race
 	@scripts/deps.sh test
-	$(GO) vet ./...
 	$(WITH_DB) $(WITH_TF) $(GO) test -race -count=1 -timeout 40m ./...
 
 .PHONY: bench
@@ -57,10 +56,13 @@ fmt: ## gofmt and terraform fmt
 generate: ## compile internal/dbsqlc/*.sql into typed Go with sqlc (pinned in tools/go.mod)
 	$(SQLC) generate
 
+# verify is what CI checks before any test (make test runs it first).
 .PHONY: verify
-verify: ## check formatting, vet, and that the sqlc-generated code is fresh
-	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+verify: ## static checks: gofmt, go vet, go.mod tidy, macOS build and vet, sqlc-generated code fresh
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt: these files need formatting:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
+	$(GO) mod tidy -diff
+	GOOS=darwin $(GO) vet ./...
 	@$(SQLC) diff || { echo "internal/dbsqlc is stale: run make generate" >&2; exit 1; }
 
 .PHONY: clean

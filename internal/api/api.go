@@ -19,9 +19,11 @@ import (
 	"time"
 
 	"crawlq/internal/crawl"
+	"crawlq/internal/events"
 	"crawlq/internal/queue"
 	"crawlq/internal/spider"
 	"crawlq/internal/spiderstore"
+	"crawlq/internal/view"
 	"crawlq/spiders"
 )
 
@@ -391,12 +393,8 @@ func (a *API) status(ctx context.Context, r *Request) (Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	recs, err := a.cfg.Store.Runs(ctx, []int64{run.ID})
+	jobs, err := a.jobViews(ctx, []*crawl.Run{run})
 	if err != nil {
-		return nil, err
-	}
-	jobs := []Job{jobView(run, recs[run.ID])}
-	if err := a.addReports(ctx, jobs); err != nil {
 		return nil, err
 	}
 	return Response{"currstate": scrapydState(run.State), "job": jobs[0]}, nil
@@ -411,9 +409,12 @@ func scrapydState(s string) string {
 	return "finished"
 }
 
-// Job is a run as listjobs and status show it: Scrapyd's fields plus crawlq's.
+// Job is a run as listjobs and status show it: the run as every output shows it (view.Run),
+// with Scrapyd's fields over it.
 type Job struct {
-	// ID is the client's jobid when it chose one at schedule, else the run id.
+	view.Run
+	// ID is the client's jobid when it chose one at schedule, else the run id (Scrapyd's id; the
+	// run's own id is RunID).
 	ID    string `json:"id"`
 	RunID int64  `json:"run_id"`
 	// Project is the run's Scrapy project, or "default" for spec spiders; Spider is the name
@@ -425,29 +426,17 @@ type Job struct {
 	// PID is the run's command process (command spiders), once started.
 	PID int `json:"pid,omitempty"`
 	// LogURL and ItemsURL are paths on the Scrapyd HTTP API (as Scrapyd gives them).
-	LogURL    string      `json:"log_url"`
-	ItemsURL  string      `json:"items_url"`
-	State     string      `json:"state"`
-	Args      any         `json:"args"`
-	Priority  int         `json:"priority"`
-	Queue     string      `json:"queue"`
-	RunAt     string      `json:"run_at"`
-	StartTime string      `json:"start_time,omitempty"`
-	EndTime   string      `json:"end_time,omitempty"`
-	Error     string      `json:"error,omitempty"`
-	Stats     crawl.Stats `json:"stats"`
-	Items     int64       `json:"items"`
-	// Outcome is how a finished run ended (succeeded, incomplete, failed, cancelled, or
-	// monitors_failed once judged); empty while it is pending or running. State keeps Scrapyd's
-	// vocabulary in listjobs' groups.
-	Outcome     string             `json:"outcome,omitempty"`
-	DeadPages   int64              `json:"dead_pages"`
-	FailedPages []crawl.FailedPage `json:"failed_pages"`
-	// Monitors and report of a judged run (reports.go); absent until judged.
-	*JobReport
+	LogURL    string `json:"log_url"`
+	ItemsURL  string `json:"items_url"`
+	StartTime string `json:"start_time,omitempty"`
+	EndTime   string `json:"end_time,omitempty"`
+	Items     int64  `json:"items"`
+	// Monitors is the verdict of a judged run (passed, failed, none or skipped; its Report has
+	// the details); absent until judged.
+	Monitors string `json:"monitors,omitempty"`
 }
 
-func jobView(r *crawl.Run, rec spiderstore.RunRecord) Job {
+func jobView(r *crawl.Run, rec spiderstore.RunRecord, rep *events.Report) Job {
 	project, name, ok := spiderstore.SplitName(r.Spider)
 	if !ok {
 		project, name = spiderstore.DefaultProject, r.Spider
@@ -456,15 +445,10 @@ func jobView(r *crawl.Run, rec spiderstore.RunRecord) Job {
 	if rec.JobID != "" {
 		id = rec.JobID
 	}
-	j := Job{ID: id, RunID: r.ID, Project: project, Spider: name, Version: rec.Version, PID: rec.PID, State: r.State, Args: r.Args,
-		Priority: r.Priority, Queue: r.Queue, RunAt: r.RunAt.UTC().Format(time.RFC3339Nano), Error: r.Error, Stats: r.Stats, Items: r.Stats.Items,
-		LogURL: "/logs/" + project + "/" + name + "/" + id + ".log", ItemsURL: "/items/" + project + "/" + name + "/" + id + ".jl",
-		DeadPages: r.DeadPages, FailedPages: r.FailedPages}
-	if r.Finished() {
-		j.Outcome = r.State
-	}
-	if j.FailedPages == nil {
-		j.FailedPages = []crawl.FailedPage{}
+	j := Job{Run: view.NewRun(r, rep), ID: id, RunID: r.ID, Project: project, Spider: name, Version: rec.Version, PID: rec.PID,
+		Items: r.Stats.Items, LogURL: "/logs/" + project + "/" + name + "/" + id + ".log", ItemsURL: "/items/" + project + "/" + name + "/" + id + ".jl"}
+	if rep != nil {
+		j.Monitors = rep.Monitors
 	}
 	if r.StartedAt != nil {
 		j.StartTime = r.StartedAt.UTC().Format(time.RFC3339Nano)
@@ -473,6 +457,27 @@ func jobView(r *crawl.Run, rec spiderstore.RunRecord) Job {
 		j.EndTime = r.FinishedAt.UTC().Format(time.RFC3339Nano)
 	}
 	return j
+}
+
+// jobViews shows runs as jobs, with their records and reports.
+func (a *API) jobViews(ctx context.Context, runs []*crawl.Run) ([]Job, error) {
+	ids := make([]int64, len(runs))
+	for i, run := range runs {
+		ids[i] = run.ID
+	}
+	recs, err := a.cfg.Store.Runs(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	reps, err := events.Reports(ctx, a.cfg.Queue.Pool(), ids)
+	if err != nil {
+		return nil, err
+	}
+	jobs := make([]Job, 0, len(runs))
+	for _, run := range runs {
+		jobs = append(jobs, jobView(run, recs[run.ID], reps[run.ID]))
+	}
+	return jobs, nil
 }
 
 func (a *API) listJobs(ctx context.Context, r *Request) (Response, error) {
@@ -521,22 +526,11 @@ func (a *API) listJobs(ctx context.Context, r *Request) (Response, error) {
 		if len(runs) > limit {
 			runs = runs[:limit]
 		}
-		ids := make([]int64, len(runs))
-		for i, run := range runs {
-			ids[i] = run.ID
+		if filterDefault {
+			runs = slices.DeleteFunc(runs, func(run *crawl.Run) bool { _, _, ok := spiderstore.SplitName(run.Spider); return ok })
 		}
-		recs, err := a.cfg.Store.Runs(ctx, ids)
+		jobs, err := a.jobViews(ctx, runs)
 		if err != nil {
-			return nil, err
-		}
-		jobs := make([]Job, 0, len(runs))
-		for _, run := range runs {
-			if _, _, ok := spiderstore.SplitName(run.Spider); filterDefault && ok {
-				continue
-			}
-			jobs = append(jobs, jobView(run, recs[run.ID]))
-		}
-		if err := a.addReports(ctx, jobs); err != nil {
 			return nil, err
 		}
 		out[g.key] = jobs
@@ -564,9 +558,6 @@ func (a *API) daemonStatus(ctx context.Context) (Response, error) {
 			workers += n
 		}
 	}
-	if qs == nil {
-		qs = []queue.QueueStats{}
-	}
 	// Scrapyd's pending, running and finished count jobs, which are crawlq's runs: counted here
 	// up to 1000 each (Scrapyd too keeps only so many finished jobs). The queue's own job counts
 	// (a run has many page jobs) are jobs_pending and jobs_running.
@@ -579,6 +570,6 @@ func (a *API) daemonStatus(ctx context.Context) (Response, error) {
 		runs[key] = len(rs)
 	}
 	return Response{"pending": runs["pending"], "running": runs["running"], "finished": runs["finished"],
-		"jobs_pending": pending, "jobs_running": running, "queues": qs, "workers": workers,
+		"jobs_pending": pending, "jobs_running": running, "queues": view.QueuesStats(qs), "workers": workers,
 		"workers_by_queue": live, "node_name": a.cfg.NodeName}, nil
 }

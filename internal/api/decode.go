@@ -60,8 +60,9 @@ var actions = []string{ActSchedule, ActCancel, ActStatus, ActListJobs, ActListSp
 // ErrBadRequest wraps every decoding or validation failure: nothing was written.
 var ErrBadRequest = errors.New("bad request")
 
-// Request is one decoded api call. Which fields an action reads is listed in the README; a
-// field an action does not use is rejected, so a typo never silently does nothing.
+// Request is one decoded api call. Which fields an action reads is in fields below and in the
+// README's reference of the actions (reference_test.go keeps the two in step); a field an action
+// does not use is rejected, so a typo never silently does nothing.
 type Request struct {
 	Action string `json:"action"`
 	// Project is accepted (and ignored) for Scrapyd clients, which always send it.
@@ -137,6 +138,9 @@ var fields = map[string][]string{
 	ActRedrive:       {"job"},
 }
 
+// aliases are other names of fields, for Scrapyd's clients and older requests: alias -> field.
+var aliases = map[string]string{"setting": "settings", "idempotency_key": "unique_key", "jobid": "job", "_version": "version"}
+
 // Decode reads and validates a request without touching anything: size, JSON syntax, field
 // types, unknown fields, the action, and each field's range. It never panics; every error
 // wraps ErrBadRequest with a message meant for the caller.
@@ -179,17 +183,13 @@ func Decode(data []byte) (*Request, error) {
 	if r.Action != ActAddVersion && len(data) > MaxRequestBytes {
 		return nil, badf("request is %d bytes; the limit is %d", len(data), MaxRequestBytes)
 	}
-	alias := map[string]string{"setting": "settings", "idempotency_key": "unique_key", "jobid": "job", "_version": "version"}
-	if r.Action == ActSchedule {
-		alias["jobid"] = "jobid" // schedule: the new run's id, chosen by the client
-	}
 	for k := range keys {
 		if k == "action" || k == "project" || k == "source" {
 			continue
 		}
 		name := k
-		if a, ok := alias[k]; ok {
-			name = a
+		if a, ok := aliases[k]; ok && !(k == "jobid" && r.Action == ActSchedule) {
+			name = a // (schedule's jobid is the new run's id, chosen by the client)
 		}
 		found := false
 		for _, f := range allowed {

@@ -64,9 +64,6 @@ index's size, dead tuples and the oldest open transaction (see the README, "Stor
 			fs.DurationVar(&soak.Retention, "retention", 0, "with --op soak: the retention windows of succeeded jobs and finished runs' data (default 2m)")
 			cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
 			return func(ctx context.Context, args []string) error {
-				if err := noArgs(args); err != nil {
-					return err
-				}
 				if *cpuprofile != "" {
 					f, err := os.Create(*cpuprofile)
 					if err != nil {

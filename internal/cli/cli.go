@@ -4,11 +4,13 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"crawlq/internal/awsx"
 	"crawlq/internal/crawl"
 	"crawlq/internal/db"
+	"crawlq/internal/node"
 )
 
 // Env is what a command runs with: its output streams and how to reach the database.
@@ -27,35 +30,58 @@ type Env struct {
 	Getenv func(string) string
 }
 
-// Command is one subcommand.
+// Command is one command, or one subcommand of a command with Subcommands.
 type Command struct {
 	Name     string
 	Synopsis string // one line for the command list
 	Usage    string // the argument summary after the name
 	Help     string // longer description for --help
-	// Flags declares the command's flags on fs and returns the function that runs it.
+	// Args are the positional arguments it takes (none by default); Main checks them before the
+	// command runs.
+	Args Args
+	// Flags declares the command's flags on fs and returns the function that runs it. Flags
+	// and positional arguments may come in any order ("crawlq items 12 --limit 5"); "--" ends
+	// the flags.
 	Flags func(fs *flag.FlagSet, env *Env) func(ctx context.Context, args []string) error
-	// Subcommands says the first argument names a subcommand that parses its own flags: the
-	// command's flags then stand before it, not anywhere.
-	Subcommands bool
+	// Subcommands, when set, make the first positional argument name one of them
+	// ("crawlq spider push FILE"); each has its own flags and Args, and Flags is unused.
+	Subcommands []*Command
+}
+
+// Args says how many positional arguments a command takes: between Min and Max (Max < 0: any
+// number above Min). Name names them in errors ("RUN_ID"). The zero value takes none.
+type Args struct {
+	Min, Max int
+	Name     string
+}
+
+// one is exactly one positional argument; some is one or more.
+func one(name string) Args  { return Args{Min: 1, Max: 1, Name: name} }
+func some(name string) Args { return Args{Min: 1, Max: -1, Name: name} }
+
+// check rejects a wrong number of positional arguments with a usage error.
+func (a Args) check(pos []string) error {
+	switch {
+	case a.Max == 0 && len(pos) > 0:
+		return usageErr("unexpected arguments %q: this command takes none", pos)
+	case len(pos) < a.Min && a.Max == 1:
+		return usageErr("want one %s", a.Name)
+	case len(pos) < a.Min:
+		return usageErr("want at least %d %s", a.Min, a.Name)
+	case a.Max > 0 && len(pos) > a.Max:
+		return usageErr("unexpected arguments %q after %s", pos[a.Max:], strings.Join(pos[:a.Max], " "))
+	}
+	return nil
 }
 
 // errUsage marks an error in how the command was called (exit status 2).
 var errUsage = errors.New("usage")
 
-// noArgs rejects positional arguments for commands that take none.
-func noArgs(args []string) error {
-	if len(args) > 0 {
-		return usageErr("unexpected arguments %q", args)
-	}
-	return nil
-}
-
 func usageErr(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, a...))
 }
 
-// commands lists every subcommand; each file of this package adds its own.
+// commands lists every command; each file of this package adds its own.
 func commands() []*Command {
 	cs := []*Command{
 		migrateCmd(), enqueueCmd(), statsCmd(), jobsCmd(), cancelCmd(), redriveCmd(), retentionCmd(), rescueCmd(),
@@ -104,71 +130,156 @@ func Main(ctx context.Context, args []string, env Env) int {
 		env.Getenv = os.Getenv
 	}
 	cs := commands()
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 || isHelp(args[0]) || args[0] == "help" {
 		topUsage(env.Stdout, cs)
 		if len(args) == 0 {
 			return 2
 		}
 		return 0
 	}
-	var cmd *Command
-	for _, c := range cs {
-		if c.Name == args[0] {
-			cmd = c
-		}
-	}
-	if cmd == nil {
-		fmt.Fprintf(env.Stderr, "crawlq: unknown command %q\n\n", args[0])
+	inv, err := parse(cs, args, &env)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errFlags):
+		return 2 // the flag package printed the error and the usage
+	case err != nil && inv != nil:
+		fmt.Fprintf(env.Stderr, "crawlq %s: %v\nRun 'crawlq %s --help' for usage.\n", inv.name, err, inv.name)
+		return 2
+	case err != nil:
+		fmt.Fprintf(env.Stderr, "crawlq: %v\n\n", err)
 		topUsage(env.Stderr, cs)
 		return 2
 	}
-	fs := flag.NewFlagSet("crawlq "+cmd.Name, flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	run := cmd.Flags(fs, &env)
-	fs.Usage = func() {
-		w := fs.Output()
-		fmt.Fprintf(w, "Usage: crawlq %s %s\n\n%s\n", cmd.Name, cmd.Usage, strings.TrimSpace(cmd.Help))
-		if hasFlags(fs) {
-			fmt.Fprintln(w, "\nFlags:")
-			fs.PrintDefaults()
-		}
-	}
-	for _, a := range args[1:] {
-		if a == "--" {
-			break
-		}
-		if a == "-h" || a == "-help" || a == "--help" || a == "--h" {
-			fs.SetOutput(env.Stdout) // asked-for help is output, not an error
-		}
-	}
-	var pos []string
-	var err error
-	if cmd.Subcommands {
-		if err = fs.Parse(args[1:]); err == nil {
-			pos = fs.Args()
-		}
-	} else {
-		pos, err = parseInterleaved(fs, args[1:])
-	}
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if err := run(ctx, pos); err != nil {
+	if err := inv.run(ctx, inv.pos); err != nil {
 		var oe *outcomeErr
 		if errors.As(err, &oe) {
 			return oe.code // the command printed what it found; the status says how the run ended
 		}
-		fmt.Fprintf(env.Stderr, "crawlq %s: %v\n", cmd.Name, err)
+		fmt.Fprintf(env.Stderr, "crawlq %s: %v\n", inv.name, err)
 		if errors.Is(err, errUsage) {
-			fmt.Fprintf(env.Stderr, "Run 'crawlq %s --help' for usage.\n", cmd.Name)
+			fmt.Fprintf(env.Stderr, "Run 'crawlq %s --help' for usage.\n", inv.name)
 			return 2
 		}
 		return 1
 	}
 	return 0
+}
+
+// invocation is a parsed command line: the command to run (a leaf: a command without
+// subcommands, or a subcommand), its flag set (parsed) and its positional arguments (checked).
+type invocation struct {
+	name string // "items", "spider push"
+	cmd  *Command
+	fs   *flag.FlagSet
+	run  func(ctx context.Context, args []string) error
+	pos  []string
+}
+
+// errFlags says the flag package rejected the command line and already said why.
+var errFlags = errors.New("bad flags")
+
+// parse finds the command args name and parses its flags and positional arguments. Asked-for
+// help is printed to env.Stdout and returned as flag.ErrHelp.
+func parse(cs []*Command, args []string, env *Env) (*invocation, error) {
+	cmd := find(cs, args[0])
+	if cmd == nil {
+		return nil, usageErr("unknown command %q", args[0])
+	}
+	name, rest := cmd.Name, args[1:]
+	if len(cmd.Subcommands) > 0 {
+		i := subcommandIndex(cmd, rest)
+		if i < 0 {
+			if slices.ContainsFunc(rest, isHelp) {
+				groupUsage(env.Stdout, cmd)
+				return nil, flag.ErrHelp
+			}
+			groupUsage(env.Stderr, cmd)
+			if len(rest) == 0 {
+				return nil, errFlags
+			}
+			return nil, usageErr("%s: unknown subcommand %q", cmd.Name, rest[0])
+		}
+		sub := cmd.Subcommands[i]
+		// Flags may also stand before the subcommand's name ("crawlq spider --database-url U list").
+		at := slices.Index(rest, sub.Name)
+		name, cmd, rest = cmd.Name+" "+sub.Name, sub, append(slices.Clone(rest[:at]), rest[at+1:]...)
+	}
+	inv := &invocation{name: name, cmd: cmd, fs: flag.NewFlagSet("crawlq "+name, flag.ContinueOnError)}
+	inv.fs.SetOutput(env.Stderr)
+	inv.run = cmd.Flags(inv.fs, env)
+	inv.fs.Usage = func() {
+		w := inv.fs.Output()
+		fmt.Fprintf(w, "Usage: crawlq %s %s\n\n%s\n", name, cmd.Usage, strings.TrimSpace(cmd.Help))
+		if hasFlags(inv.fs) {
+			fmt.Fprintln(w, "\nFlags:")
+			inv.fs.PrintDefaults()
+		}
+	}
+	for _, a := range rest {
+		if a == "--" {
+			break
+		}
+		if isHelp(a) {
+			inv.fs.SetOutput(env.Stdout) // asked-for help is output, not an error
+		}
+	}
+	pos, err := parseInterleaved(inv.fs, rest)
+	if errors.Is(err, flag.ErrHelp) {
+		return inv, err
+	}
+	if err != nil {
+		return inv, errFlags
+	}
+	if err := cmd.Args.check(pos); err != nil {
+		return inv, err
+	}
+	inv.pos = pos
+	return inv, nil
+}
+
+func find(cs []*Command, name string) *Command {
+	for _, c := range cs {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func isHelp(a string) bool { return a == "-h" || a == "-help" || a == "--help" || a == "--h" }
+
+// subcommandIndex finds which of cmd's subcommands args names: its first argument that is not
+// a flag or a flag's value. Whether a flag takes a value is read from the subcommands' flags.
+func subcommandIndex(cmd *Command, args []string) int {
+	boolFlag := map[string]bool{"h": true, "help": true}
+	for _, sub := range cmd.Subcommands {
+		fs := flag.NewFlagSet(sub.Name, flag.ContinueOnError)
+		sub.Flags(fs, &Env{})
+		fs.VisitAll(func(f *flag.Flag) {
+			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+				boolFlag[f.Name] = true
+			}
+		})
+	}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return -1
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			for j, sub := range cmd.Subcommands {
+				if sub.Name == a {
+					return j
+				}
+			}
+			return -1
+		}
+		if name := strings.TrimLeft(a, "-"); !strings.Contains(name, "=") && !boolFlag[name] {
+			i++ // the flag's value
+		}
+	}
+	return -1
 }
 
 // parseInterleaved parses flags wherever they stand among the positional arguments
@@ -200,48 +311,88 @@ func hasFlags(fs *flag.FlagSet) bool {
 
 func topUsage(w io.Writer, cs []*Command) {
 	fmt.Fprintln(w, "crawlq schedules and runs web-scraping spiders on a PostgreSQL job queue.")
-	fmt.Fprintln(w, "\nUsage: crawlq <command> [flags] [args]\n\nCommands:")
+	fmt.Fprintln(w, "\nUsage: crawlq <command> [args] [flags]\n\nCommands:")
 	for _, c := range cs {
 		fmt.Fprintf(w, "  %-12s %s\n", c.Name, c.Synopsis)
 	}
-	fmt.Fprintln(w, "\nRun 'crawlq <command> --help' for a command's flags.")
+	fmt.Fprintln(w, "\nRun 'crawlq <command> --help' for a command's flags. Flags may follow the arguments.")
 	fmt.Fprintln(w, "The database is DATABASE_URL (or --database-url); see 'crawlq migrate --help'.")
 }
 
-// dbFlagOpen opens a pool on url.
-func dbFlagOpen(ctx context.Context, url string) (*pgxpool.Pool, error) {
-	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	return db.Open(octx, db.Config{URL: url, MaxConns: 20})
+// groupUsage is the help of a command with subcommands.
+func groupUsage(w io.Writer, c *Command) {
+	fmt.Fprintf(w, "Usage: crawlq %s <subcommand> [args] [flags]\n\n%s\n\nSubcommands:\n", c.Name, strings.TrimSpace(c.Help))
+	for _, sub := range c.Subcommands {
+		fmt.Fprintf(w, "  %-10s %s\n", sub.Name, sub.Synopsis)
+	}
+	fmt.Fprintf(w, "\nRun 'crawlq %s <subcommand> --help' for its flags.\n", c.Name)
 }
 
-// dbFlag declares --database-url and returns a function that opens the pool. Without a URL,
-// the CRAWLQ_DB_* variables of db.FromEnv (RDS Proxy with IAM auth) are used: that is how the
-// ECS runner task, whose environment Terraform sets, reaches the database.
-func dbFlag(fs *flag.FlagSet, env *Env) func(ctx context.Context) (*pgxpool.Pool, error) {
-	url := fs.String("database-url", "", "PostgreSQL URL (default $DATABASE_URL, else the CRAWLQ_DB_* variables)")
-	return func(ctx context.Context) (*pgxpool.Pool, error) {
-		u := *url
-		if u == "" {
-			u = env.Getenv("DATABASE_URL")
-		}
-		if u == "" && env.Getenv("CRAWLQ_DB_HOST") != "" {
-			octx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			awsCfg, err := awsx.Load(octx)
-			if err != nil {
-				return nil, err
-			}
-			dc, err := db.FromEnv(octx, env.Getenv, awsCfg)
-			if err != nil {
-				return nil, err
-			}
-			dc.MaxConns = 20
-			return db.Open(octx, dc)
-		}
-		if u == "" {
-			return nil, db.ErrNoDatabase
-		}
-		return dbFlagOpen(ctx, u)
+// writeJSON prints v as indented JSON: every --json output goes through it.
+func writeJSON(w io.Writer, v any) error {
+	e := json.NewEncoder(w)
+	e.SetIndent("", "  ")
+	return e.Encode(v)
+}
+
+// database is how a command reaches PostgreSQL: --database-url, else $DATABASE_URL, else the
+// CRAWLQ_DB_* variables of db.FromEnv (RDS Proxy with IAM auth: how the ECS runner task, whose
+// environment Terraform sets, reaches it).
+type database struct {
+	url *string
+	env *Env
+}
+
+// dbFlag declares --database-url on fs.
+func dbFlag(fs *flag.FlagSet, env *Env) *database {
+	return &database{url: fs.String("database-url", "", "PostgreSQL URL (default $DATABASE_URL, else the CRAWLQ_DB_* variables)"), env: env}
+}
+
+// open opens a pool; the caller closes it. Commands use withPool or withNode.
+func (d *database) open(ctx context.Context) (*pgxpool.Pool, error) {
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	u := *d.url
+	if u == "" {
+		u = d.env.Getenv("DATABASE_URL")
 	}
+	if u == "" && d.env.Getenv("CRAWLQ_DB_HOST") != "" {
+		awsCfg, err := awsx.Load(octx)
+		if err != nil {
+			return nil, err
+		}
+		dc, err := db.FromEnv(octx, d.env.Getenv, awsCfg)
+		if err != nil {
+			return nil, err
+		}
+		dc.MaxConns = 20
+		return db.Open(octx, dc)
+	}
+	if u == "" {
+		return nil, db.ErrNoDatabase
+	}
+	return db.Open(octx, db.Config{URL: u, MaxConns: 20})
+}
+
+// withPool runs f with an open pool and closes it after.
+func (d *database) withPool(ctx context.Context, f func(*pgxpool.Pool) error) error {
+	pool, err := d.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return f(pool)
+}
+
+// withNode runs f with a node (not running: its crawler, queue, store and pipeline) on an
+// open pool, with the built-in spiders and those in dir.
+func (d *database) withNode(ctx context.Context, dir string, f func(*node.Node) error) error {
+	return d.withPool(ctx, func(pool *pgxpool.Pool) error {
+		n, err := node.New(node.Config{Pool: pool, SpiderDir: dir})
+		if err != nil {
+			return err
+		}
+		defer n.Pipeline.Close(ctx)
+		return f(n)
+	})
 }

@@ -52,6 +52,22 @@ func TestQueueCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "scheduled") || !strings.Contains(out, "\tu\t") && !strings.Contains(out, " u ") {
 		t.Fatalf("jobs: %d %q", code, out)
 	}
+	// --json prints snake_case keys (internal/view), a flag may follow the others in any order.
+	code, out, _ = run(t, url, "jobs", "--json", "--queue", "q")
+	var js []map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &js) != nil || len(js) != 1 {
+		t.Fatalf("jobs --json: %d %q", code, out)
+	}
+	for _, k := range []string{"id", "queue", "kind", "state", "max_attempts", "unique_key", "run_at", "errors"} {
+		if _, ok := js[0][k]; !ok {
+			t.Errorf("jobs --json lacks %q: %v", k, js[0])
+		}
+	}
+	for k := range js[0] {
+		if strings.ToLower(k) != k || strings.Contains(k, "token") {
+			t.Errorf("jobs --json key %q", k)
+		}
+	}
 	code, out, _ = run(t, url, "cancel", "1", "999999")
 	if code != 1 || !strings.Contains(out, "1: cancelled") {
 		t.Fatalf("cancel: %d %q", code, out)

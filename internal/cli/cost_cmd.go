@@ -30,9 +30,6 @@ are in internal/cost's DefaultStack and LambdaStack.`,
 			logBytes := fs.Float64("log-bytes-per-page", 100, "log bytes written per page (CloudWatch Logs)")
 			which := fs.String("stack", "both", "fargate, lambda or both")
 			return func(ctx context.Context, args []string) error {
-				if err := noArgs(args); err != nil {
-					return err
-				}
 				if *pageKB < 0 || *perMonth < 0 || *logBytes < 0 {
 					return usageErr("--page-kb, --pages-per-month and --log-bytes-per-page must not be negative")
 				}

@@ -23,6 +23,7 @@ import (
 	"crawlq/internal/maintain"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
+	"crawlq/internal/view"
 )
 
 // kvFlag collects repeated key=value flags.
@@ -50,7 +51,7 @@ CRAWLQ_RETAIN_* variables, see the README); with upkeep, finished runs are also 
 their monitors and run events are published (--event-bus). Spiders: the built-in specs plus those
 in --spiders.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
-			open := dbFlag(fs, env)
+			pg := dbFlag(fs, env)
 			queues := fs.String("queues", "crawl", "queues to work, comma-separated")
 			workers := fs.Int("workers", 1, "workers per queue")
 			conc := fs.Int("concurrency", 16, "jobs in flight per worker")
@@ -59,56 +60,35 @@ in --spiders.`,
 			upkeep := fs.Duration("upkeep", time.Second, "upkeep interval (0 turns it, automatic maintenance and run events off)")
 			eventBus := fs.String("event-bus", "", "with upkeep: EventBridge bus for run events, or off (default $CRAWLQ_EVENT_BUS, else \"default\" when AWS_ENDPOINT_URL names an emulator, else off)")
 			return func(ctx context.Context, args []string) error {
-				if err := noArgs(args); err != nil {
-					return err
-				}
-				pool, err := open(ctx)
-				if err != nil {
-					return err
-				}
-				defer pool.Close()
-				ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-				defer stop()
-				up := *upkeep
-				var mc *maintain.Config
-				if up == 0 {
-					up = -1
-				} else if c, on, err := maintain.FromEnv(env.Getenv); err != nil {
-					return usageErr("%v", err)
-				} else if on {
-					mc = &c
-				}
-				n, err := node.New(node.Config{Pool: pool, SpiderDir: *dir, Queues: strings.Split(*queues, ","), Workers: *workers,
-					Worker: queue.WorkerConfig{Concurrency: *conc, Lease: *lease}, Upkeep: up, Maintain: mc})
-				if err != nil {
-					return err
-				}
-				if up > 0 {
-					stopEvents, err := publishEvents(ctx, pool, n, localEventBus(*eventBus, env.Getenv), up, env.Stdout)
+				return pg.withPool(ctx, func(pool *pgxpool.Pool) error {
+					ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+					defer stop()
+					up := *upkeep
+					var mc *maintain.Config
+					if up == 0 {
+						up = -1
+					} else if c, on, err := maintain.FromEnv(env.Getenv); err != nil {
+						return usageErr("%v", err)
+					} else if on {
+						mc = &c
+					}
+					n, err := node.New(node.Config{Pool: pool, SpiderDir: *dir, Queues: strings.Split(*queues, ","), Workers: *workers,
+						Worker: queue.WorkerConfig{Concurrency: *conc, Lease: *lease}, Upkeep: up, Maintain: mc})
 					if err != nil {
 						return err
 					}
-					defer stopEvents()
-				}
-				return n.Run(ctx)
+					if up > 0 {
+						stopEvents, err := publishEvents(ctx, pool, n, localEventBus(*eventBus, env.Getenv), up, env.Stdout)
+						if err != nil {
+							return err
+						}
+						defer stopEvents()
+					}
+					return n.Run(ctx)
+				})
 			}
 		},
 	}
-}
-
-// withNode opens the pool and a node (not running) for commands that use the crawler.
-func withNode(ctx context.Context, open func(context.Context) (*pgxpool.Pool, error), dir string, f func(*node.Node) error) error {
-	pool, err := open(ctx)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	n, err := node.New(node.Config{Pool: pool, SpiderDir: dir})
-	if err != nil {
-		return err
-	}
-	defer n.Pipeline.Close(ctx)
-	return f(n)
 }
 
 func scheduleCmd() *Command {
@@ -118,7 +98,7 @@ func scheduleCmd() *Command {
 run of the spider with that key is unfinished, the same run is returned (with --replace, its
 start time moves if it has not started).`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
-			open := dbFlag(fs, env)
+			pg := dbFlag(fs, env)
 			var p crawl.ScheduleParams
 			args := kvFlag{}
 			fs.StringVar(&p.Spider, "spider", "", "spider name (required)")
@@ -130,9 +110,6 @@ start time moves if it has not started).`,
 			fs.BoolVar(&p.Replace, "replace", false, "with --key: move the pending run's start time")
 			dir := fs.String("spiders", "", "directory of extra spider specs")
 			return func(ctx context.Context, rest []string) error {
-				if err := noArgs(rest); err != nil {
-					return err
-				}
 				if p.Spider == "" {
 					return usageErr("--spider is required")
 				}
@@ -144,7 +121,7 @@ start time moves if it has not started).`,
 					p.RunAt = t
 				}
 				p.Args = args
-				return withNode(ctx, open, *dir, func(n *node.Node) error {
+				return pg.withNode(ctx, *dir, func(n *node.Node) error {
 					s, err := n.Crawler.Schedule(ctx, p)
 					if err != nil {
 						return err
@@ -168,20 +145,17 @@ func runsCmd() *Command {
 their change against the run before it, its monitors' verdict (and which failed) and its field
 coverage (each field's share of the run's items). --json adds each run's report.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
-			open := dbFlag(fs, env)
+			pg := dbFlag(fs, env)
 			var p crawl.ListParams
 			fs.StringVar(&p.Spider, "spider", "", "only this spider")
 			states := fs.String("state", "", "only these states: "+strings.Join(crawl.States, ", "))
 			fs.IntVar(&p.Limit, "limit", 20, "at most this many (1..1000)")
 			asJSON := fs.Bool("json", false, "print JSON")
 			return func(ctx context.Context, args []string) error {
-				if err := noArgs(args); err != nil {
-					return err
-				}
 				if *states != "" {
 					p.States = strings.Split(*states, ",")
 				}
-				return withNode(ctx, open, "", func(n *node.Node) error {
+				return pg.withNode(ctx, "", func(n *node.Node) error {
 					runs, err := n.Crawler.List(ctx, p)
 					if err != nil {
 						return err
@@ -191,7 +165,7 @@ coverage (each field's share of the run's items). --json adds each run's report.
 						return err
 					}
 					if *asJSON {
-						return json.NewEncoder(env.Stdout).Encode(views)
+						return writeJSON(env.Stdout, views)
 					}
 					if p.Spider != "" {
 						return printHistory(env.Stdout, views)
@@ -209,10 +183,8 @@ coverage (each field's share of the run's items). --json adds each run's report.
 	}
 }
 
+// parseRunID reads a run id (the one positional argument of the commands that take it).
 func parseRunID(args []string) (int64, error) {
-	if len(args) != 1 {
-		return 0, usageErr("give one run id")
-	}
 	id, err := strconv.ParseInt(args[0], 10, 64)
 	if err != nil || id <= 0 {
 		return 0, usageErr("run id %q: want a positive integer", args[0])
@@ -222,7 +194,7 @@ func parseRunID(args []string) (int64, error) {
 
 func runCmd() *Command {
 	return &Command{
-		Name: "run", Synopsis: "show one spider run", Usage: "ID [--wait | --watch]",
+		Name: "run", Synopsis: "show one spider run", Usage: "ID [--wait | --watch]", Args: one("run ID"),
 		Help: `Prints a run with its stats (so far, while it runs) as JSON: its state, dead_pages and a
 sample of failed_pages with their last error once it has finished, its outcome and report
 (monitors' verdict and results, field coverage) once it has been judged, and its state-change
@@ -233,15 +205,11 @@ until the run ends, then its verdict. With --wait it first waits for the run to 
 The exit status says how the run ended: 0 succeeded (or not finished yet), 3 incomplete (some
 pages died; 'crawlq redrive --run ID' retries them), 4 failed, 5 cancelled; 1 for an error.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
-			open := dbFlag(fs, env)
+			pg := dbFlag(fs, env)
 			wait := fs.Bool("wait", false, "wait until the run has finished")
 			watch := fs.Bool("watch", false, "show a live progress line until the run ends")
 			every := fs.Duration("interval", time.Second, "with --watch: how often to refresh")
 			return func(ctx context.Context, args []string) error {
-				args, err := reparse(fs, args)
-				if err != nil {
-					return err
-				}
 				if *every <= 0 {
 					return usageErr("--interval must be positive")
 				}
@@ -249,7 +217,7 @@ pages died; 'crawlq redrive --run ID' retries them), 4 failed, 5 cancelled; 1 fo
 				if err != nil {
 					return err
 				}
-				return withNode(ctx, open, "", func(n *node.Node) error {
+				return pg.withNode(ctx, "", func(n *node.Node) error {
 					if *watch {
 						return watchRun(ctx, env.Stdout, n, id, *every)
 					}
@@ -272,9 +240,7 @@ pages died; 'crawlq redrive --run ID' retries them), 4 failed, 5 cancelled; 1 fo
 					if views[0].Events, err = events.RunEvents(ctx, n.Queue.Pool(), id); err != nil {
 						return err
 					}
-					e := json.NewEncoder(env.Stdout)
-					e.SetIndent("", "  ")
-					if err := e.Encode(views[0]); err != nil {
+					if err := writeJSON(env.Stdout, views[0]); err != nil {
 						return err
 					}
 					return runOutcome(r.State)
@@ -286,17 +252,17 @@ pages died; 'crawlq redrive --run ID' retries them), 4 failed, 5 cancelled; 1 fo
 
 func cancelRunCmd() *Command {
 	return &Command{
-		Name: "cancel-run", Synopsis: "cancel a spider run", Usage: "ID",
+		Name: "cancel-run", Synopsis: "cancel a spider run", Usage: "ID", Args: one("run ID"),
 		Help: `Cancels a run: its waiting page jobs at once, its running ones at their next heartbeat. The run
 ends as cancelled once nothing of it is left.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
-			open := dbFlag(fs, env)
+			pg := dbFlag(fs, env)
 			return func(ctx context.Context, args []string) error {
 				id, err := parseRunID(args)
 				if err != nil {
 					return err
 				}
-				return withNode(ctx, open, "", func(n *node.Node) error {
+				return pg.withNode(ctx, "", func(n *node.Node) error {
 					if err := n.Crawler.Cancel(ctx, id); err != nil {
 						return err
 					}
@@ -310,32 +276,29 @@ ends as cancelled once nothing of it is left.`,
 
 func itemsCmd() *Command {
 	return &Command{
-		Name: "items", Synopsis: "print a run's items as JSON Lines", Usage: "RUN_ID [--limit N]",
+		Name: "items", Synopsis: "print a run's items as JSON Lines", Usage: "RUN_ID [--limit N]", Args: one("RUN_ID"),
 		Help: `Prints the items a run wrote to the Postgres sink, one JSON object per line, in key order.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
-			open := dbFlag(fs, env)
+			pg := dbFlag(fs, env)
 			limit := fs.Int("limit", 100, "at most this many (1..10000)")
 			return func(ctx context.Context, args []string) error {
 				id, err := parseRunID(args)
 				if err != nil {
 					return err
 				}
-				pool, err := open(ctx)
-				if err != nil {
-					return err
-				}
-				defer pool.Close()
-				its, err := items.ListItems(ctx, pool, id, *limit)
-				if err != nil {
-					return err
-				}
-				e := json.NewEncoder(env.Stdout)
-				for _, it := range its {
-					if err := e.Encode(map[string]any{"key": it.Key, "url": it.URL, "data": it.Data}); err != nil {
+				return pg.withPool(ctx, func(pool *pgxpool.Pool) error {
+					its, err := items.ListItems(ctx, pool, id, *limit)
+					if err != nil {
 						return err
 					}
-				}
-				return nil
+					e := json.NewEncoder(env.Stdout) // JSON Lines: one compact object per line
+					for _, it := range its {
+						if err := e.Encode(view.Item{Key: it.Key, URL: it.URL, Data: it.Data}); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
 			}
 		},
 	}
@@ -354,9 +317,6 @@ a slow page. Prints what a correct crawl yields, then serves until interrupted.`
 			fs.IntVar(&cfg.PerPage, "per-page", 24, "items per listing page")
 			fs.StringVar(&cfg.Markup, "markup", "", "item page markup: \"\" (what the demo spider expects), redesign (its selectors match nothing) or no-category (every third item lacks its category)")
 			return func(ctx context.Context, args []string) error {
-				if err := noArgs(args); err != nil {
-					return err
-				}
 				if err := cfg.Validate(); err != nil {
 					return usageErr("%v", err)
 				}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"crawlq/internal/crawl"
 	"crawlq/internal/demosite"
 	"crawlq/internal/items"
@@ -26,92 +28,86 @@ migrates the database, starts workers, schedules the demo spider against the sit
 progress, then prints the run summary and a few items. Exits 1 if the crawl did not yield
 exactly what the site says a correct crawl yields.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
-			open := dbFlag(fs, env)
+			pg := dbFlag(fs, env)
 			nItems := fs.Int("items", 1200, "item pages on the demo site")
 			workers := fs.Int("workers", 4, "workers")
 			conc := fs.Int("concurrency", 8, "jobs in flight per worker")
 			return func(ctx context.Context, args []string) error {
-				if err := noArgs(args); err != nil {
-					return err
-				}
 				cfg := demosite.Config{Items: *nItems}
 				if err := cfg.Validate(); err != nil {
 					return usageErr("%v", err)
 				}
-				pool, err := open(ctx)
-				if err != nil {
-					return err
-				}
-				defer pool.Close()
-				if _, err := migrate.Up(ctx, pool); err != nil {
-					return err
-				}
-				siteCtx, stopSite := context.WithCancel(ctx)
-				defer stopSite()
-				site := demosite.New(cfg)
-				addr, err := site.Serve(siteCtx, "127.0.0.1:0")
-				if err != nil {
-					return err
-				}
-				exp := site.Expected()
-				base := "http://" + addr.String()
-				fmt.Fprintf(env.Stdout, "demo site at %s: %d item pages on %d listings (a correct crawl yields %d items)\n", base, cfg.Items, exp.Listings, exp.Items)
+				return pg.withPool(ctx, func(pool *pgxpool.Pool) error {
+					if _, err := migrate.Up(ctx, pool); err != nil {
+						return err
+					}
+					siteCtx, stopSite := context.WithCancel(ctx)
+					defer stopSite()
+					site := demosite.New(cfg)
+					addr, err := site.Serve(siteCtx, "127.0.0.1:0")
+					if err != nil {
+						return err
+					}
+					exp := site.Expected()
+					base := "http://" + addr.String()
+					fmt.Fprintf(env.Stdout, "demo site at %s: %d item pages on %d listings (a correct crawl yields %d items)\n", base, cfg.Items, exp.Listings, exp.Items)
 
-				var once sync.Once
-				finished := make(chan string, 1)
-				var runID int64
-				var mu sync.Mutex
-				n, err := node.New(node.Config{Pool: pool, Workers: *workers, Worker: queue.WorkerConfig{Concurrency: *conc},
-					OnFinish: func(id int64, state string) {
-						mu.Lock()
-						mine := id == runID
-						mu.Unlock()
-						if mine {
-							once.Do(func() { finished <- state })
-						}
-					}})
-				if err != nil {
-					return err
-				}
-				workCtx, stopWork := context.WithCancel(ctx)
-				nodeDone := make(chan error, 1)
-				go func() { nodeDone <- n.Run(workCtx) }()
-				defer func() { stopWork(); <-nodeDone }()
+					var once sync.Once
+					finished := make(chan string, 1)
+					var runID int64
+					var mu sync.Mutex
+					n, err := node.New(node.Config{Pool: pool, Workers: *workers, Worker: queue.WorkerConfig{Concurrency: *conc},
+						OnFinish: func(id int64, state string) {
+							mu.Lock()
+							mine := id == runID
+							mu.Unlock()
+							if mine {
+								once.Do(func() { finished <- state })
+							}
+						}})
+					if err != nil {
+						return err
+					}
+					workCtx, stopWork := context.WithCancel(ctx)
+					nodeDone := make(chan error, 1)
+					go func() { nodeDone <- n.Run(workCtx) }()
+					defer func() { stopWork(); <-nodeDone }()
 
-				start := time.Now()
-				mu.Lock()
-				s, err := n.Crawler.Schedule(ctx, crawl.ScheduleParams{Spider: "demo", Args: map[string]string{"base_url": base}})
-				runID = s.RunID
-				mu.Unlock()
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(env.Stdout, "scheduled run %d of spider \"demo\" with %d workers × %d\n", s.RunID, *workers, *conc)
-				state, err := demoProgress(ctx, env.Stdout, n, s.RunID, start, finished)
-				if err != nil {
-					return err
-				}
-				r, err := n.Crawler.Get(ctx, s.RunID)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(env.Stdout, "\nrun %d %s in %.1fs: %d pages, %d items, %d bytes, %d errors %v, %d retries\n",
-					r.ID, state, r.Stats.Duration, r.Stats.Pages, r.Stats.Items, r.Stats.Bytes, r.Stats.Errors, r.Stats.ErrorsByKind, r.Stats.Retries)
-				sample, err := items.ListItems(ctx, pool, s.RunID, 3)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintln(env.Stdout, "a few items:")
-				for _, it := range sample {
-					fmt.Fprintf(env.Stdout, "  %s %s\n", it.Key, it.Data)
-				}
-				fmt.Fprintf(env.Stdout, "see them all: crawlq items %d --limit 10000\n", s.RunID)
-				if r.State != "succeeded" || r.Stats.Items != int64(exp.Items) {
-					return fmt.Errorf("%w: run %s with %d items, want succeeded with %d", errDemoMismatch, r.State, r.Stats.Items, exp.Items)
-				}
-				fmt.Fprintf(env.Stdout, "OK: exactly the %d items a correct crawl yields; the server saw %d requests for %d distinct pages\n",
-					exp.Items, totalHits(site), len(site.Hits()))
-				return nil
+					start := time.Now()
+					mu.Lock()
+					s, err := n.Crawler.Schedule(ctx, crawl.ScheduleParams{Spider: "demo", Args: map[string]string{"base_url": base}})
+					runID = s.RunID
+					mu.Unlock()
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(env.Stdout, "scheduled run %d of spider \"demo\" with %d workers × %d\n", s.RunID, *workers, *conc)
+					state, err := demoProgress(ctx, env.Stdout, n, s.RunID, start, finished)
+					if err != nil {
+						return err
+					}
+					r, err := n.Crawler.Get(ctx, s.RunID)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(env.Stdout, "\nrun %d %s in %.1fs: %d pages, %d items, %d bytes, %d errors %v, %d retries\n",
+						r.ID, state, r.Stats.Duration, r.Stats.Pages, r.Stats.Items, r.Stats.Bytes, r.Stats.Errors, r.Stats.ErrorsByKind, r.Stats.Retries)
+					sample, err := items.ListItems(ctx, pool, s.RunID, 3)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintln(env.Stdout, "a few items:")
+					for _, it := range sample {
+						fmt.Fprintf(env.Stdout, "  %s %s\n", it.Key, it.Data)
+					}
+					fmt.Fprintf(env.Stdout, "see them all: crawlq items %d --limit 10000\n", s.RunID)
+					if r.State != "succeeded" || r.Stats.Items != int64(exp.Items) {
+						return fmt.Errorf("%w: run %s with %d items, want succeeded with %d", errDemoMismatch, r.State, r.Stats.Items, exp.Items)
+					}
+					fmt.Fprintf(env.Stdout, "OK: exactly the %d items a correct crawl yields; the server saw %d requests for %d distinct pages\n",
+						exp.Items, totalHits(site), len(site.Hits()))
+					return nil
+				})
 			}
 		},
 	}

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/aws/aws-sdk-go-v2/service/ecr"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -99,9 +101,6 @@ emulator (AWS_ENDPOINT_URL set, LocalStack or moto) it only warns.`,
 			push := fs.String("push-image", "auto", "build and push the runner image: true, false, or auto (true unless AWS_ENDPOINT_URL is set)")
 			noAlarmEmail := fs.Bool("allow-no-alarm-email", false, "deploy even though alarm_email is empty (alarms then notify nobody)")
 			return func(ctx context.Context, args []string) error {
-				if err := noArgs(args); err != nil {
-					return err
-				}
 				cfg, root, err := d.config(env)
 				if err != nil {
 					return err
@@ -144,12 +143,11 @@ emulator (AWS_ENDPOINT_URL set, LocalStack or moto) it only warns.`,
 						}
 					}
 					if u := env.Getenv("DATABASE_URL"); u != "" {
-						pool, err := dbFlagOpen(ctx, u)
-						if err != nil {
+						err := (&database{url: &u, env: env}).withPool(ctx, func(pool *pgxpool.Pool) error {
+							_, err := migrate.Up(ctx, pool)
 							return err
-						}
-						defer pool.Close()
-						if _, err := migrate.Up(ctx, pool); err != nil {
+						})
+						if err != nil {
 							return err
 						}
 						fmt.Fprintln(env.Stdout, "schema up to date on DATABASE_URL")
@@ -179,9 +177,6 @@ there are changes, and says which.`,
 			var d deployFlags
 			d.declare(fs)
 			return func(ctx context.Context, args []string) error {
-				if err := noArgs(args); err != nil {
-					return err
-				}
 				cfg, _, err := d.config(env)
 				if err != nil {
 					return err
@@ -220,9 +215,6 @@ that name first.`,
 			d.declare(fs)
 			yes := fs.Bool("yes", false, "really destroy")
 			return func(ctx context.Context, args []string) error {
-				if err := noArgs(args); err != nil {
-					return err
-				}
 				if !*yes {
 					return usageErr("destroy deletes the database and the items bucket; pass --yes to go ahead")
 				}

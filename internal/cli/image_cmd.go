@@ -30,9 +30,6 @@ kept, so command spiders find your interpreters and libraries, and the CA bundle
 			ca := fs.String("ca-certs", "/etc/ssl/certs/ca-certificates.crt", "CA bundle to put in the image")
 			base := fs.String("base", "", "base image: an OCI layout directory or an image tarball (default: scratch)")
 			return func(ctx context.Context, args []string) error {
-				if err := noArgs(args); err != nil {
-					return err
-				}
 				cfg := image.Config{Binary: *bin, CACerts: *ca}
 				if *base != "" {
 					b, err := image.LoadBase(*base)

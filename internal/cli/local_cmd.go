@@ -51,9 +51,6 @@ releasing every claimed job.`,
 			dbURL := fs.String("database-url", "", "PostgreSQL URL (default $DATABASE_URL)")
 			eventBus := fs.String("event-bus", "", "EventBridge bus for run events, or off (default $CRAWLQ_EVENT_BUS, else \"default\" when AWS_ENDPOINT_URL names an emulator, else off)")
 			return func(ctx context.Context, args []string) error {
-				if err := noArgs(args); err != nil {
-					return err
-				}
 				if *tick <= 0 || *workerTimeout <= 0 || *idle <= 0 {
 					return usageErr("--tick, --worker-timeout and --worker-idle must be positive")
 				}

@@ -14,24 +14,17 @@ import (
 // logsCmd is `crawlq logs RUN [--follow]`: a run's log (its command's output).
 func logsCmd() *Command {
 	return &Command{
-		Name: "logs", Synopsis: "print a run's log (--follow: until the run ends)", Usage: "RUN [--follow]",
+		Name: "logs", Synopsis: "print a run's log (--follow: until the run ends)", Usage: "RUN [--follow]", Args: one("RUN (a run id or jobid)"),
 		Help: `Prints the log of a run: the stdout and stderr of its command (Scrapy's log for a Scrapy
 spider) and crawlq's own lines about the run (the command line, Scrapy's final stats, how it
 ended). RUN is a run id or the jobid a Scrapyd client chose. With --follow, prints new lines as
 they come until the run has finished. Logs are read from the database (crawlq local, runners
 with the default run log) or, with $CRAWLQ_RUN_LOG_GROUP, from that CloudWatch Logs group.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
-			open := dbFlag(fs, env)
+			pg := dbFlag(fs, env)
 			follow := fs.Bool("follow", false, "keep printing new lines until the run finishes")
 			return func(ctx context.Context, args []string) error {
-				// Accept the flag after RUN too (crawlq logs 42 --follow).
-				if len(args) == 2 && (args[1] == "--follow" || args[1] == "-follow") {
-					*follow, args = true, args[:1]
-				}
-				if len(args) != 1 {
-					return usageErr("want one RUN (a run id or jobid)")
-				}
-				return withNode(ctx, open, "", func(n *node.Node) error {
+				return pg.withNode(ctx, "", func(n *node.Node) error {
 					id, err := strconv.ParseInt(args[0], 10, 64)
 					if err != nil || id <= 0 {
 						if id, err = n.Store.JobIDTaken(ctx, args[0]); err != nil {

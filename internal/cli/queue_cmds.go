@@ -11,9 +11,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"crawlq/internal/migrate"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
+	"crawlq/internal/view"
 )
 
 func migrateCmd() *Command {
@@ -22,41 +25,35 @@ func migrateCmd() *Command {
 		Help: `Applies every embedded schema migration not yet applied, each in its own transaction.
 Safe to run twice and from several processes at once.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
-			open := dbFlag(fs, env)
+			pg := dbFlag(fs, env)
 			list := fs.Bool("list", false, "list migrations and whether each is applied; change nothing")
 			return func(ctx context.Context, args []string) error {
-				if err := noArgs(args); err != nil {
-					return err
-				}
-				pool, err := open(ctx)
-				if err != nil {
-					return err
-				}
-				defer pool.Close()
-				if *list {
-					st, err := migrate.List(ctx, pool)
+				return pg.withPool(ctx, func(pool *pgxpool.Pool) error {
+					if *list {
+						st, err := migrate.List(ctx, pool)
+						if err != nil {
+							return err
+						}
+						for _, s := range st {
+							mark := "pending"
+							if s.Applied {
+								mark = "applied"
+							}
+							fmt.Fprintf(env.Stdout, "%04d %-20s %s\n", s.Version, s.Name, mark)
+						}
+						return nil
+					}
+					done, err := migrate.Up(ctx, pool)
 					if err != nil {
 						return err
 					}
-					for _, s := range st {
-						mark := "pending"
-						if s.Applied {
-							mark = "applied"
-						}
-						fmt.Fprintf(env.Stdout, "%04d %-20s %s\n", s.Version, s.Name, mark)
+					if len(done) == 0 {
+						fmt.Fprintln(env.Stdout, "schema is up to date")
+					} else {
+						fmt.Fprintf(env.Stdout, "applied migrations %v\n", done)
 					}
 					return nil
-				}
-				done, err := migrate.Up(ctx, pool)
-				if err != nil {
-					return err
-				}
-				if len(done) == 0 {
-					fmt.Fprintln(env.Stdout, "schema is up to date")
-				} else {
-					fmt.Fprintf(env.Stdout, "applied migrations %v\n", done)
-				}
-				return nil
+				})
 			}
 		},
 	}
@@ -69,7 +66,7 @@ func enqueueCmd() *Command {
 same key is not duplicated: --on-duplicate keep (default) leaves it, replace moves its run time and
 priority to the new ones, earliest keeps the earlier run time.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
-			open := dbFlag(fs, env)
+			pg := dbFlag(fs, env)
 			var p queue.EnqueueParams
 			fs.StringVar(&p.Queue, "queue", "default", "queue name")
 			fs.StringVar(&p.Kind, "kind", "", "job kind (required)")
@@ -82,9 +79,6 @@ priority to the new ones, earliest keeps the earlier run time.`,
 			dup := fs.String("on-duplicate", "keep", "keep, replace or earliest")
 			asJSON := fs.Bool("json", false, "print the result as JSON")
 			return func(ctx context.Context, rest []string) error {
-				if err := noArgs(rest); err != nil {
-					return err
-				}
 				if p.Kind == "" {
 					return usageErr("--kind is required")
 				}
@@ -101,24 +95,21 @@ priority to the new ones, earliest keeps the earlier run time.`,
 					return usageErr("--on-duplicate: %v", err)
 				}
 				p.OnDuplicate = mode
-				pool, err := open(ctx)
-				if err != nil {
-					return err
-				}
-				defer pool.Close()
-				r, err := queue.New(pool, queue.Config{}).Enqueue(ctx, p)
-				if err != nil {
-					return err
-				}
-				if *asJSON {
-					return json.NewEncoder(env.Stdout).Encode(map[string]any{"id": r.ID, "duplicate": r.Duplicate})
-				}
-				if r.Duplicate {
-					fmt.Fprintf(env.Stdout, "%d (duplicate of an unfinished job; %s)\n", r.ID, mode)
-				} else {
-					fmt.Fprintln(env.Stdout, r.ID)
-				}
-				return nil
+				return pg.withPool(ctx, func(pool *pgxpool.Pool) error {
+					r, err := queue.New(pool, queue.Config{}).Enqueue(ctx, p)
+					if err != nil {
+						return err
+					}
+					if *asJSON {
+						return writeJSON(env.Stdout, view.Enqueued{ID: r.ID, Duplicate: r.Duplicate})
+					}
+					if r.Duplicate {
+						fmt.Fprintf(env.Stdout, "%d (duplicate of an unfinished job; %s)\n", r.ID, mode)
+					} else {
+						fmt.Fprintln(env.Stdout, r.ID)
+					}
+					return nil
+				})
 			}
 		},
 	}
@@ -132,36 +123,27 @@ dead counts, the past-due count and the age of the oldest past-due job. Counts a
 statements that change jobs, so this is cheap on a table of any size; --recount rebuilds them
 from the rows after jobs were changed by hand.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
-			open := dbFlag(fs, env)
+			pg := dbFlag(fs, env)
 			asJSON := fs.Bool("json", false, "print JSON")
 			recount := fs.Bool("recount", false, "first rebuild the counts from the job rows (repair after manual SQL; reads every job)")
 			return func(ctx context.Context, args []string) error {
-				if err := noArgs(args); err != nil {
-					return err
-				}
-				pool, err := open(ctx)
-				if err != nil {
-					return err
-				}
-				defer pool.Close()
-				qc := queue.New(pool, queue.Config{})
-				if *recount {
-					if err := qc.Recount(ctx); err != nil {
+				return pg.withPool(ctx, func(pool *pgxpool.Pool) error {
+					qc := queue.New(pool, queue.Config{})
+					if *recount {
+						if err := qc.Recount(ctx); err != nil {
+							return err
+						}
+					}
+					st, err := qc.Stats(ctx)
+					if err != nil {
 						return err
 					}
-				}
-				st, err := qc.Stats(ctx)
-				if err != nil {
-					return err
-				}
-				if *asJSON {
-					if st == nil {
-						st = []queue.QueueStats{}
+					if *asJSON {
+						return writeJSON(env.Stdout, view.QueuesStats(st))
 					}
-					return json.NewEncoder(env.Stdout).Encode(st)
-				}
-				writeStats(env, st)
-				return nil
+					writeStats(env, st)
+					return nil
+				})
 			}
 		},
 	}
@@ -182,7 +164,7 @@ func jobsCmd() *Command {
 		Name: "jobs", Synopsis: "list jobs", Usage: "[--queue Q] [--state S,...] [--kind K] [--run ID] [--limit N] [--before ID] [--json]",
 		Help: `Lists jobs newest first. Page with --before (the smallest id of the previous page).`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
-			open := dbFlag(fs, env)
+			pg := dbFlag(fs, env)
 			var p queue.ListParams
 			fs.StringVar(&p.Queue, "queue", "", "only this queue")
 			fs.Var((*statesFlag)(&p.States), "state", "only these states, comma-separated (available, scheduled, running, succeeded, cancelled, dead)")
@@ -192,38 +174,29 @@ func jobsCmd() *Command {
 			fs.Int64Var(&p.Before, "before", 0, "only ids below this")
 			asJSON := fs.Bool("json", false, "print JSON")
 			return func(ctx context.Context, args []string) error {
-				if err := noArgs(args); err != nil {
-					return err
-				}
-				pool, err := open(ctx)
-				if err != nil {
-					return err
-				}
-				defer pool.Close()
-				jobs, err := queue.New(pool, queue.Config{}).List(ctx, p)
-				if err != nil {
-					return err
-				}
-				if *asJSON {
-					if jobs == nil {
-						jobs = []*queue.Job{}
+				return pg.withPool(ctx, func(pool *pgxpool.Pool) error {
+					jobs, err := queue.New(pool, queue.Config{}).List(ctx, p)
+					if err != nil {
+						return err
 					}
-					return json.NewEncoder(env.Stdout).Encode(jobs)
-				}
-				tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tQUEUE\tKIND\tSTATE\tPRIO\tATTEMPT\tRUN AT\tUNIQUE KEY\tLAST ERROR")
-				for _, j := range jobs {
-					last := ""
-					if n := len(j.Errors); n > 0 {
-						last = j.Errors[n-1].Error
-						if len(last) > 60 {
-							last = last[:60] + "…"
+					if *asJSON {
+						return writeJSON(env.Stdout, view.Jobs(jobs))
+					}
+					tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "ID\tQUEUE\tKIND\tSTATE\tPRIO\tATTEMPT\tRUN AT\tUNIQUE KEY\tLAST ERROR")
+					for _, j := range jobs {
+						last := ""
+						if n := len(j.Errors); n > 0 {
+							last = j.Errors[n-1].Error
+							if len(last) > 60 {
+								last = last[:60] + "…"
+							}
 						}
+						fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d/%d\t%s\t%s\t%s\n", j.ID, j.Queue, j.Kind, j.State, j.Priority,
+							j.Attempt, j.MaxAttempts, j.RunAt.Format(time.RFC3339), j.UniqueKey, last)
 					}
-					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d/%d\t%s\t%s\t%s\n", j.ID, j.Queue, j.Kind, j.State, j.Priority,
-						j.Attempt, j.MaxAttempts, j.RunAt.Format(time.RFC3339), j.UniqueKey, last)
-				}
-				return tw.Flush()
+					return tw.Flush()
+				})
 			}
 		},
 	}
@@ -243,38 +216,32 @@ func parseIDs(args []string) ([]int64, error) {
 
 func cancelCmd() *Command {
 	return &Command{
-		Name: "cancel", Synopsis: "cancel jobs", Usage: "ID [ID...]",
+		Name: "cancel", Synopsis: "cancel jobs", Usage: "ID [ID...]", Args: some("job ID"),
 		Help: `Cancels each job: a waiting job at once; a running job is marked and its worker stops it at
 its next heartbeat. Exits 1 if any id is unknown or already finished (the others are still cancelled).`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
-			open := dbFlag(fs, env)
+			pg := dbFlag(fs, env)
 			return func(ctx context.Context, args []string) error {
-				if len(args) == 0 {
-					return usageErr("give at least one job id")
-				}
 				ids, err := parseIDs(args)
 				if err != nil {
 					return err
 				}
-				pool, err := open(ctx)
-				if err != nil {
-					return err
-				}
-				defer pool.Close()
-				c := queue.New(pool, queue.Config{})
-				var errs []error
-				for _, id := range ids {
-					st, err := c.Cancel(ctx, id)
-					switch {
-					case err != nil:
-						errs = append(errs, err)
-					case st == queue.StateRunning:
-						fmt.Fprintf(env.Stdout, "%d: running; cancel requested\n", id)
-					default:
-						fmt.Fprintf(env.Stdout, "%d: cancelled\n", id)
+				return pg.withPool(ctx, func(pool *pgxpool.Pool) error {
+					c := queue.New(pool, queue.Config{})
+					var errs []error
+					for _, id := range ids {
+						st, err := c.Cancel(ctx, id)
+						switch {
+						case err != nil:
+							errs = append(errs, err)
+						case st == queue.StateRunning:
+							fmt.Fprintf(env.Stdout, "%d: running; cancel requested\n", id)
+						default:
+							fmt.Fprintf(env.Stdout, "%d: cancelled\n", id)
+						}
 					}
-				}
-				return errors.Join(errs...)
+					return errors.Join(errs...)
+				})
 			}
 		},
 	}
@@ -282,7 +249,7 @@ its next heartbeat. Exits 1 if any id is unknown or already finished (the others
 
 func redriveCmd() *Command {
 	return &Command{
-		Name: "redrive", Synopsis: "retry dead jobs, or a run's dead pages", Usage: "--queue Q [--limit N] [ID...] | --run RUN_ID",
+		Name: "redrive", Synopsis: "retry dead jobs, or a run's dead pages", Usage: "--queue Q [--limit N] [ID...] | --run RUN_ID", Args: Args{Max: -1, Name: "job ID"},
 		Help: `Makes dead jobs of the queue available again with a fresh attempt budget: the given ids, or
 up to --limit of them.
 
@@ -290,7 +257,7 @@ With --run, retries the dead pages of a run that ended incomplete or failed: the
 and the run reopens (running), then finishes again, once, when they are done. Pages the run already
 fetched are not fetched again.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
-			open := dbFlag(fs, env)
+			pg := dbFlag(fs, env)
 			q := fs.String("queue", "default", "queue")
 			limit := fs.Int("limit", 1000, "at most this many jobs")
 			run := fs.Int64("run", 0, "retry this run's dead pages and reopen it")
@@ -302,7 +269,7 @@ fetched are not fetched again.`,
 					if len(args) > 0 {
 						return usageErr("--run takes no job ids")
 					}
-					return withNode(ctx, open, "", func(n *node.Node) error {
+					return pg.withNode(ctx, "", func(n *node.Node) error {
 						k, err := n.Crawler.Redrive(ctx, *run)
 						if err != nil {
 							return err
@@ -315,17 +282,14 @@ fetched are not fetched again.`,
 				if err != nil {
 					return err
 				}
-				pool, err := open(ctx)
-				if err != nil {
-					return err
-				}
-				defer pool.Close()
-				done, err := queue.New(pool, queue.Config{}).Redrive(ctx, *q, ids, *limit)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(env.Stdout, "redrove %d jobs\n", len(done))
-				return nil
+				return pg.withPool(ctx, func(pool *pgxpool.Pool) error {
+					done, err := queue.New(pool, queue.Config{}).Redrive(ctx, *q, ids, *limit)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(env.Stdout, "redrove %d jobs\n", len(done))
+					return nil
+				})
 			}
 		},
 	}
@@ -337,26 +301,20 @@ func retentionCmd() *Command {
 		Help: `Deletes finished jobs (succeeded, cancelled, dead) older than --max-age and/or beyond the newest
 --keep of each queue, in bounded batches.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
-			open := dbFlag(fs, env)
+			pg := dbFlag(fs, env)
 			var p queue.RetentionParams
 			fs.DurationVar(&p.MaxAge, "max-age", 0, "delete jobs finished longer ago than this (e.g. 168h)")
 			fs.IntVar(&p.KeepPerQueue, "keep", 0, "keep only the newest N finished jobs per queue")
 			fs.Var((*statesFlag)(&p.States), "states", "only these finished states, comma-separated (default all)")
 			return func(ctx context.Context, args []string) error {
-				if err := noArgs(args); err != nil {
-					return err
-				}
-				pool, err := open(ctx)
-				if err != nil {
-					return err
-				}
-				defer pool.Close()
-				n, err := queue.New(pool, queue.Config{}).Retention(ctx, p)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(env.Stdout, "deleted %d finished jobs\n", n)
-				return nil
+				return pg.withPool(ctx, func(pool *pgxpool.Pool) error {
+					n, err := queue.New(pool, queue.Config{}).Retention(ctx, p)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(env.Stdout, "deleted %d finished jobs\n", n)
+					return nil
+				})
 			}
 		},
 	}
@@ -368,24 +326,21 @@ func rescueCmd() *Command {
 		Help: `Runs one maintenance pass (what the dispatcher does every tick): jobs whose lease expired go
 back to available (dead when out of attempts), and delayed jobs now due become available.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
-			open := dbFlag(fs, env)
+			pg := dbFlag(fs, env)
 			return func(ctx context.Context, args []string) error {
-				pool, err := open(ctx)
-				if err != nil {
-					return err
-				}
-				defer pool.Close()
-				c := queue.New(pool, queue.Config{})
-				r, err := c.Rescue(ctx, 10000)
-				if err != nil {
-					return err
-				}
-				p, err := c.Promote(ctx, 10000)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(env.Stdout, "rescued %d, promoted %d\n", r, p)
-				return nil
+				return pg.withPool(ctx, func(pool *pgxpool.Pool) error {
+					c := queue.New(pool, queue.Config{})
+					r, err := c.Rescue(ctx, 10000)
+					if err != nil {
+						return err
+					}
+					p, err := c.Promote(ctx, 10000)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(env.Stdout, "rescued %d, promoted %d\n", r, p)
+					return nil
+				})
 			}
 		},
 	}

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"crawlq/internal/command"
 	"crawlq/internal/ecsrun"
 	"crawlq/internal/maintain"
@@ -33,7 +35,7 @@ Flags not given default to the environment the dispatcher's RunTask overrides se
 CRAWLQ_QUEUE, CRAWLQ_CONCURRENCY, CRAWLQ_MAX_JOBS, CRAWLQ_MAX_MEMORY_MIB, CRAWLQ_STOP_GRACE,
 and CRAWLQ_SPIDER_DIR.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
-			open := dbFlag(fs, env)
+			pg := dbFlag(fs, env)
 			q := fs.String("queue", "long", "queue to work ($"+ecsrun.EnvQueue+")")
 			conc := fs.Int("concurrency", 6, "jobs at once ($"+ecsrun.EnvConcurrency+")")
 			grace := fs.Duration("grace", 100*time.Second, "after SIGTERM, how long running jobs may finish ($"+ecsrun.EnvStopGrace+")")
@@ -47,9 +49,6 @@ and CRAWLQ_SPIDER_DIR.`,
 			fromEnv := map[string]string{"queue": ecsrun.EnvQueue, "concurrency": ecsrun.EnvConcurrency, "grace": ecsrun.EnvStopGrace,
 				"max-jobs": ecsrun.EnvMaxJobs, "max-memory-mib": ecsrun.EnvMaxMemory, "spiders": "CRAWLQ_SPIDER_DIR"}
 			return func(ctx context.Context, args []string) error {
-				if err := noArgs(args); err != nil {
-					return err
-				}
 				set := map[string]bool{}
 				fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 				for name, key := range fromEnv {
@@ -71,34 +70,32 @@ and CRAWLQ_SPIDER_DIR.`,
 				} else if on {
 					mc = &c
 				}
-				pool, err := open(ctx)
-				if err != nil {
-					return err
-				}
-				defer pool.Close()
-				log := slog.New(slog.NewJSONHandler(env.Stderr, nil))
-				cc := command.Config{Timeout: *cmdTimeout, KillGrace: *killGrace}
-				if g := env.Getenv("CRAWLQ_RUN_LOG_GROUP"); g != "" { // the AWS stack: run logs in CloudWatch
-					if cc.RunLog, err = cloudWatchLog(ctx, g); err != nil {
+				return pg.withPool(ctx, func(pool *pgxpool.Pool) error {
+					log := slog.New(slog.NewJSONHandler(env.Stderr, nil))
+					cc := command.Config{Timeout: *cmdTimeout, KillGrace: *killGrace}
+					if g := env.Getenv("CRAWLQ_RUN_LOG_GROUP"); g != "" { // the AWS stack: run logs in CloudWatch
+						var err error
+						if cc.RunLog, err = cloudWatchLog(ctx, g); err != nil {
+							return err
+						}
+					}
+					r, err := runner.New(runner.Config{
+						Pool: pool, Queue: *q, Concurrency: *conc, Lease: *lease, StopGrace: *grace, MaxJobs: *maxJobs,
+						MaxMemory: *maxMem << 20, Upkeep: up, Maintain: mc, SpiderDir: *dir, Logger: log,
+						Command: cc,
+					})
+					if err != nil {
+						return usageErr("%v", err)
+					}
+					ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+					defer stop()
+					reason, err := r.Run(ctx)
+					if err != nil {
 						return err
 					}
-				}
-				r, err := runner.New(runner.Config{
-					Pool: pool, Queue: *q, Concurrency: *conc, Lease: *lease, StopGrace: *grace, MaxJobs: *maxJobs,
-					MaxMemory: *maxMem << 20, Upkeep: up, Maintain: mc, SpiderDir: *dir, Logger: log,
-					Command: cc,
+					fmt.Fprintf(env.Stdout, "runner stopped: %s\n", reason)
+					return nil
 				})
-				if err != nil {
-					return usageErr("%v", err)
-				}
-				ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-				defer stop()
-				reason, err := r.Run(ctx)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(env.Stdout, "runner stopped: %s\n", reason)
-				return nil
 			}
 		},
 	}

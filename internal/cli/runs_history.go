@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -13,22 +12,11 @@ import (
 	"crawlq/internal/crawl"
 	"crawlq/internal/events"
 	"crawlq/internal/node"
+	"crawlq/internal/view"
 )
 
-// runView is a run as `crawlq run` and `crawlq runs --json` print it: the run, its outcome and
-// the report it was judged by (monitors, field coverage) once it has one.
-type runView struct {
-	*crawl.Run
-	// Outcome is set once the run is judged: its state, or "monitors_failed" (events.Outcome).
-	Outcome string         `json:"outcome,omitempty"`
-	Report  *events.Report `json:"report,omitempty"`
-	// Events are the run's recorded state changes and whether each reached EventBridge
-	// (crawlq run only).
-	Events []events.Recorded `json:"events,omitempty"`
-}
-
-// withReports pairs runs with their reports.
-func withReports(ctx context.Context, n *node.Node, runs []*crawl.Run) ([]runView, error) {
+// withReports shows runs with their reports.
+func withReports(ctx context.Context, n *node.Node, runs []*crawl.Run) ([]view.Run, error) {
 	ids := make([]int64, len(runs))
 	for i, r := range runs {
 		ids[i] = r.ID
@@ -37,23 +25,20 @@ func withReports(ctx context.Context, n *node.Node, runs []*crawl.Run) ([]runVie
 	if err != nil {
 		return nil, err
 	}
-	out := make([]runView, len(runs))
+	out := make([]view.Run, len(runs))
 	for i, r := range runs {
-		out[i] = runView{Run: r, Report: reps[r.ID]}
-		if rep := reps[r.ID]; rep != nil {
-			out[i].Outcome = events.Outcome(r.State, rep.Monitors)
-		}
+		out[i] = view.NewRun(r, reps[r.ID])
 	}
 	return out, nil
 }
 
 // printHistory prints one spider's runs, newest first, each with its figures and their change
 // against the run before it (the next row down).
-func printHistory(w io.Writer, runs []runView) error {
+func printHistory(w io.Writer, runs []view.Run) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tMONITORS\tPAGES\tITEMS\tERRORS\tRETRIES\tMB\tSECONDS\tCOVERAGE\tCREATED")
 	for i, r := range runs {
-		var prev *runView
+		var prev *view.Run
 		if i+1 < len(runs) {
 			prev = &runs[i+1]
 		}
@@ -66,18 +51,18 @@ func printHistory(w io.Writer, runs []runView) error {
 			cov = coverageLine(r.Report)
 		}
 		s := r.Stats
-		col := func(v int64, pv func(*runView) int64) string {
+		col := func(v int64, pv func(*view.Run) int64) string {
 			if prev == nil || !prev.Finished() || !r.Finished() {
 				return fmt.Sprint(v)
 			}
 			return fmt.Sprintf("%d (%s)", v, change(v, pv(prev)))
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%s\t%s\n", r.ID, r.State, mons,
-			col(s.Pages, func(p *runView) int64 { return p.Stats.Pages }),
-			col(s.Items, func(p *runView) int64 { return p.Stats.Items }),
-			col(s.Errors, func(p *runView) int64 { return p.Stats.Errors }),
-			col(s.Retries, func(p *runView) int64 { return p.Stats.Retries }),
-			float64(s.Bytes)/1e6, s.Duration, cov, r.CreatedAt.Format(time.RFC3339))
+			col(s.Pages, func(p *view.Run) int64 { return p.Stats.Pages }),
+			col(s.Items, func(p *view.Run) int64 { return p.Stats.Items }),
+			col(s.Errors, func(p *view.Run) int64 { return p.Stats.Errors }),
+			col(s.Retries, func(p *view.Run) int64 { return p.Stats.Retries }),
+			float64(s.Bytes)/1e6, s.DurationSeconds, cov, r.CreatedAt.Format(time.RFC3339))
 	}
 	return tw.Flush()
 }
@@ -129,16 +114,4 @@ func coverageLine(rep *events.Report) string {
 		parts[i] = fmt.Sprintf("%s=%.0f%%", x.f, x.p)
 	}
 	return strings.Join(parts, " ")
-}
-
-// reparse lets flags follow the positional argument ("crawlq run 12 --watch"): the flag package
-// stops at the first non-flag.
-func reparse(fs *flag.FlagSet, args []string) ([]string, error) {
-	if len(args) < 2 {
-		return args, nil
-	}
-	if err := fs.Parse(args[1:]); err != nil {
-		return nil, usageErr("%v", err)
-	}
-	return append([]string{args[0]}, fs.Args()...), nil
 }

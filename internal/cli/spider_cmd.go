@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,12 +12,15 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"crawlq/internal/spider"
 	"crawlq/internal/spiderstore"
+	"crawlq/internal/view"
 	"crawlq/spiders"
 )
 
-// spiderCmd is `crawlq spider push|list|delete`: spiders as versioned data in the stack.
+// spiderCmd is `crawlq spider push|list|versions|delete`: spiders as versioned data in the stack.
 func spiderCmd() *Command {
 	return &Command{
 		Name: "spider", Synopsis: "push, list and delete the stack's spiders (versioned, in Postgres)",
@@ -37,73 +39,76 @@ A push of unchanged content adds no version. A bad spec is refused with every mi
 path, unknown fields included, and nothing is stored. A command spider that no runner would take
 (runtime lambda, queue crawl) is refused. Scrapy projects are uploaded as eggs through the
 Scrapyd API (addversion.json); their spiders are listed here as PROJECT.SPIDER.`,
-		Subcommands: true,
-		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
-			open := dbFlag(fs, env)
-			return func(ctx context.Context, args []string) error {
-				if len(args) == 0 {
-					return usageErr("want a subcommand: push, list, versions or delete")
-				}
-				sub := flag.NewFlagSet("crawlq spider "+args[0], flag.ContinueOnError)
-				sub.SetOutput(env.Stderr)
-				version := sub.String("version", "", "version (push: name the new version, default the next number; delete: only this one)")
-				asJSON := sub.Bool("json", false, "list: print JSON")
-				if err := sub.Parse(args[1:]); err != nil {
-					return usageErr("%v", err)
-				}
-				rest := sub.Args()
-				pool, err := open(ctx)
-				if err != nil {
-					return err
-				}
-				defer pool.Close()
-				st, err := spiderstore.New(spiderstore.Config{Pool: pool})
-				if err != nil {
-					return err
-				}
-				// The built-in specs are the first push (a no-op once they are stored).
-				if _, err := st.Seed(ctx, spiders.FS); err != nil {
-					return err
-				}
-				switch args[0] {
-				case "push":
-					if len(rest) != 1 {
-						return usageErr("push takes one FILE or DIR")
+		Subcommands: []*Command{
+			spiderSub("push", "validate and store a spec file, or a directory of them, as new versions", "FILE|DIR [--version V]", one("FILE or DIR"),
+				"version", "name the new version (default the next number; one spec only)",
+				func(ctx context.Context, env *Env, st *spiderstore.Store, args []string, version string) error {
+					return pushSpiders(ctx, env.Stdout, st, args[0], version)
+				}),
+			{Name: "list", Synopsis: "every stored spider, its newest version and version count", Usage: "[--json]",
+				Help: "Lists the stored spiders: spec spiders and the spiders of every project's newest version.",
+				Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
+					pg := dbFlag(fs, env)
+					asJSON := fs.Bool("json", false, "print JSON")
+					return func(ctx context.Context, args []string) error {
+						return withSpiderStore(ctx, pg, func(st *spiderstore.Store) error { return listSpiders(ctx, env.Stdout, st, *asJSON) })
 					}
-					return pushSpiders(ctx, env.Stdout, st, rest[0], *version)
-				case "list":
-					if len(rest) != 0 {
-						return usageErr("list takes no arguments")
-					}
-					return listSpiders(ctx, env.Stdout, st, *asJSON)
-				case "versions":
-					if len(rest) != 1 {
-						return usageErr("versions takes one NAME")
-					}
-					vs, err := st.Versions(ctx, rest[0])
+				}},
+			spiderSub("versions", "a spider's versions, oldest first", "NAME", one("NAME"), "", "",
+				func(ctx context.Context, env *Env, st *spiderstore.Store, args []string, _ string) error {
+					vs, err := st.Versions(ctx, args[0])
 					if err != nil {
 						return err
 					}
 					if len(vs) == 0 {
-						return fmt.Errorf("spider %q: %w", rest[0], spiderstore.ErrNotFound)
+						return fmt.Errorf("spider %q: %w", args[0], spiderstore.ErrNotFound)
 					}
 					fmt.Fprintln(env.Stdout, strings.Join(vs, "\n"))
 					return nil
-				case "delete":
-					if len(rest) != 1 {
-						return usageErr("delete takes one NAME")
-					}
-					n, err := st.Delete(ctx, rest[0], *version)
+				}),
+			spiderSub("delete", "delete a spider's versions", "NAME [--version V]", one("NAME"),
+				"version", "delete only this version (default every version)",
+				func(ctx context.Context, env *Env, st *spiderstore.Store, args []string, version string) error {
+					n, err := st.Delete(ctx, args[0], version)
 					if err != nil {
 						return err
 					}
-					fmt.Fprintf(env.Stdout, "deleted %d version(s) of %s\n", n, rest[0])
+					fmt.Fprintf(env.Stdout, "deleted %d version(s) of %s\n", n, args[0])
 					return nil
-				}
-				return usageErr("unknown subcommand %q: want push, list, versions or delete", args[0])
-			}
+				}),
 		},
 	}
+}
+
+// spiderSub is a spider subcommand that works on the store, with an optional string flag.
+func spiderSub(name, synopsis, usage string, args Args, flagName, flagHelp string,
+	do func(ctx context.Context, env *Env, st *spiderstore.Store, args []string, flagValue string) error) *Command {
+	return &Command{Name: name, Synopsis: synopsis, Usage: usage, Args: args, Help: strings.ToUpper(synopsis[:1]) + synopsis[1:] + ".",
+		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
+			pg := dbFlag(fs, env)
+			value := new(string)
+			if flagName != "" {
+				value = fs.String(flagName, "", flagHelp)
+			}
+			return func(ctx context.Context, args []string) error {
+				return withSpiderStore(ctx, pg, func(st *spiderstore.Store) error { return do(ctx, env, st, args, *value) })
+			}
+		}}
+}
+
+// withSpiderStore runs f with the stack's spider store, the built-in specs pushed first (a no-op
+// once they are stored).
+func withSpiderStore(ctx context.Context, pg *database, f func(*spiderstore.Store) error) error {
+	return pg.withPool(ctx, func(pool *pgxpool.Pool) error {
+		st, err := spiderstore.New(spiderstore.Config{Pool: pool})
+		if err != nil {
+			return err
+		}
+		if _, err := st.Seed(ctx, spiders.FS); err != nil {
+			return err
+		}
+		return f(st)
+	})
 }
 
 func pushSpiders(ctx context.Context, w io.Writer, st *spiderstore.Store, path, version string) error {
@@ -187,12 +192,7 @@ func listSpiders(ctx context.Context, w io.Writer, st *spiderstore.Store, asJSON
 	}
 	sort.Slice(ls, func(i, j int) bool { return ls[i].Name < ls[j].Name })
 	if asJSON {
-		if ls == nil {
-			ls = []spiderstore.Listed{}
-		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(ls)
+		return writeJSON(w, view.Spiders(ls))
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tKIND\tPROJECT\tVERSION\tVERSIONS")

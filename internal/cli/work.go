@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"crawlq/internal/migrate"
 	"crawlq/internal/queue"
 )
@@ -41,54 +43,51 @@ func demoQueueCmd() *Command {
 		Help: `The queue on its own: migrates, enqueues --jobs no-op jobs into the "demo" queue, works them
 with several workers while showing progress, then prints the queue stats.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
-			open := dbFlag(fs, env)
+			pg := dbFlag(fs, env)
 			n := fs.Int("jobs", 5000, "jobs to enqueue")
 			workers := fs.Int("workers", 4, "workers")
 			return func(ctx context.Context, args []string) error {
 				if *n < 1 || *n > 10_000_000 {
 					return usageErr("--jobs must be 1..10000000")
 				}
-				pool, err := open(ctx)
-				if err != nil {
-					return err
-				}
-				defer pool.Close()
-				if _, err := migrate.Up(ctx, pool); err != nil {
-					return err
-				}
-				c := queue.New(pool, queue.Config{})
-				ps := make([]queue.EnqueueParams, 0, 5000)
-				for i := range *n {
-					ps = append(ps, queue.EnqueueParams{Queue: "demo", Kind: "noop", Args: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))})
-					if len(ps) == cap(ps) || i == *n-1 {
-						if _, err := c.EnqueueMany(ctx, ps); err != nil {
-							return err
-						}
-						ps = ps[:0]
+				return pg.withPool(ctx, func(pool *pgxpool.Pool) error {
+					if _, err := migrate.Up(ctx, pool); err != nil {
+						return err
 					}
-				}
-				fmt.Fprintf(env.Stdout, "enqueued %d no-op jobs into queue \"demo\"; working them with %d workers\n", *n, *workers)
-				wctx, stop := context.WithCancel(ctx)
-				var wg sync.WaitGroup
-				wg.Add(1)
-				start := time.Now()
-				go func() {
-					defer wg.Done()
-					runWorkers(wctx, c, queue.WorkerConfig{Queue: "demo", Concurrency: 16, BatchSize: 200}, *workers, queue.Noop)
-				}()
-				err = waitDrained(ctx, c, "demo", env.Stdout, start)
-				stop()
-				wg.Wait()
-				if err != nil {
-					return err
-				}
-				st, err := c.Stats(ctx)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintln(env.Stdout)
-				writeStats(env, st)
-				return nil
+					c := queue.New(pool, queue.Config{})
+					ps := make([]queue.EnqueueParams, 0, 5000)
+					for i := range *n {
+						ps = append(ps, queue.EnqueueParams{Queue: "demo", Kind: "noop", Args: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))})
+						if len(ps) == cap(ps) || i == *n-1 {
+							if _, err := c.EnqueueMany(ctx, ps); err != nil {
+								return err
+							}
+							ps = ps[:0]
+						}
+					}
+					fmt.Fprintf(env.Stdout, "enqueued %d no-op jobs into queue \"demo\"; working them with %d workers\n", *n, *workers)
+					wctx, stop := context.WithCancel(ctx)
+					var wg sync.WaitGroup
+					wg.Add(1)
+					start := time.Now()
+					go func() {
+						defer wg.Done()
+						runWorkers(wctx, c, queue.WorkerConfig{Queue: "demo", Concurrency: 16, BatchSize: 200}, *workers, queue.Noop)
+					}()
+					err := waitDrained(ctx, c, "demo", env.Stdout, start)
+					stop()
+					wg.Wait()
+					if err != nil {
+						return err
+					}
+					st, err := c.Stats(ctx)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintln(env.Stdout)
+					writeStats(env, st)
+					return nil
+				})
 			}
 		},
 	}

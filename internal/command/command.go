@@ -39,8 +39,17 @@
 //     cancels or releases the job accordingly.
 //
 // When the command's main process exits, whatever it left running in its process group is
-// killed: a run leaves no orphan processes. Pdeathsig also kills the child if the runner itself
-// dies without a chance to clean up.
+// killed: a run leaves no orphan processes. On Linux, Pdeathsig also kills the child if the
+// runner itself dies without a chance to clean up (procattr_linux.go; other systems build
+// without it).
+//
+// # Where each step lives
+//
+// Run (this file) builds the command line and runs the steps in order: startProcess
+// (process.go: pipes, process group), streamLogs (output.go: stdout and stderr to the logs),
+// startItems and awaitItems (items.go: the item pipe into the pipeline), supervise and reap
+// (supervise.go: timeout, cancellation, SIGTERM then SIGKILL after the grace, orphans) and
+// finish (finish.go: how the command ended, as the job's fate).
 //
 // # Scrapy
 //
@@ -53,22 +62,14 @@
 package command
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strconv"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	"crawlq/internal/crawl"
@@ -200,259 +201,105 @@ func New(cfg Config) (*Runner, error) {
 	return &Runner{cfg: cfg, log: cfg.Logger}, nil
 }
 
-// itemResult is what the item reader achieved.
-type itemResult struct {
-	n, skipped int
-	bytes      int64
-	err        error
-}
-
 // Run runs spec for run and returns when the command has exited and its items are written (or
 // the attempt is given up); see the package doc for what its error means.
 func (r *Runner) Run(ctx context.Context, run *crawl.Run, spec spider.CommandSpec, settings spider.Settings) error {
-	if run == nil || run.ID <= 0 {
-		return queue.Permanent(fmt.Errorf("%w: no run", ErrInvalid))
-	}
-	argv := spec.Argv(run.Spider)
-	if len(argv) == 0 || argv[0] == "" {
-		return queue.Permanent(fmt.Errorf("%w: spider %q has an empty command", ErrInvalid, run.Spider))
-	}
-	env, err := r.env(run, spec, settings)
+	c, err := r.commandLine(ctx, run, spec, settings)
 	if err != nil {
-		return queue.Permanent(err)
+		return err
 	}
-	timeout := spec.Timeout
-	if timeout <= 0 {
-		timeout = r.cfg.Timeout
-	}
-	log := r.log.With("run", run.ID, "spider", run.Spider)
-	var sr *scrapyRun
-	if IsScrapy(argv) {
-		if sr, err = r.prepareScrapy(ctx, run, argv, spec, settings); err != nil {
-			if errors.Is(err, ErrInvalid) {
-				return queue.Permanent(err)
-			}
-			return err
-		}
-		defer os.RemoveAll(sr.dir)
-		argv = sr.argv
-		// Before CRAWLQ_*, after the spec's Env: crawlq sets where the egg and hook are.
-		n := len(env) - 6
-		env = append(append(append([]string(nil), env[:n]...), sr.env...), env[n:]...)
+	if c.scrapy != nil {
+		defer os.RemoveAll(c.scrapy.dir)
 	}
 	runLog := r.startLog(run.ID)
 	defer runLog.close()
-
-	var parentEnds, childEnds []*os.File
-	closeAll := func(fs []*os.File) {
-		for _, f := range fs {
-			f.Close()
-		}
+	p, err := startProcess(c.argv, spec.Dir, c.env)
+	if err != nil {
+		return err
 	}
-	pipe := func() (*os.File, *os.File, error) {
-		pr, pw, err := os.Pipe()
-		if err == nil {
-			parentEnds, childEnds = append(parentEnds, pr), append(childEnds, pw)
-		}
-		return pr, pw, err
-	}
-	itemsR, itemsW, err1 := pipe()
-	outR, outW, err2 := pipe()
-	errR, errW, err3 := pipe()
-	if err := errors.Join(err1, err2, err3); err != nil {
-		closeAll(parentEnds)
-		closeAll(childEnds)
-		return fmt.Errorf("create pipes: %w", err)
-	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = spec.Dir
-	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = outW, errW
-	cmd.ExtraFiles = []*os.File{itemsW} // fd 3
-	// Its own process group, so one signal reaches everything it starts. Pdeathsig kills the
-	// command if the runner itself is killed with SIGKILL; only the command, not what it started
-	// (on ECS those end with the task, whose container the runner's death stops).
-	cmd.SysProcAttr = procAttr()
-	startErr := cmd.Start()
-	closeAll(childEnds) // the child has its copies; ours would keep the pipes from ever ending
-	if startErr != nil {
-		closeAll(parentEnds)
-		return queue.Permanent(fmt.Errorf("start command %q: %w", argv[0], startErr))
-	}
-	defer closeAll(parentEnds)
-	pgid := cmd.Process.Pid
-	log.Info("command started", "argv", argv, "pid", pgid, "timeout", timeout)
+	defer p.closePipes()
+	log := r.log.With("run", run.ID, "spider", run.Spider)
+	log.Info("command started", "argv", c.argv, "pid", p.pid, "timeout", c.timeout)
 	started := time.Now()
-	runLog.add(fmt.Sprintf("crawlq: started %q (pid %d, timeout %s)", argv, pgid, timeout))
-	if r.cfg.Store != nil {
-		version, project := "", ""
-		if sr != nil && sr.project != "" {
-			version, project = sr.version, sr.project
-		} else if r.cfg.SpiderVersion != nil {
-			version = r.cfg.SpiderVersion(run.Spider)
-		}
-		if _, err := r.cfg.Store.StartRun(ctx, run.ID, project, run.Spider, version, pgid); err != nil {
-			log.Warn("record the run's version and pid", "err", err)
-		}
-	}
+	runLog.add(fmt.Sprintf("crawlq: started %q (pid %d, timeout %s)", c.argv, p.pid, c.timeout))
+	r.recordStart(ctx, run, c.scrapy, p.pid, log)
 
 	var logs sync.WaitGroup
-	logs.Add(2)
-	go func() { defer logs.Done(); r.streamLog(outR, log, "stdout", runLog) }()
-	go func() { defer logs.Done(); r.streamLog(errR, log, "stderr", runLog) }()
-
-	itemsCtx, cancelItems := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelItems()
-	var exited atomic.Bool
-	itemsDone := make(chan itemResult, 1)
-	go func() { itemsDone <- r.readItems(itemsCtx, run, itemsR, &exited, log) }()
-
-	waitDone := make(chan error, 1)
-	go func() { waitDone <- cmd.Wait() }()
-
-	var (
-		reason    error // why we killed it; nil if it ended by itself
-		killAt    <-chan time.Time
-		ctxDone   = ctx.Done()
-		timer     = time.NewTimer(timeout)
-		waitErr   error
-		ires      itemResult
-		itemsOver bool
-	)
-	defer timer.Stop()
-	terminate := func(why error) {
-		if reason != nil {
-			return
-		}
-		reason = why
-		log.Warn("stopping command", "reason", why, "pid", pgid)
-		signalGroup(pgid, syscall.SIGTERM)
-		killAt = time.After(r.cfg.KillGrace)
-	}
-wait:
-	for {
-		select {
-		case waitErr = <-waitDone:
-			break wait
-		case <-ctxDone:
-			ctxDone = nil
-			terminate(fmt.Errorf("%w: %w", ErrStopped, context.Cause(ctx)))
-		case <-timer.C:
-			terminate(fmt.Errorf("%w after %s", ErrTimeout, timeout))
-		case ires = <-itemsDone:
-			itemsOver = true
-			itemsDone = nil
-			if ires.err != nil {
-				terminate(fmt.Errorf("write items: %w", ires.err))
-			}
-		case <-killAt:
-			killAt = nil
-			log.Warn("command ignored SIGTERM; sending SIGKILL", "pid", pgid, "grace", r.cfg.KillGrace)
-			signalGroup(pgid, syscall.SIGKILL)
-		}
-	}
-	// The main process is gone; anything left in its group is an orphan.
-	if signalGroup(pgid, syscall.SIGKILL) {
-		log.Warn("killed processes the command left running", "pgid", pgid)
-	}
-	// Whatever escaped the group (setsid) may hold the pipes open: stop waiting for them after
-	// the grace period, but read what is already in them.
-	exited.Store(true)
-	deadline := time.Now().Add(r.cfg.KillGrace)
-	for _, f := range parentEnds {
-		f.SetReadDeadline(deadline)
-	}
+	r.streamLogs(&logs, p, log, runLog)
+	ir := r.startItems(ctx, run, p.items, log)
+	end := r.supervise(ctx, p, c.timeout, ir.done, log)
+	reap(p, log)
+	ir.exited.Store(true)
+	p.stopReadingBy(time.Now().Add(r.cfg.KillGrace)) // but read what is already in the pipes
 	logs.Wait()
-	if !itemsOver {
-		if reason != nil {
-			// Stopping: write what was read, within the grace period.
-			t := time.AfterFunc(r.cfg.KillGrace, cancelItems)
-			ires = <-itemsDone
-			t.Stop()
-		} else {
-			select {
-			case ires = <-itemsDone:
-			case <-ctx.Done():
-				cancelItems()
-				ires = <-itemsDone
-				if reason == nil {
-					reason = fmt.Errorf("%w: %w", ErrStopped, context.Cause(ctx))
-				}
-			}
-		}
-	}
-	log = log.With("items", ires.n, "skipped_lines", ires.skipped, "elapsed", time.Since(started).Round(time.Millisecond))
-	err = r.finish(ctx, run, log, runLog, sr, reason, ires, waitErr)
+	r.awaitItems(ctx, ir, &end)
+
+	log = log.With("items", end.items.n, "skipped_lines", end.items.skipped, "elapsed", time.Since(started).Round(time.Millisecond))
+	err = r.finish(ctx, run, log, runLog, c.scrapy, end)
 	if err != nil {
 		runLog.add("crawlq: run attempt ended: " + err.Error())
 	} else {
-		runLog.add(fmt.Sprintf("crawlq: command succeeded: %d items", ires.n))
+		runLog.add(fmt.Sprintf("crawlq: command succeeded: %d items", end.items.n))
 	}
 	return err
 }
 
-// finish maps how the command ended (and, for Scrapy, its final stats) to the job's fate.
-func (r *Runner) finish(ctx context.Context, run *crawl.Run, log *slog.Logger, runLog *logBatcher, sr *scrapyRun,
-	reason error, ires itemResult, waitErr error) error {
-	var scrapyErr error
-	if sr != nil {
-		st, err := readScrapyStats(sr.statsFile)
-		switch {
-		case err == nil:
-			runLog.add(fmt.Sprintf("crawlq: scrapy stats: item_scraped_count=%d response_count=%d log_count/ERROR=%d spider_exceptions=%d finish_reason=%s",
-				st.Items, st.Responses, st.ErrorLogs, st.SpiderExceptions, st.FinishReason))
-			if r.cfg.RecordStats != nil {
-				if err := r.cfg.RecordStats(context.WithoutCancel(ctx), run.ID, st.Responses, st.ByKind); err != nil {
-					log.Warn("record scrapy stats", "err", err)
-				}
-			}
-			scrapyErr = st.verdict()
-		case errors.Is(err, os.ErrNotExist):
-			scrapyErr = fmt.Errorf("%w: scrapy wrote no final stats (it did not start the crawl, or STATS_CLASS was overridden)", ErrSpiderErrors)
-		default:
-			scrapyErr = err
-		}
-	}
-
-	switch {
-	case reason != nil && errors.Is(reason, ErrTimeout):
-		log.Warn("command timed out")
-		return queue.Permanent(reason)
-	case reason != nil:
-		log.Warn("command stopped", "reason", reason)
-		return reason
-	case ires.err != nil:
-		log.Warn("command items not written", "err", ires.err)
-		return fmt.Errorf("write items: %w", ires.err)
-	}
-	if waitErr == nil {
-		if scrapyErr != nil {
-			log.Warn("scrapy run had errors", "err", scrapyErr)
-			return queue.Permanent(scrapyErr)
-		}
-		log.Info("command succeeded")
-		return nil
-	}
-	var ee *exec.ExitError
-	if !errors.As(waitErr, &ee) {
-		return fmt.Errorf("wait for command: %w", waitErr)
-	}
-	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		log.Warn("command killed by a signal", "signal", ws.Signal())
-		return fmt.Errorf("%w: killed by signal %s", ErrExitStatus, ws.Signal())
-	}
-	code := ee.ExitCode()
-	if code == ExitTempFail {
-		log.Warn("command asked for a retry", "exit_status", code)
-		return fmt.Errorf("%w: exit status %d (temporary failure; retried)", ErrExitStatus, code)
-	}
-	log.Warn("command failed", "exit_status", code)
-	return queue.Permanent(fmt.Errorf("%w: exit status %d", ErrExitStatus, code))
+// commandLine is what a run executes.
+type commandLine struct {
+	argv, env []string
+	timeout   time.Duration
+	scrapy    *scrapyRun // a Scrapy run's egg, hook and stats file; nil for other commands
 }
 
-// signalGroup signals process group pgid and reports whether it had any member.
-func signalGroup(pgid int, sig syscall.Signal) bool {
-	return syscall.Kill(-pgid, sig) == nil
+// commandLine builds the command line, environment and timeout of a run, preparing a Scrapy
+// run's files. Its errors are the run's: an invalid spec fails it for good.
+func (r *Runner) commandLine(ctx context.Context, run *crawl.Run, spec spider.CommandSpec, settings spider.Settings) (commandLine, error) {
+	if run == nil || run.ID <= 0 {
+		return commandLine{}, queue.Permanent(fmt.Errorf("%w: no run", ErrInvalid))
+	}
+	c := commandLine{argv: spec.Argv(run.Spider), timeout: spec.Timeout}
+	if len(c.argv) == 0 || c.argv[0] == "" {
+		return commandLine{}, queue.Permanent(fmt.Errorf("%w: spider %q has an empty command", ErrInvalid, run.Spider))
+	}
+	env, err := r.env(run, spec, settings)
+	if err != nil {
+		return commandLine{}, queue.Permanent(err)
+	}
+	c.env = env
+	if c.timeout <= 0 {
+		c.timeout = r.cfg.Timeout
+	}
+	if !IsScrapy(c.argv) {
+		return c, nil
+	}
+	sr, err := r.prepareScrapy(ctx, run, c.argv, spec, settings)
+	if errors.Is(err, ErrInvalid) {
+		return commandLine{}, queue.Permanent(err)
+	} else if err != nil {
+		return commandLine{}, err
+	}
+	c.scrapy, c.argv = sr, sr.argv
+	// Before CRAWLQ_*, after the spec's Env: crawlq sets where the egg and hook are.
+	n := len(env) - 6
+	c.env = append(append(append([]string(nil), env[:n]...), sr.env...), env[n:]...)
+	return c, nil
+}
+
+// recordStart records the run's version and command pid in the spider store, for listjobs.
+// A failure is logged: the run goes on without it.
+func (r *Runner) recordStart(ctx context.Context, run *crawl.Run, sr *scrapyRun, pid int, log *slog.Logger) {
+	if r.cfg.Store == nil {
+		return
+	}
+	version, project := "", ""
+	if sr != nil && sr.project != "" {
+		version, project = sr.version, sr.project
+	} else if r.cfg.SpiderVersion != nil {
+		version = r.cfg.SpiderVersion(run.Spider)
+	}
+	if _, err := r.cfg.Store.StartRun(ctx, run.ID, project, run.Spider, version, pid); err != nil {
+		log.Warn("record the run's version and pid", "err", err)
+	}
 }
 
 // env builds the command's environment.
@@ -511,233 +358,4 @@ func effectiveSettings(s spider.Settings) Settings {
 	}
 	return Settings{AllowedDomains: domains, MaxPages: s.MaxPages, MaxDepth: s.MaxDepth, Delay: s.Delay.String(),
 		Concurrency: s.Concurrency, UserAgent: s.UserAgent, ObeyRobots: s.ObeyRobots}
-}
-
-// streamLog logs each line of f, bounded to MaxLogLine bytes.
-func (r *Runner) streamLog(f *os.File, log *slog.Logger, stream string, runLog *logBatcher) {
-	br := bufio.NewReaderSize(f, r.cfg.MaxLogLine)
-	truncated := false // in the middle of dropping the rest of a long line
-	for {
-		line, err := br.ReadSlice('\n')
-		if len(line) > 0 {
-			full := errors.Is(err, bufio.ErrBufferFull)
-			if !truncated {
-				text := string(bytes.TrimRight(line, "\r\n"))
-				if full {
-					log.Info("command output", "stream", stream, "line", text, "truncated", true)
-					text += " [truncated]"
-				} else {
-					log.Info("command output", "stream", stream, "line", text)
-				}
-				runLog.add(text)
-			}
-			truncated = full
-		}
-		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
-			if !errors.Is(err, io.EOF) {
-				log.Warn("stopped reading command output", "stream", stream, "err", err)
-			}
-			return
-		}
-	}
-}
-
-// readItems reads JSON Lines from f into the pipeline until EOF (or the read deadline once the
-// command has exited), in batches.
-func (r *Runner) readItems(ctx context.Context, run *crawl.Run, f *os.File, exited *atomic.Bool, log *slog.Logger) itemResult {
-	// Small on purpose: with the reader's buffer and one batch, this bounds the memory held.
-	ch := make(chan items.Item, 16)
-	readCtx, stopReading := context.WithCancel(ctx)
-	defer stopReading()
-	var skipped atomic.Int64
-	readDone := make(chan error, 1)
-	go func() {
-		defer close(ch)
-		readDone <- r.readLines(readCtx, run, f, exited, ch, &skipped, log)
-	}()
-	res := r.writeBatches(ctx, run, ch)
-	if res.err == nil {
-		// ch is closed, so the reader has returned.
-		res.err = <-readDone
-	}
-	// On a write error the reader is left to end by itself: it stops at its next item
-	// (readCtx) or when Run closes the pipe, and Run must learn of the error now to kill the
-	// command rather than wait for it.
-	res.skipped = int(skipped.Load())
-	return res
-}
-
-func (r *Runner) readLines(ctx context.Context, run *crawl.Run, f *os.File, exited *atomic.Bool, ch chan<- items.Item, skipped *atomic.Int64, log *slog.Logger) error {
-	br := bufio.NewReaderSize(f, r.cfg.MaxItemBytes)
-	lineNo := 0
-	dropping := false
-	skip := func(why string) {
-		if skipped.Add(1) <= 10 {
-			log.Warn("skipped an item line", "line", lineNo, "why", why)
-		}
-	}
-	for {
-		if exited.Load() {
-			// Refreshed per read: time spent waiting on the pipeline must not eat it.
-			f.SetReadDeadline(time.Now().Add(r.cfg.KillGrace))
-		}
-		line, err := br.ReadSlice('\n')
-		if len(line) > 0 {
-			full := errors.Is(err, bufio.ErrBufferFull)
-			switch {
-			case dropping:
-				dropping = full
-			case full:
-				lineNo++
-				dropping = true
-				skip(fmt.Sprintf("longer than %d bytes", r.cfg.MaxItemBytes))
-			default:
-				lineNo++
-				it, why := r.parseItem(run, bytes.TrimSpace(line))
-				if why != "" {
-					if why != "blank" {
-						skip(why)
-					}
-					break
-				}
-				select {
-				case ch <- it:
-				case <-ctx.Done():
-					return nil
-				}
-			}
-		}
-		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
-			switch {
-			case errors.Is(err, io.EOF):
-				return nil
-			case errors.Is(err, os.ErrDeadlineExceeded):
-				log.Warn("item pipe still open after the command exited (a process escaped its group?); stopped reading")
-				return nil
-			default:
-				return fmt.Errorf("read items: %w", err)
-			}
-		}
-	}
-}
-
-// parseItem turns one line into an item, or says why not ("blank" for an empty line).
-func (r *Runner) parseItem(run *crawl.Run, line []byte) (items.Item, string) {
-	if len(line) == 0 {
-		return items.Item{}, "blank"
-	}
-	var fields map[string]json.RawMessage
-	if line[0] != '{' || json.Unmarshal(line, &fields) != nil {
-		return items.Item{}, "not a JSON object"
-	}
-	it := items.Item{RunID: run.ID, Spider: run.Spider, Data: json.RawMessage(bytes.Clone(line))}
-	if raw, ok := fields["key"]; ok {
-		var s string
-		var n json.Number
-		if json.Unmarshal(raw, &s) == nil {
-			it.Key = s
-		} else if json.Unmarshal(raw, &n) == nil {
-			it.Key = n.String()
-		}
-	}
-	if it.Key == "" {
-		sum := sha256.Sum256(line)
-		it.Key = "line:" + hex.EncodeToString(sum[:16])
-	} else if len(it.Key) > items.MaxKeyLen {
-		sum := sha256.Sum256([]byte(it.Key))
-		it.Key = "key:" + hex.EncodeToString(sum[:])
-	}
-	if raw, ok := fields["url"]; ok {
-		var u string
-		if json.Unmarshal(raw, &u) == nil && len(u) <= items.MaxURLLen {
-			it.URL = u
-		}
-	}
-	if err := it.Validate(); err != nil {
-		return items.Item{}, err.Error()
-	}
-	return it, ""
-}
-
-// writeBatches writes items from ch to the pipeline until ch closes or a write fails for good.
-func (r *Runner) writeBatches(ctx context.Context, run *crawl.Run, ch <-chan items.Item) itemResult {
-	var res itemResult
-	batch := make([]items.Item, 0, r.cfg.BatchSize)
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		if err := r.write(ctx, batch); err != nil {
-			return err
-		}
-		var b int64
-		for _, it := range batch {
-			b += int64(len(it.Data))
-		}
-		res.n += len(batch)
-		res.bytes += b
-		if r.cfg.RecordItems != nil {
-			if err := r.cfg.RecordItems(ctx, run.ID, len(batch), b); err != nil {
-				r.log.Warn("record item stats", "run", run.ID, "err", err)
-			}
-		}
-		batch = batch[:0]
-		return nil
-	}
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	for {
-		var timerC <-chan time.Time
-		if len(batch) > 0 {
-			timerC = timer.C
-		}
-		select {
-		case it, ok := <-ch:
-			if !ok {
-				res.err = flush()
-				return res
-			}
-			batch = append(batch, it)
-			if len(batch) == 1 {
-				timer.Reset(r.cfg.FlushInterval)
-			}
-			if len(batch) >= r.cfg.BatchSize {
-				timer.Stop()
-				if res.err = flush(); res.err != nil {
-					return res
-				}
-			}
-		case <-timerC:
-			if res.err = flush(); res.err != nil {
-				return res
-			}
-		}
-	}
-}
-
-// write sends a batch, waiting out backpressure; an item the sink rejects is dropped (logged),
-// not a reason to fail the whole run.
-func (r *Runner) write(ctx context.Context, batch []items.Item) error {
-	for {
-		err := r.cfg.Pipeline.Write(ctx, batch)
-		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, items.ErrBackpressure):
-			continue // the command is blocked in its write meanwhile: that is the backpressure
-		case errors.Is(err, items.ErrInvalidItem) && len(batch) > 1:
-			for i := range batch {
-				if err := r.write(ctx, batch[i:i+1]); err != nil {
-					return err
-				}
-			}
-			return nil
-		case errors.Is(err, items.ErrInvalidItem):
-			r.log.Warn("sink rejected an item", "run", batch[0].RunID, "key", batch[0].Key, "err", err)
-			return nil
-		default:
-			return err
-		}
-	}
 }

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
+
+	"crawlq/internal/backoff"
 )
 
 var (
@@ -459,7 +460,8 @@ func (p *Pipeline) nextBatch() ([]entry, bool) {
 // When the sink rejects the batch's content (ErrInvalidItem), the batch is halved until
 // the rejected items are alone with their own writer, whose Write then fails.
 func (p *Pipeline) writeBatch(batch []entry) {
-	backoff := p.cfg.RetryBackoff
+	// Jittered, so that retries from many workers spread out.
+	retry := backoff.Policy{Base: min(p.cfg.RetryBackoff, maxBackoff), Max: maxBackoff, Jitter: true}
 	for attempt := 1; ; attempt++ {
 		p.mu.Lock()
 		batch = p.forgetFinishedLocked(batch)
@@ -510,18 +512,9 @@ func (p *Pipeline) writeBatch(batch []entry) {
 		}
 		p.mu.Unlock()
 
-		sleep := min(backoff, maxBackoff)
-		if sleep > 0 {
-			sleep = sleep/2 + rand.N(sleep/2+1) // jitter, so retries from many workers spread out
-		}
+		sleep := retry.Delay(attempt)
 		p.log.Warn("item sink write failed; retrying", "attempt", attempt, "items", len(batch), "backoff", sleep, "err", err)
-		backoff = min(backoff*2, maxBackoff)
-		t := time.NewTimer(sleep)
-		select {
-		case <-t.C:
-		case <-p.stopCtx.Done():
-			t.Stop()
-		}
+		backoff.Sleep(p.stopCtx, sleep)
 	}
 }
 

@@ -3,6 +3,8 @@ package spider
 import (
 	"fmt"
 	"time"
+
+	"crawlq/internal/backoff"
 )
 
 // Retry says how a spider's failing pages and hosts are retried, and how many pages may die
@@ -59,22 +61,22 @@ func (r Retry) WithDefaults() Retry {
 	return r
 }
 
-// PageBackoff is the delay before retrying a page after its attempt-th failed fetch (1-based).
+// PageBackoff is the delay before retrying a page after its attempt-th failed fetch (1-based):
+// Backoff, doubling, at most MaxBackoff.
 func (r Retry) PageBackoff(attempt int) time.Duration {
-	d := r.Backoff
-	for i := 1; i < attempt && d < r.MaxBackoff; i++ {
-		d *= 2
-	}
-	return min(d, r.MaxBackoff)
+	return capped(r.Backoff, r.MaxBackoff).Delay(attempt)
 }
 
-// HostPauseAfter is how long a host is paused after its streak-th failed probe in a row (1-based).
+// HostPauseAfter is how long a host is paused after its streak-th failed probe in a row (1-based):
+// HostPause, doubling, at most MaxHostPause.
 func (r Retry) HostPauseAfter(streak int) time.Duration {
-	d := r.HostPause
-	for i := 1; i < streak && d < r.MaxHostPause; i++ {
-		d *= 2
-	}
-	return min(d, r.MaxHostPause)
+	return capped(r.HostPause, r.MaxHostPause).Delay(streak)
+}
+
+// capped is the backoff policy from base doubling up to limit. A limit below base wins (validate
+// refuses it in specs, but a Retry built in code may hold one), as it always has.
+func capped(base, limit time.Duration) backoff.Policy {
+	return backoff.Policy{Base: min(base, limit), Max: limit}
 }
 
 func (r Retry) fieldErrors(prefix string) []FieldError {
