@@ -1,5 +1,7 @@
 // Package queue is crawlq's PostgreSQL job queue: it owns the crawlq_job, crawlq_job_count*,
-// crawlq_job_once and crawlq_worker tables and every query on them (sql.go).
+// crawlq_job_once and crawlq_worker tables and every query on them: the statements are in
+// internal/dbsqlc (crawlq_job.sql, crawlq_job_once.sql, crawlq_job_count.sql, crawlq_worker.sql),
+// compiled by sqlc into typed Go, and this package is the only caller of them.
 //
 // Jobs have a queue, a kind, JSON args, a priority (higher first), a run_at time, an optional
 // unique key that is unique per queue among unfinished jobs, and an optional once key that a

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"crawlq/internal/db"
+	"crawlq/internal/dbsqlc"
 )
 
 // Handler works one claimed job. Its return value decides the job's fate:
@@ -257,7 +258,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.releaseAll(workCtx)
 	gctx, cancel := context.WithTimeout(workCtx, 5*time.Second)
 	defer cancel()
-	if _, err := w.c.pool.Exec(gctx, sqlWorkerGone, w.cfg.ID); err != nil {
+	if err := w.c.q.WorkerGone(gctx, w.cfg.ID); err != nil {
 		w.log.Warn("unregister worker", "err", err)
 	}
 	return nil
@@ -597,7 +598,7 @@ func (w *Worker) heartbeatLoop(ctx context.Context) {
 func (w *Worker) register(ctx context.Context) {
 	hctx, cancel := context.WithTimeout(ctx, w.cfg.Lease/2)
 	defer cancel()
-	if _, err := w.c.pool.Exec(hctx, sqlWorkerBeat, w.cfg.ID, w.cfg.Queue, w.cfg.Kind, w.succeeded.Load()); err != nil && ctx.Err() == nil {
+	if err := w.c.q.WorkerBeat(hctx, dbsqlc.WorkerBeatParams{ID: w.cfg.ID, Queue: w.cfg.Queue, Kind: w.cfg.Kind, JobsDone: w.succeeded.Load(), Now: w.c.now()}); err != nil && ctx.Err() == nil {
 		w.log.Warn("worker heartbeat failed", "err", err)
 	}
 }
