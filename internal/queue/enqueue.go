@@ -399,22 +399,3 @@ func (r *copyRows) Values() ([]any, error) {
 		r.ids[r.at], p.Queue, p.Kind, int16(p.Priority), int32(maxAttempts), parent, args
 	return r.row, nil
 }
-
-// EnqueueManyBatch queues the insert of ps on b, so that a caller can send it in one round trip
-// with statements of its own (in its own transaction, or b's implicit one). The jobs must not have
-// unique keys: folding duplicates needs the answers of earlier statements; once keys are fine.
-// With limit > 0 at most limit jobs are inserted, the first ones not skipped for their once key
-// (the once keys of those past the limit are used all the same). Invalid params are reported at
-// once and queue nothing; out (len(ps)) receives the results when b's results are read: a job not
-// inserted has ID 0, and Duplicate set if its once key was used.
-func (c *Client) EnqueueManyBatch(b *pgx.Batch, ps []EnqueueParams, limit int, out []EnqueueResult) error {
-	if len(out) != len(ps) || limit < 0 {
-		return fmt.Errorf("%w: enqueue batch: %d results for %d jobs, limit %d", ErrInvalid, len(out), len(ps), limit)
-	}
-	if err := validateOnceBatch(ps); err != nil || len(ps) == 0 {
-		return err
-	}
-	arg, read := c.insertOnce(ps, allOf(ps), limit, out)
-	dbsqlc.QueueMany(b, (*dbsqlc.Queries).InsertJobsOnce, arg, read)
-	return nil
-}

@@ -12,8 +12,8 @@
 // with exponential backoff and jitter until max_attempts, then the job is dead until redriven.
 //
 // A process can also insert jobs already leased to one of its own workers (Reservation), and
-// queue its statements on a pgx.Batch (EnqueueManyBatch, CompleteAllBatch) to send them with
-// its own in one round trip.
+// complete jobs, enqueue new ones and run statements of its own in one transaction sent in one
+// round trip (Tx).
 //
 // The queue needs no LISTEN/NOTIFY and no session state (no session advisory locks, no
 // prepared statements that must outlive a transaction), so it works through RDS Proxy.

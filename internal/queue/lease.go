@@ -8,12 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"crawlq/internal/dbsqlc"
 )
@@ -278,33 +275,4 @@ func (c *Client) CancelHeld(ctx context.Context, l Lease, cause error) error {
 		return fmt.Errorf("cancel job %d: %w", l.ID, err)
 	}
 	return nil
-}
-
-// CompleteAllBatch queues on b the completion of held jobs, for a caller that sends it with its
-// own statements and its COMMIT in one round trip: if any lease was lost, the statement fails
-// with a *LeaseLostError naming them (errors.Is ErrLeaseLost), which aborts the transaction, so
-// nothing after it commits.
-func (c *Client) CompleteAllBatch(b *pgx.Batch, leases []Lease) {
-	if len(leases) == 0 {
-		return
-	}
-	ids, tokens := split(leases)
-	q := dbsqlc.QueueExec(b, (*dbsqlc.Queries).CompleteJobsOrAbort, dbsqlc.CompleteJobsOrAbortParams{Ids: ids, Tokens: tokens, Now: c.now()})
-	q.Fn = func(br pgx.BatchResults) error {
-		_, err := br.Exec()
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "CQ001" {
-			lost := &LeaseLostError{}
-			for _, f := range strings.Split(pgErr.Detail, ",") {
-				if id, perr := strconv.ParseInt(f, 10, 64); perr == nil {
-					lost.IDs = append(lost.IDs, id)
-				}
-			}
-			return lost
-		}
-		if err != nil {
-			return fmt.Errorf("complete: %w", err)
-		}
-		return nil
-	}
 }

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"crawlq/internal/dbsqlc"
 )
 
@@ -130,23 +128,4 @@ func (r *Reservation) Cancel() {
 	}
 	r.done = true
 	r.w.giveBack(r.n, true)
-}
-
-// EnqueueBatch queues on b the insert of ps (at most Len, due now, without unique keys) as jobs
-// already running under the reservation's lease; those whose once key was used before are skipped.
-// Invalid params are reported at once and queue nothing.
-func (r *Reservation) EnqueueBatch(b *pgx.Batch, ps []EnqueueParams) error {
-	arg, err := r.insertArgs(ps)
-	if err != nil || len(ps) == 0 {
-		return err
-	}
-	dbsqlc.QueueMany(b, (*dbsqlc.Queries).InsertHeldJobs, arg, func(rows []dbsqlc.InsertHeldJobsRow) error {
-		jobs, err := jobsFromRows(rows, func(r dbsqlc.InsertHeldJobsRow) dbsqlc.CrawlqJob { return dbsqlc.CrawlqJob(r) })
-		if err != nil {
-			return fmt.Errorf("enqueue held: %w", err)
-		}
-		r.jobs = jobs
-		return nil
-	})
-	return nil
 }
