@@ -96,7 +96,7 @@ type Crawler struct {
 	// active counts, per run, the pages being handled in this process (see settle).
 	active    map[int64]int
 	seen      *seenCache
-	cancelled map[int64]bool // runs asked to cancel, as the last batch said
+	cancelled map[int64]bool // runs asked to cancel, as the last batch said; pruned when they end (runstate.go)
 	hosts     *hostSlots     // requests in flight per domain from this process (hosts.go)
 	health    *hostHealth    // hosts seen failing, and their pauses (hostpause.go)
 
@@ -410,9 +410,7 @@ func (c *Crawler) TryFinish(ctx context.Context, runID int64) (bool, error) {
 	} else {
 		c.log.Info("run finished", "run", runID, "state", state)
 	}
-	c.mu.Lock()
-	delete(c.runs, runID)
-	c.mu.Unlock()
+	c.forgetRun(runID)
 	if c.cfg.OnFinish != nil {
 		c.cfg.OnFinish(runID, state)
 	}

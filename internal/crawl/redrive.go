@@ -54,9 +54,7 @@ func (c *Crawler) Redrive(ctx context.Context, runID int64) (int, error) {
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("redrive run %d: %w", runID, err)
 	}
-	c.mu.Lock()
-	delete(c.runs, runID)
-	c.mu.Unlock()
+	c.forgetRun(runID)
 	c.log.Info("run reopened: its dead pages are queued again", "run", runID, "was", prev, "pages", n)
 	if c.cfg.OnEnqueue != nil {
 		c.cfg.OnEnqueue(q)

@@ -34,7 +34,13 @@ type TxSink interface {
 	// WriteBatch validates batch (Item.Validate) and queues its insert on b, which the caller
 	// sends with its own statements in one round trip. When the database refuses the items for
 	// what they hold, reading b's results returns an error wrapping ErrInvalidItem.
-	WriteBatch(b *pgx.Batch, batch []Item) error
+	WriteBatch(b Batch, batch []Item) error
+}
+
+// Batch is where WriteBatch queues its statement: a *pgx.Batch, or a type with its Queue method
+// (queue.Tx, which sends it in the transaction that completes the crawl's pages).
+type Batch interface {
+	Queue(query string, arguments ...any) *pgx.QueuedQuery
 }
 
 // Write inserts batch in one statement (one round trip, one implicit transaction, so a
@@ -48,7 +54,7 @@ func (s *PostgresSink) Write(ctx context.Context, batch []Item) error {
 }
 
 // WriteBatch implements TxSink.
-func (s *PostgresSink) WriteBatch(b *pgx.Batch, batch []Item) error {
+func (s *PostgresSink) WriteBatch(b Batch, batch []Item) error {
 	for i := range batch {
 		if err := batch[i].Validate(); err != nil {
 			return err

@@ -7,15 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"crawlq/internal/queue"
 )
 
-// The batched variants go out with the caller's own statements in one round trip: a lost lease
-// aborts the whole transaction and names the job; otherwise completions and inserts commit
-// together with exact counts.
-func TestBatchedCompleteAndEnqueue(t *testing.T) {
+// A Tx sends completions, inserts and the caller's own statements in one round trip: a lost
+// lease commits none of it and names the job; otherwise all of it commits, with exact counts.
+func TestTxCompletesAndEnqueuesTogether(t *testing.T) {
 	t.Parallel()
 	c, pool := newClient(t)
 	ctx := ctxT(t)
@@ -31,41 +28,45 @@ func TestBatchedCompleteAndEnqueue(t *testing.T) {
 	if len(again) != 1 || again[0].ID != jobs[0].ID {
 		t.Fatalf("reclaim: %+v", again)
 	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE mine (n int)`); err != nil {
+		t.Fatal(err)
+	}
 	leases := []queue.Lease{jobs[0].Lease(), jobs[1].Lease(), jobs[2].Lease()}
 	ps := []queue.EnqueueParams{{Queue: "q", Kind: "child", ParentID: jobs[1].ID}, {Queue: "q", Kind: "child", Priority: 3}}
 
-	send := func(leases []queue.Lease) ([]queue.EnqueueResult, error) {
-		b := &pgx.Batch{}
-		b.Queue("BEGIN")
-		c.CompleteAllBatch(b, leases)
+	send := func(leases []queue.Lease, n int) ([]queue.EnqueueResult, error) {
+		tx := c.NewTx()
+		tx.Complete(leases)
 		out := make([]queue.EnqueueResult, len(ps))
-		if err := c.EnqueueManyBatch(b, ps, 0, out); err != nil {
+		if err := tx.Enqueue(ps, 0, out); err != nil {
 			t.Fatal(err)
 		}
-		b.Queue("COMMIT")
-		conn, err := pool.Acquire(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Release()
-		err = conn.SendBatch(ctx, b).Close()
-		if err != nil {
-			conn.Exec(ctx, "ROLLBACK")
-		}
-		return out, err
+		tx.Queue(`INSERT INTO mine VALUES ($1)`, n)
+		return out, tx.Send(ctx)
 	}
-	_, err := send(leases)
+	mine := func() int {
+		t.Helper()
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM mine`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	_, err := send(leases, 1)
 	var lost *queue.LeaseLostError
 	if !errors.As(err, &lost) || !errors.Is(err, queue.ErrLeaseLost) || fmt.Sprint(lost.IDs) != fmt.Sprint([]int64{jobs[0].ID}) {
 		t.Fatalf("err %v; want a LeaseLostError for job %d", err, jobs[0].ID)
 	}
-	if s := stats(t, c); s.Running != 3 || s.Succeeded != 0 || s.Available != 0 {
-		t.Fatalf("after the aborted batch: %+v; want nothing changed", s)
+	if s := stats(t, c); s.Running != 3 || s.Succeeded != 0 || s.Available != 0 || mine() != 0 {
+		t.Fatalf("after the aborted Tx: %+v, %d rows of mine; want nothing changed", s, mine())
 	}
 
-	out, err := send(leases[1:])
+	out, err := send(leases[1:], 2)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if mine() != 1 {
+		t.Fatalf("the caller's statement did not commit with the Tx")
 	}
 	for i, r := range out {
 		got, err := c.Get(ctx, r.ID)
@@ -74,12 +75,30 @@ func TestBatchedCompleteAndEnqueue(t *testing.T) {
 		}
 	}
 	for _, j := range jobs[1:] {
-		if got, _ := c.Get(ctx, j.ID); got.State != queue.StateSucceeded {
-			t.Fatalf("job %d: %s, want succeeded", j.ID, got.State)
+		got, err := c.Get(ctx, j.ID)
+		if err != nil || got.State != queue.StateSucceeded {
+			t.Fatalf("job %d: %+v %v, want succeeded", j.ID, got, err)
 		}
 	}
 	if a, s := actualCounts(t, pool), statCounts(t, c); fmt.Sprint(a) != fmt.Sprint(s) {
 		t.Fatalf("counts %v, rows %v", s, a)
+	}
+
+	// A statement of the caller's that fails rolls the whole Tx back, and the pool's connection is
+	// usable afterwards.
+	more := claim(t, c, 1, time.Minute)
+	tx := c.NewTx()
+	tx.Complete([]queue.Lease{more[0].Lease()})
+	tx.Queue(`INSERT INTO nosuchtable VALUES (1)`)
+	if err := tx.Send(ctx); err == nil || errors.Is(err, queue.ErrLeaseLost) {
+		t.Fatalf("a failing statement: err %v", err)
+	}
+	got, err := c.Get(ctx, more[0].ID)
+	if err != nil || got.State != queue.StateRunning {
+		t.Fatalf("after the failed Tx: %+v %v; want still running", got, err)
+	}
+	if err := tx.Send(ctx); err == nil {
+		t.Fatal("a Tx sent twice")
 	}
 }
 
@@ -110,13 +129,8 @@ func TestOnceKeys(t *testing.T) {
 		t.Fatalf("after completion: %+v %v", res, err)
 	}
 
-	b := &pgx.Batch{}
-	ps := []queue.EnqueueParams{p(1, "b"), p(1, "d"), p(1, "e"), p(1, "f")}
-	out := make([]queue.EnqueueResult, len(ps))
-	if err := c.EnqueueManyBatch(b, ps, 2, out); err != nil {
-		t.Fatal(err)
-	}
-	if err := pool.SendBatch(ctx, b).Close(); err != nil {
+	out, err := c.EnqueueLimitedTx(ctx, pool, []queue.EnqueueParams{p(1, "b"), p(1, "d"), p(1, "e"), p(1, "f")}, 2)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if !out[0].Duplicate || out[1].ID == 0 || out[2].ID == 0 || out[3].ID != 0 || out[3].Duplicate {
@@ -134,23 +148,30 @@ func TestOnceKeys(t *testing.T) {
 	}
 }
 
-func TestEnqueueManyBatchRejectsBadInput(t *testing.T) {
+func TestTxEnqueueRejectsBadInput(t *testing.T) {
 	t.Parallel()
-	c, _ := newClient(t)
+	c, pool := newClient(t)
 	for name, ps := range map[string][]queue.EnqueueParams{
 		"unique key": {{Queue: "q", Kind: "k", UniqueKey: "u"}},
 		"no kind":    {{Queue: "q"}},
 		"bad queue":  {{Queue: "no spaces", Kind: "k"}},
 	} {
-		b := &pgx.Batch{}
-		err := c.EnqueueManyBatch(b, ps, 0, make([]queue.EnqueueResult, len(ps)))
-		if !errors.Is(err, queue.ErrInvalid) || b.Len() != 0 {
-			t.Errorf("%s: err %v, %d statements queued; want ErrInvalid and none", name, err, b.Len())
+		tx := c.NewTx()
+		if err := tx.Enqueue(ps, 0, make([]queue.EnqueueResult, len(ps))); !errors.Is(err, queue.ErrInvalid) {
+			t.Errorf("%s: err %v; want ErrInvalid", name, err)
+		}
+		if err := tx.Send(ctxT(t)); err != nil {
+			t.Errorf("%s: sending what is left: %v", name, err)
+		}
+		if _, err := c.EnqueueLimitedTx(ctxT(t), pool, ps, 0); !errors.Is(err, queue.ErrInvalid) {
+			t.Errorf("%s: EnqueueLimitedTx: err %v; want ErrInvalid", name, err)
 		}
 	}
-	b := &pgx.Batch{}
-	if err := c.EnqueueManyBatch(b, []queue.EnqueueParams{{Queue: "q", Kind: "k"}}, 0, nil); !errors.Is(err, queue.ErrInvalid) || b.Len() != 0 {
+	if err := c.NewTx().Enqueue([]queue.EnqueueParams{{Queue: "q", Kind: "k"}}, 0, nil); !errors.Is(err, queue.ErrInvalid) {
 		t.Errorf("short results slice: err %v", err)
+	}
+	if s := stats(t, c); s != (queue.QueueStats{Queue: "q"}) {
+		t.Errorf("stats %+v; want nothing inserted", s)
 	}
 }
 
@@ -164,7 +185,6 @@ func TestReservationHandsJobsToTheWorker(t *testing.T) {
 	ran := make(chan *queue.Job, 100)
 	w, err := queue.NewWorker(c, queue.WorkerConfig{Queue: "q", Concurrency: 4, BatchSize: 4, Lease: 600 * time.Millisecond,
 		HeartbeatInterval: 100 * time.Millisecond, PollInterval: time.Hour}, func(ctx context.Context, j *queue.Job) error {
-		time.Sleep(time.Second) // longer than the lease: only heartbeats keep it
 		ran <- j
 		return nil
 	})
@@ -173,7 +193,12 @@ func TestReservationHandsJobsToTheWorker(t *testing.T) {
 	}
 	wctx, stop := context.WithCancel(ctx)
 	stopped := make(chan struct{})
-	go func() { defer close(stopped); w.Run(wctx) }()
+	go func() {
+		defer close(stopped)
+		if err := w.Run(wctx); err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
 
 	// Once the worker's first claim (which finds nothing) is over, all its room is free.
 	var r *queue.Reservation
@@ -201,27 +226,25 @@ func TestReservationHandsJobsToTheWorker(t *testing.T) {
 		"delayed":     {{Queue: "q", Kind: "k", Delay: time.Second}},
 		"other queue": {{Queue: "other", Kind: "k"}},
 	} {
-		b := &pgx.Batch{}
-		if err := r.EnqueueBatch(b, ps); !errors.Is(err, queue.ErrInvalid) || b.Len() != 0 {
-			t.Errorf("%s: err %v, %d statements; want ErrInvalid and none", name, err, b.Len())
+		if err := c.NewTx().EnqueueHeld(r, ps); !errors.Is(err, queue.ErrInvalid) {
+			t.Errorf("%s: err %v; want ErrInvalid", name, err)
 		}
 	}
 	// A once key used before: that job is skipped, and its room given back with Hand.
 	if _, err := c.EnqueueMany(ctx, []queue.EnqueueParams{{Queue: "other", Kind: "k", ParentID: 9, OnceKey: "used"}}); err != nil {
 		t.Fatal(err)
 	}
-	b := &pgx.Batch{}
-	if err := r.EnqueueBatch(b, []queue.EnqueueParams{{Queue: "q", Kind: "k", Args: []byte(`{"n":1}`)}, {Queue: "q", Kind: "k", Priority: 7, ParentID: 9, OnceKey: "new"},
+	tx := c.NewTx()
+	if err := tx.EnqueueHeld(r, []queue.EnqueueParams{{Queue: "q", Kind: "k", Args: []byte(`{"n":1}`)}, {Queue: "q", Kind: "k", Priority: 7, ParentID: 9, OnceKey: "new"},
 		{Queue: "q", Kind: "k", ParentID: 9, OnceKey: "used"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := pool.SendBatch(ctx, b).Close(); err != nil {
+	if err := tx.Send(ctx); err != nil { // hands the jobs to the worker
 		t.Fatal(err)
 	}
 	if len(r.Jobs()) != 2 {
 		t.Fatalf("inserted %d held jobs, want 2 (one once key was used)", len(r.Jobs()))
 	}
-	r.Hand()
 	got := map[int64]bool{}
 	for range 2 {
 		select {
@@ -243,14 +266,13 @@ func TestReservationHandsJobsToTheWorker(t *testing.T) {
 	r = w.Reserve(1)
 	stop()
 	<-stopped
-	b = &pgx.Batch{}
-	if err := r.EnqueueBatch(b, []queue.EnqueueParams{{Queue: "q", Kind: "k"}}); err != nil {
+	tx = c.NewTx()
+	if err := tx.EnqueueHeld(r, []queue.EnqueueParams{{Queue: "q", Kind: "k"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := pool.SendBatch(ctx, b).Close(); err != nil {
+	if err := tx.Send(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r.Hand()
 	if w.Reserve(1) != nil {
 		t.Fatal("a stopped worker took a reservation")
 	}

@@ -24,8 +24,13 @@ func actualCounts(t *testing.T, pool *pgxpool.Pool) map[string]int64 {
 	for rows.Next() {
 		var q, s string
 		var n int64
-		rows.Scan(&q, &s, &n)
+		if err := rows.Scan(&q, &s, &n); err != nil {
+			t.Fatal(err)
+		}
 		out[q+"/"+s] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
@@ -52,8 +57,14 @@ func statCounts(t *testing.T, c *queue.Client) map[string]int64 {
 // the counts stats report equal the rows.
 func TestCountsMatchRows(t *testing.T) {
 	t.Parallel()
-	c, pool := newClient(t)
+	c, pool, clk := newClockClient(t)
 	ctx := ctxT(t)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	check := func(step string) {
 		t.Helper()
 		// Stats count due-but-unpromoted jobs as available; promote them so the rows agree.
@@ -79,57 +90,79 @@ func TestCountsMatchRows(t *testing.T) {
 	enqueue(t, c, queue.EnqueueParams{UniqueKey: "u", Delay: time.Hour, OnDuplicate: queue.Replace}) // available -> scheduled
 	enqueue(t, c, queue.EnqueueParams{UniqueKey: "u", OnDuplicate: queue.Earliest})                  // scheduled -> available
 	enqueue(t, c, queue.EnqueueParams{UniqueKey: "u"})                                               // keep
-	tx, _ := pool.Begin(ctx)
-	c.EnqueueManyTx(ctx, tx, plain[:70]) // COPY inside a caller's transaction, rolled back
-	tx.Rollback(ctx)
+	tx, err := pool.Begin(ctx)
+	must(err)
+	_, err = c.EnqueueManyTx(ctx, tx, plain[:70]) // inside a caller's transaction, rolled back
+	must(err)
+	must(tx.Rollback(ctx))
 	check("enqueue")
 
-	jobs := claim(t, c, 40, 100*time.Millisecond)
-	c.Complete(ctx, jobs[0].Lease())
-	c.CompleteMany(ctx, []queue.Lease{jobs[1].Lease(), jobs[2].Lease(), {ID: jobs[3].ID, Token: 1}})
-	c.Fail(ctx, jobs[4], errors.New("retry"), queue.FailOptions{})
-	c.Fail(ctx, jobs[5], errors.New("retry now"), queue.FailOptions{RetryIn: time.Nanosecond})
-	c.Fail(ctx, jobs[6], errors.New("dead"), queue.FailOptions{Dead: true})
-	c.Snooze(ctx, jobs[7].Lease(), time.Hour)
-	c.Release(ctx, []queue.Lease{jobs[8].Lease(), jobs[9].Lease()})
-	c.Cancel(ctx, jobs[10].ID) // running: marked
-	c.Fail(ctx, jobs[10], errors.New("cancelled"), queue.FailOptions{})
-	c.Cancel(ctx, plain[0].ParentID+jobs[39].ID+1000) // unknown
+	jobs := claim(t, c, 40, time.Minute)
+	must(c.Complete(ctx, jobs[0].Lease()))
+	if lost, err := c.CompleteMany(ctx, []queue.Lease{jobs[1].Lease(), jobs[2].Lease(), {ID: jobs[3].ID, Token: 1}}); err != nil || len(lost) != 1 {
+		t.Fatalf("complete many: lost %v, %v; want job %d lost", lost, err, jobs[3].ID)
+	}
+	for _, f := range []struct {
+		j    *queue.Job
+		msg  string
+		opts queue.FailOptions
+	}{{jobs[4], "retry", queue.FailOptions{}}, {jobs[5], "retry now", queue.FailOptions{RetryIn: time.Nanosecond}},
+		{jobs[6], "dead", queue.FailOptions{Dead: true}}} {
+		_, err := c.Fail(ctx, f.j, errors.New(f.msg), f.opts)
+		must(err)
+	}
+	must(c.Snooze(ctx, jobs[7].Lease(), time.Hour))
+	_, err = c.Release(ctx, []queue.Lease{jobs[8].Lease(), jobs[9].Lease()})
+	must(err)
+	if st, err := c.Cancel(ctx, jobs[10].ID); err != nil || st != queue.StateRunning { // running: marked
+		t.Fatalf("cancel running: %s %v", st, err)
+	}
+	_, err = c.Fail(ctx, jobs[10], errors.New("cancelled"), queue.FailOptions{})
+	must(err)
+	if _, err := c.Cancel(ctx, plain[0].ParentID+jobs[39].ID+1000); !errors.Is(err, queue.ErrNotFound) {
+		t.Fatalf("cancel unknown: %v", err)
+	}
 	check("claim, complete, fail, snooze, release, cancel")
 
-	time.Sleep(150 * time.Millisecond)
+	clk.Add(2 * time.Minute) // past the leases of the jobs still running
 	if n, err := c.Rescue(ctx, 100); err != nil || n == 0 {
 		t.Fatalf("rescue: %d %v", n, err)
 	}
 	check("rescue")
 
-	c.Redrive(ctx, "q", nil, 10)
+	if ids, err := c.Redrive(ctx, "q", nil, 10); err != nil || len(ids) == 0 {
+		t.Fatalf("redrive: %v %v", ids, err)
+	}
 	check("redrive")
 
 	parent := enqueue(t, c, queue.EnqueueParams{Queue: "kids", ParentID: 7})
 	enqueue(t, c, queue.EnqueueParams{Queue: "kids", ParentID: 7, Delay: time.Hour})
-	if k, _ := c.Claim(ctx, queue.ClaimParams{Queue: "kids", Limit: 1}); len(k) != 1 || k[0].ID != parent.ID {
-		t.Fatal("claim kids")
+	if k, err := c.Claim(ctx, queue.ClaimParams{Queue: "kids", Limit: 1}); err != nil || len(k) != 1 || k[0].ID != parent.ID {
+		t.Fatalf("claim kids: %v %v", k, err)
 	}
-	c.CancelParentTx(ctx, pool, 7)
+	if n, err := c.CancelParentTx(ctx, pool, 7); err != nil || n != 2 {
+		t.Fatalf("cancel parent: %d %v", n, err)
+	}
 	check("cancel parent")
 
-	pool.Exec(ctx, `UPDATE crawlq_job SET finished_at = now() - interval '2 days' WHERE state IN ('succeeded', 'cancelled', 'dead')`)
+	_, err = pool.Exec(ctx, `UPDATE crawlq_job SET finished_at = $1::timestamptz - interval '2 days' WHERE state IN ('succeeded', 'cancelled', 'dead')`, clk.Now())
+	must(err)
 	if n, err := c.Retention(ctx, queue.RetentionParams{MaxAge: 24 * time.Hour}); err != nil || n == 0 {
 		t.Fatalf("retention: %d %v", n, err)
 	}
 	check("retention")
 
 	// A delayed job that comes due is counted available by stats before and after promotion.
-	enqueue(t, c, queue.EnqueueParams{Delay: 50 * time.Millisecond})
-	time.Sleep(100 * time.Millisecond)
-	if n, _ := c.Promote(ctx, 100); n == 0 {
-		t.Fatal("nothing promoted")
+	enqueue(t, c, queue.EnqueueParams{Delay: time.Minute})
+	clk.Add(time.Minute)
+	if n, err := c.Promote(ctx, 100); err != nil || n == 0 {
+		t.Fatalf("nothing promoted: %v", err)
 	}
 	check("promote")
 
 	// Rows changed behind the queue's back are repaired by Recount.
-	pool.Exec(ctx, `DELETE FROM crawlq_job WHERE queue = 'other'`)
+	_, err = pool.Exec(ctx, `DELETE FROM crawlq_job WHERE queue = 'other'`)
+	must(err)
 	if err := c.Recount(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,7 @@
 // Package queue is crawlq's PostgreSQL job queue: it owns the crawlq_job, crawlq_job_count*,
-// crawlq_job_once and crawlq_worker tables and every query on them (sql.go).
+// crawlq_job_once and crawlq_worker tables and every query on them: the statements are in
+// internal/dbsqlc (crawlq_job.sql, crawlq_job_once.sql, crawlq_job_count.sql, crawlq_worker.sql),
+// compiled by sqlc into typed Go, and this package is the only caller of them.
 //
 // Jobs have a queue, a kind, JSON args, a priority (higher first), a run_at time, an optional
 // unique key that is unique per queue among unfinished jobs, and an optional once key that a
@@ -10,8 +12,8 @@
 // with exponential backoff and jitter until max_attempts, then the job is dead until redriven.
 //
 // A process can also insert jobs already leased to one of its own workers (Reservation), and
-// queue its statements on a pgx.Batch (EnqueueManyBatch, CompleteAllBatch) to send them with
-// its own in one round trip.
+// complete jobs, enqueue new ones and run statements of its own in one transaction sent in one
+// round trip (Tx).
 //
 // The queue needs no LISTEN/NOTIFY and no session state (no session advisory locks, no
 // prepared statements that must outlive a transaction), so it works through RDS Proxy.

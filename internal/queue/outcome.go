@@ -3,8 +3,9 @@ package queue
 import (
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"time"
+
+	"crawlq/internal/backoff"
 )
 
 // What a handler's error asks of the worker (see Handler).
@@ -66,7 +67,5 @@ func Cancel(err error) error { return &jobError{err: err, cancel: true} }
 // doubling, at most 2 s (so work resumes within seconds of the fault clearing), with jitter so the
 // jobs that met one outage do not come back at once.
 func deferBackoff(n int64) time.Duration {
-	d := 200 * time.Millisecond << min(max(n-1, 0), 4)
-	d = min(d, 2*time.Second)
-	return d/2 + time.Duration(mrand.Int64N(int64(d/2)+1))
+	return backoff.Policy{Base: 200 * time.Millisecond, Max: 2 * time.Second, Jitter: true}.Delay(int(min(max(n, 1), 64)))
 }

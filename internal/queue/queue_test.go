@@ -24,6 +24,44 @@ func newClient(t *testing.T) (*queue.Client, *pgxpool.Pool) {
 	return queue.New(pool, queue.Config{RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond}), pool
 }
 
+// testClock is a queue clock that tests move instead of sleeping.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Add moves the clock forward by d.
+func (c *testClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// newClockClient is newClient with a clock of the test's own, starting at the present and
+// standing still until the test moves it.
+func newClockClient(t *testing.T) (*queue.Client, *pgxpool.Pool, *testClock) {
+	t.Helper()
+	pool := dbtest.Pool(t)
+	clk := &testClock{t: time.Now().Truncate(time.Microsecond)}
+	return queue.New(pool, queue.Config{RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond, Now: clk.Now}), pool, clk
+}
+
+// get reads a job, failing the test on an error.
+func get(t *testing.T, c *queue.Client, id int64) *queue.Job {
+	t.Helper()
+	j, err := c.Get(ctxT(t), id)
+	if err != nil {
+		t.Fatalf("get job %d: %v", id, err)
+	}
+	return j
+}
+
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
@@ -79,20 +117,20 @@ func TestPriorityThenRunAtOrder(t *testing.T) {
 
 func TestDelayedJobRunsWhenDue(t *testing.T) {
 	t.Parallel()
-	c, _ := newClient(t)
-	r := enqueue(t, c, queue.EnqueueParams{Delay: 400 * time.Millisecond})
+	c, _, clk := newClockClient(t)
+	r := enqueue(t, c, queue.EnqueueParams{Delay: time.Minute})
 	j, err := c.Get(ctxT(t), r.ID)
 	if err != nil || j.State != queue.StateScheduled {
 		t.Fatalf("delayed job: %v %+v, want scheduled", err, j)
 	}
-	if n, _ := c.Promote(ctxT(t), 10); n != 0 || len(claim(t, c, 1, time.Minute)) != 0 {
-		t.Fatal("a delayed job was claimable before its time")
+	if n, err := c.Promote(ctxT(t), 10); err != nil || n != 0 || len(claim(t, c, 1, time.Minute)) != 0 {
+		t.Fatalf("a delayed job was claimable before its time (promote: %d, %v)", n, err)
 	}
 	st := stats(t, c)
 	if st.Scheduled != 1 || st.Available != 0 || st.PastDue != 0 {
 		t.Fatalf("stats before due: %+v", st)
 	}
-	time.Sleep(450 * time.Millisecond)
+	clk.Add(time.Minute + time.Second)
 	st = stats(t, c)
 	if st.PastDue != 1 || st.Available != 1 || st.Scheduled != 0 || st.OldestPastDue <= 0 {
 		t.Fatalf("stats once due: %+v", st)
@@ -105,7 +143,7 @@ func TestDelayedJobRunsWhenDue(t *testing.T) {
 	}
 	// An absolute run_at in the past is due at once.
 	r2 := enqueue(t, c, queue.EnqueueParams{RunAt: time.Now().Add(-time.Hour)})
-	if j, _ := c.Get(ctxT(t), r2.ID); j.State != queue.StateAvailable {
+	if j := get(t, c, r2.ID); j.State != queue.StateAvailable {
 		t.Fatalf("past run_at: state %s", j.State)
 	}
 }
@@ -126,17 +164,21 @@ func stats(t *testing.T, c *queue.Client) queue.QueueStats {
 
 func TestRetryBackoffDeadAndRedrive(t *testing.T) {
 	t.Parallel()
-	c, _ := newClient(t)
+	c, _, clk := newClockClient(t)
 	r := enqueue(t, c, queue.EnqueueParams{MaxAttempts: 3})
 	ctx := ctxT(t)
 	var lastRunAt time.Time
 	for attempt := 1; attempt <= 3; attempt++ {
-		var jobs []*queue.Job
-		deadline := time.Now().Add(5 * time.Second)
-		for len(jobs) == 0 && time.Now().Before(deadline) {
-			c.Promote(ctx, 10)
-			jobs = claim(t, c, 1, time.Minute)
+		if attempt > 1 {
+			if jobs := claim(t, c, 1, time.Minute); len(jobs) != 0 {
+				t.Fatalf("attempt %d: claimed during the backoff: %v", attempt, jobs)
+			}
+			clk.Add(time.Second) // past the backoff (at most RetryMax, 50ms)
+			if n, err := c.Promote(ctx, 10); err != nil || n != 1 {
+				t.Fatalf("attempt %d: promote: %d %v", attempt, n, err)
+			}
 		}
+		jobs := claim(t, c, 1, time.Minute)
 		if len(jobs) != 1 || jobs[0].Attempt != attempt {
 			t.Fatalf("attempt %d: claimed %v", attempt, jobs)
 		}
@@ -144,7 +186,7 @@ func TestRetryBackoffDeadAndRedrive(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		j, _ := c.Get(ctx, r.ID)
+		j := get(t, c, r.ID)
 		if attempt < 3 {
 			if st != queue.StateScheduled || !j.RunAt.After(lastRunAt) {
 				t.Fatalf("attempt %d: state %s run_at %v: want scheduled later", attempt, st, j.RunAt)
@@ -164,7 +206,7 @@ func TestRetryBackoffDeadAndRedrive(t *testing.T) {
 	if err != nil || len(ids) != 1 || ids[0] != r.ID {
 		t.Fatalf("redrive: %v %v", ids, err)
 	}
-	j, _ := c.Get(ctx, r.ID)
+	j := get(t, c, r.ID)
 	if j.State != queue.StateAvailable || j.Attempt != 0 {
 		t.Fatalf("redriven job %+v", j)
 	}
@@ -206,8 +248,7 @@ func TestPermanentAndRetryIn(t *testing.T) {
 	if _, err := c.Fail(ctxT(t), j, errors.New("429"), queue.FailOptions{RetryIn: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	got, _ := c.Get(ctxT(t), j.ID)
-	if got.RunAt.Before(before.Add(59 * time.Minute)) {
+	if got := get(t, c, j.ID); got.RunAt.Before(before.Add(59 * time.Minute)) {
 		t.Fatalf("RetryIn ignored: run_at %v", got.RunAt)
 	}
 }
@@ -216,17 +257,18 @@ func TestPermanentAndRetryIn(t *testing.T) {
 // and the vanished worker's late writes change nothing.
 func TestLeaseExpiryRescueAndFencing(t *testing.T) {
 	t.Parallel()
-	c, _ := newClient(t)
+	c, _, clk := newClockClient(t)
 	ctx := ctxT(t)
 	r := enqueue(t, c, queue.EnqueueParams{})
-	stale := claim(t, c, 1, 200*time.Millisecond)[0]
-	if n, _ := c.Rescue(ctx, 10); n != 0 {
-		t.Fatal("rescued a job whose lease is still valid")
+	stale := claim(t, c, 1, time.Minute)[0]
+	clk.Add(59 * time.Second)
+	if n, err := c.Rescue(ctx, 10); err != nil || n != 0 {
+		t.Fatalf("rescued a job whose lease is still valid: %d %v", n, err)
 	}
 	if len(claim(t, c, 1, time.Minute)) != 0 {
 		t.Fatal("a leased job was claimed twice")
 	}
-	time.Sleep(300 * time.Millisecond)
+	clk.Add(2 * time.Second)
 	if n, err := c.Rescue(ctx, 10); err != nil || n != 1 {
 		t.Fatalf("rescue: %d %v", n, err)
 	}
@@ -249,31 +291,31 @@ func TestLeaseExpiryRescueAndFencing(t *testing.T) {
 	if err != nil || len(hb.Lost) != 1 || hb.Lost[0] != stale.ID {
 		t.Fatalf("heartbeat: %+v %v", hb, err)
 	}
-	if lost, _ := c.Release(ctx, []queue.Lease{stale.Lease()}); len(lost) != 1 {
-		t.Fatal("stale release changed the job")
+	if lost, err := c.Release(ctx, []queue.Lease{stale.Lease()}); err != nil || len(lost) != 1 {
+		t.Fatalf("stale release changed the job: %v %v", lost, err)
 	}
-	j, _ := c.Get(ctx, r.ID)
+	j := get(t, c, r.ID)
 	if j.State != queue.StateRunning || j.LeaseToken != fresh[0].LeaseToken || len(j.Errors) != 1 {
 		t.Fatalf("job after stale writes: %+v", j)
 	}
 	if err := c.Complete(ctx, fresh[0].Lease()); err != nil {
 		t.Fatal(err)
 	}
-	if j, _ := c.Get(ctx, r.ID); j.State != queue.StateSucceeded {
+	if j := get(t, c, r.ID); j.State != queue.StateSucceeded {
 		t.Fatalf("state %s", j.State)
 	}
 }
 
 func TestRescueOutOfAttemptsIsDead(t *testing.T) {
 	t.Parallel()
-	c, _ := newClient(t)
+	c, _, clk := newClockClient(t)
 	r := enqueue(t, c, queue.EnqueueParams{MaxAttempts: 1})
-	claim(t, c, 1, 50*time.Millisecond)
-	time.Sleep(100 * time.Millisecond)
-	if n, _ := c.Rescue(ctxT(t), 10); n != 1 {
-		t.Fatal("not rescued")
+	claim(t, c, 1, time.Minute)
+	clk.Add(time.Minute + time.Second)
+	if n, err := c.Rescue(ctxT(t), 10); err != nil || n != 1 {
+		t.Fatalf("not rescued: %d %v", n, err)
 	}
-	if j, _ := c.Get(ctxT(t), r.ID); j.State != queue.StateDead {
+	if j := get(t, c, r.ID); j.State != queue.StateDead {
 		t.Fatalf("state %s, want dead", j.State)
 	}
 }
@@ -286,8 +328,7 @@ func TestReleaseKeepsAttempt(t *testing.T) {
 	if lost, err := c.Release(ctxT(t), []queue.Lease{j.Lease()}); err != nil || len(lost) != 0 {
 		t.Fatal(lost, err)
 	}
-	got, _ := c.Get(ctxT(t), r.ID)
-	if got.State != queue.StateAvailable || got.Attempt != 0 {
+	if got := get(t, c, r.ID); got.State != queue.StateAvailable || got.Attempt != 0 {
 		t.Fatalf("released: %+v", got)
 	}
 }
@@ -323,7 +364,9 @@ func TestUniqueConcurrentEnqueue(t *testing.T) {
 		}
 	}
 	var n int
-	pool.QueryRow(context.Background(), `SELECT count(*) FROM crawlq_job WHERE unique_key = 'same'`).Scan(&n)
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM crawlq_job WHERE unique_key = 'same'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
 	if n != 1 || dups != 49 {
 		t.Fatalf("%d jobs, %d duplicates; want 1 and 49", n, dups)
 	}
@@ -434,7 +477,9 @@ func TestCancel(t *testing.T) {
 	}
 	waitState(t, c, r.ID, queue.StateCancelled)
 	stop()
-	<-done
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }
 
 func waitState(t *testing.T, c *queue.Client, id int64, want queue.State) {
@@ -472,7 +517,9 @@ func TestRetention(t *testing.T) {
 		t.Fatal(lost, err)
 	}
 	// Age the first 5 completions by a day.
-	pool.Exec(ctx, `UPDATE crawlq_job SET finished_at = now() - interval '1 day' WHERE id = ANY($1)`, []int64{jobs[0].ID, jobs[1].ID, jobs[2].ID, jobs[3].ID, jobs[4].ID})
+	if _, err := pool.Exec(ctx, `UPDATE crawlq_job SET finished_at = now() - interval '1 day' WHERE id = ANY($1)`, []int64{jobs[0].ID, jobs[1].ID, jobs[2].ID, jobs[3].ID, jobs[4].ID}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.Retention(ctx, queue.RetentionParams{}); !errors.Is(err, queue.ErrInvalid) {
 		t.Fatalf("retention without limits: %v", err)
 	}
@@ -500,8 +547,12 @@ func TestStatsCounts(t *testing.T) {
 	enqueue(t, c, queue.EnqueueParams{Delay: time.Hour})
 	enqueue(t, c, queue.EnqueueParams{Queue: "other"})
 	jobs := claim(t, c, 3, time.Minute)
-	c.Complete(ctx, jobs[0].Lease())
-	c.Fail(ctx, jobs[1], errors.New("x"), queue.FailOptions{Dead: true})
+	if err := c.Complete(ctx, jobs[0].Lease()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Fail(ctx, jobs[1], errors.New("x"), queue.FailOptions{Dead: true}); err != nil {
+		t.Fatal(err)
+	}
 	s := stats(t, c)
 	want := queue.QueueStats{Queue: "q", Available: 2, Scheduled: 1, Running: 1, Succeeded: 1, Dead: 1, PastDue: 2}
 	s.OldestPastDue = 0
@@ -539,7 +590,9 @@ func TestBadInputWritesNothing(t *testing.T) {
 		t.Errorf("batch with a bad job: %v", err)
 	}
 	var n int
-	pool.QueryRow(ctx, `SELECT count(*) FROM crawlq_job`).Scan(&n)
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM crawlq_job`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
 	if n != 0 {
 		t.Fatalf("%d jobs written by bad input", n)
 	}
@@ -590,11 +643,18 @@ func TestManyWorkersExactlyOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		wg.Add(1)
-		go func() { defer wg.Done(); w.Run(wctx) }()
+		go func() {
+			defer wg.Done()
+			if err := w.Run(wctx); err != nil {
+				t.Errorf("worker: %v", err)
+			}
+		}()
 	}
 	waitFor(t, 90*time.Second, func() bool {
 		var done int
-		pool.QueryRow(ctx, `SELECT count(*) FROM crawlq_job WHERE state = 'succeeded'`).Scan(&done)
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM crawlq_job WHERE state = 'succeeded'`).Scan(&done); err != nil {
+			t.Fatal(err)
+		}
 		return done == n
 	})
 	stop()
@@ -604,9 +664,15 @@ func TestManyWorkersExactlyOnce(t *testing.T) {
 		p.Wait()
 	}
 	var runs, distinct, multi, procRuns int
-	pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT job_id) FROM work_log`).Scan(&runs, &distinct)
-	pool.QueryRow(ctx, `SELECT count(*) FROM crawlq_job WHERE attempt <> 1 OR state <> 'succeeded'`).Scan(&multi)
-	pool.QueryRow(ctx, `SELECT count(*) FROM work_log WHERE worker LIKE 'proc%'`).Scan(&procRuns)
+	if err := pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT job_id) FROM work_log`).Scan(&runs, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM crawlq_job WHERE attempt <> 1 OR state <> 'succeeded'`).Scan(&multi); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM work_log WHERE worker LIKE 'proc%'`).Scan(&procRuns); err != nil {
+		t.Fatal(err)
+	}
 	if runs != n || distinct != n || multi != 0 {
 		t.Fatalf("%d executions of %d distinct jobs, %d jobs with attempt != 1; want %d, %d, 0", runs, distinct, multi, n, n)
 	}
@@ -640,7 +706,9 @@ func TestHelperWorkerProcess(t *testing.T) {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	w.Run(ctx)
+	if err := w.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func waitFor(t *testing.T, d time.Duration, cond func() bool) {

@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
-	"github.com/jackc/pgx/v5"
+	"crawlq/internal/dbsqlc"
 )
 
 // A process that finds new work while handling a job (a crawl page finding links) can hand some
 // of it to its own idle handlers instead of sending it through the queue: Worker.Reserve sets
-// aside room, the caller inserts the jobs already leased to the worker in its own transaction
-// (Reservation.EnqueueBatch), and once that committed, Hand gives them to the handlers. They skip
+// aside room, the caller inserts the jobs already leased to the worker in its transaction
+// (Tx.EnqueueHeld), and once that committed, the Tx hands them to the handlers. They skip
 // the claim: no claim statement, no wait for the next poll or poke. A crash loses nothing: the
 // jobs are leased like claimed ones and the rescue brings them back when the lease expires.
 //
@@ -31,7 +30,7 @@ type Reservation struct {
 // Reserve sets aside room for up to n jobs that idle handlers can start at once, or returns nil
 // when there is none (or the worker is stopping, or recycles after MaxJobs). Only idle handlers
 // count, so that work a busy process finds goes to the queue, where other workers can take it
-// now, rather than waiting here. The caller must end the reservation with Hand or Cancel.
+// now, rather than waiting here. The reservation ends with Hand or Cancel (Tx.Send calls one).
 func (w *Worker) Reserve(n int) *Reservation {
 	if n <= 0 || w.cfg.MaxJobs > 0 {
 		return nil
@@ -62,18 +61,19 @@ func (w *Worker) Room() int {
 // Len is how many jobs the reservation has room for.
 func (r *Reservation) Len() int { return r.n }
 
-// Jobs returns the jobs inserted through EnqueueBatch, once its results have been read.
+// Jobs returns the jobs inserted through Tx.EnqueueHeld, once the Tx has been sent.
 func (r *Reservation) Jobs() []*Job { return r.jobs }
 
-// EnqueueBatch queues on b the insert of ps (at most Len, due now, without unique keys) as jobs
-// already running under the reservation's lease; those whose once key was used before are skipped.
-// Invalid params are reported at once and queue nothing.
-func (r *Reservation) EnqueueBatch(b *pgx.Batch, ps []EnqueueParams) error {
+// insertArgs checks ps (at most Len, due now, without unique keys, on the worker's queue, each
+// once key at most once) and returns the InsertHeldJobs arguments that insert them as jobs already
+// running under the reservation's lease (see Tx.EnqueueHeld).
+func (r *Reservation) insertArgs(ps []EnqueueParams) (dbsqlc.InsertHeldJobsParams, error) {
 	if len(ps) > r.n {
-		return fmt.Errorf("%w: %d jobs for a reservation of %d", ErrInvalid, len(ps), r.n)
+		return dbsqlc.InsertHeldJobsParams{}, fmt.Errorf("%w: %d jobs for a reservation of %d", ErrInvalid, len(ps), r.n)
 	}
 	var errs []error
 	seen := names{}
+	keys := map[onceID]bool{}
 	for i := range ps {
 		p := &ps[i]
 		err := p.validate(seen)
@@ -83,53 +83,24 @@ func (r *Reservation) EnqueueBatch(b *pgx.Batch, ps []EnqueueParams) error {
 		if err == nil && p.Queue != r.w.cfg.Queue {
 			err = fmt.Errorf("%w: queue %q: the reservation is on queue %q", ErrInvalid, p.Queue, r.w.cfg.Queue)
 		}
+		if k := (onceID{p.ParentID, p.OnceKey}); err == nil && k.key != "" {
+			if keys[k] {
+				err = fmt.Errorf("%w: once key %q repeated in one reservation", ErrInvalid, k.key)
+			}
+			keys[k] = true
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("job %d: %w", i, err))
 		}
 	}
-	if err := errors.Join(errs...); err != nil || len(ps) == 0 {
-		return err
+	if err := errors.Join(errs...); err != nil {
+		return dbsqlc.InsertHeldJobsParams{}, err
 	}
-	keys := map[onceID]bool{}
-	idx := make([]int, len(ps))
-	for i := range ps {
-		idx[i] = i
-		if k := ps[i].OnceKey; k != "" {
-			if keys[onceID{ps[i].ParentID, k}] {
-				return fmt.Errorf("%w: job %d: once key %q repeated in one reservation", ErrInvalid, i, k)
-			}
-			keys[onceID{ps[i].ParentID, k}] = true
-		}
-	}
-	c := columnsOf(ps, idx)
+	col := columnsOf(ps, allOf(ps))
 	cfg := &r.w.cfg
-	b.Queue(sqlInsertHeld, c.queues, c.kinds, c.prios, c.maxes, c.parents, c.args, cfg.Lease.Milliseconds(), r.token, cfg.ID, c.onces).Query(func(rows pgx.Rows) error {
-		jobs, err := scanHeld(rows, cfg.Queue, r.token, cfg.ID)
-		r.jobs = jobs
-		return err
-	})
-	return nil
-}
-
-func scanHeld(rows pgx.Rows, queue string, token int64, worker string) ([]*Job, error) {
-	defer rows.Close()
-	var jobs []*Job
-	for rows.Next() {
-		j := &Job{Queue: queue, State: StateRunning, LeaseToken: token, Worker: worker}
-		var prio int16
-		var lease, started time.Time
-		if err := rows.Scan(&j.ID, &j.Kind, &j.Args, &prio, &j.RunAt, &j.Attempt, &j.MaxAttempts, &lease,
-			&j.ParentID, &j.CreatedAt, &started); err != nil {
-			return nil, fmt.Errorf("enqueue held: %w", err)
-		}
-		j.Priority = int(prio)
-		j.LeaseUntil, j.StartedAt = &lease, &started
-		jobs = append(jobs, j)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("enqueue held: %w", err)
-	}
-	return jobs, nil
+	return dbsqlc.InsertHeldJobsParams{Queues: col.queues, Kinds: col.kinds, Priorities: col.prios, MaxAttempts: col.maxes,
+		ParentIds: col.parents, Args: col.args, Hashes: col.onces, Now: r.w.c.now(), LeaseMs: cfg.Lease.Milliseconds(),
+		LeaseToken: r.token, Worker: cfg.ID}, nil
 }
 
 // Hand gives the inserted jobs to the worker's handlers; call it once the transaction that

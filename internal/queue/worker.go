@@ -10,7 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"crawlq/internal/backoff"
 	"crawlq/internal/db"
+	"crawlq/internal/dbsqlc"
 )
 
 // Handler works one claimed job. Its return value decides the job's fate:
@@ -144,6 +146,9 @@ type Worker struct {
 	stopped  bool            // ready is closed
 
 	claimed, succeeded, failed, snoozed, released, lost, deferred, cancelled atomic.Int64
+	// unrecorded counts jobs whose outcome could not be written (the database stayed unreachable
+	// for as long as their leases could be valid): Run reports them.
+	unrecorded atomic.Int64
 	// faults counts deferred jobs since the last job that ended otherwise: the defer backoff grows
 	// with it while an outage lasts.
 	faults atomic.Int64
@@ -192,7 +197,9 @@ func (w *Worker) Stats() WorkerStats {
 // Run works jobs until ctx ends (or MaxJobs have been claimed and finished). Then it stops
 // claiming, releases claimed jobs no handler has started, gives running handlers StopGrace to
 // finish, cancels and releases the rest, writes the last completions and returns. It returns nil
-// on a clean stop.
+// when every job it finished was recorded, and an error counting those whose outcome it could not
+// write (the database was unreachable): their leases expire and the rescue returns them, so they
+// run again, each at the cost of an attempt.
 func (w *Worker) Run(ctx context.Context) error {
 	// Handlers and the writes that finish jobs outlive ctx by the grace period.
 	workCtx, stopWork := context.WithCancelCause(context.WithoutCancel(ctx))
@@ -257,15 +264,21 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.releaseAll(workCtx)
 	gctx, cancel := context.WithTimeout(workCtx, 5*time.Second)
 	defer cancel()
-	if _, err := w.c.pool.Exec(gctx, sqlWorkerGone, w.cfg.ID); err != nil {
+	if err := w.c.q.WorkerGone(gctx, w.cfg.ID); err != nil {
 		w.log.Warn("unregister worker", "err", err)
+	}
+	if n := w.unrecorded.Load(); n > 0 {
+		return fmt.Errorf("worker %s: the outcome of %d job(s) was not recorded; the rescue returns them once their leases expire", w.cfg.ID, n)
 	}
 	return nil
 }
 
 func (w *Worker) claimLoop(ctx context.Context) {
 	var lastPromote time.Time
-	backoff := 100 * time.Millisecond
+	// Claims that fail wait 100 ms, doubling, at most a second: claims resume within about that of
+	// the database coming back.
+	retry := backoff.Policy{Base: 100 * time.Millisecond, Max: time.Second}
+	failures := 0
 	for ctx.Err() == nil {
 		if w.cfg.MaxJobs > 0 && w.claimed.Load() >= int64(w.cfg.MaxJobs) {
 			return
@@ -303,13 +316,13 @@ func (w *Worker) claimLoop(ctx context.Context) {
 				}
 				return
 			}
-			w.log.Warn("claim failed; retrying", "err", err, "in", backoff)
-			sleep(ctx, backoff)
-			// At most a second: claims resume within about that of the database coming back.
-			backoff = min(backoff*2, time.Second)
+			failures++
+			d := retry.Delay(failures)
+			w.log.Warn("claim failed; retrying", "err", err, "in", d)
+			backoff.Sleep(ctx, d)
 			continue
 		}
-		backoff = 100 * time.Millisecond
+		failures = 0
 		w.hand(jobs, room, false)
 		if len(jobs) < room && time.Since(lastPromote) > w.cfg.PollInterval/2 {
 			lastPromote = time.Now()
@@ -390,15 +403,6 @@ func (w *Worker) hand(jobs []*Job, room int, wake bool) bool {
 		w.ready <- j // never blocks: the room was taken
 	}
 	return true
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }
 
 // work runs one job. runCtx is Run's context: once it is done, unstarted jobs are released.
@@ -492,7 +496,6 @@ func (w *Worker) safeHandle(ctx context.Context, j *Job) (err error) {
 func (w *Worker) finish(ctx context.Context, j *Job, write func(context.Context) error) {
 	defer w.forget(j.ID)
 	give := time.Now().Add(2 * w.cfg.Lease)
-	backoff := 50 * time.Millisecond
 	for try := 1; ; try++ {
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := write(wctx)
@@ -507,12 +510,16 @@ func (w *Worker) finish(ctx context.Context, j *Job, write func(context.Context)
 		// Only a fault of the database is worth waiting out; anything else gets a few tries.
 		if ctx.Err() != nil || time.Now().After(give) || w.isStopped() || (try >= 5 && !db.IsTransient(err)) {
 			w.log.Error("could not record job outcome; its lease will expire and it will be rescued", "job", j.ID, "err", err)
+			w.unrecorded.Add(1)
 			return
 		}
-		sleep(ctx, backoff)
-		backoff = min(backoff*2, time.Second)
+		backoff.Sleep(ctx, writeRetry.Delay(try))
 	}
 }
+
+// writeRetry is the wait between tries of an outcome write: 50 ms, doubling, at most a second, so
+// that outcomes are recorded within about a second of the database coming back.
+var writeRetry = backoff.Policy{Base: 50 * time.Millisecond, Max: time.Second}
 
 // isStopped reports whether Run is stopping: outcome writes then give up sooner, so a stop is not
 // held up by a database that is down (the leases expire and the rescue returns the jobs).
@@ -551,9 +558,8 @@ func (w *Worker) complete(ctx context.Context, done <-chan Lease) {
 }
 
 func (w *Worker) completeBatch(ctx context.Context, batch []Lease) {
-	backoff := 50 * time.Millisecond
 	give := time.Now().Add(2 * w.cfg.Lease) // as long as the leases can be valid (see finish)
-	for {
+	for try := 1; ; try++ {
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		lost, err := w.c.CompleteMany(wctx, batch)
 		cancel()
@@ -572,10 +578,10 @@ func (w *Worker) completeBatch(ctx context.Context, batch []Lease) {
 		}
 		if ctx.Err() != nil || time.Now().After(give) {
 			w.log.Error("could not record completions; their leases will expire and the jobs will be rescued", "n", len(batch), "err", err)
+			w.unrecorded.Add(int64(len(batch)))
 			return
 		}
-		sleep(ctx, backoff)
-		backoff = min(backoff*2, time.Second)
+		backoff.Sleep(ctx, writeRetry.Delay(try))
 	}
 }
 
@@ -597,7 +603,7 @@ func (w *Worker) heartbeatLoop(ctx context.Context) {
 func (w *Worker) register(ctx context.Context) {
 	hctx, cancel := context.WithTimeout(ctx, w.cfg.Lease/2)
 	defer cancel()
-	if _, err := w.c.pool.Exec(hctx, sqlWorkerBeat, w.cfg.ID, w.cfg.Queue, w.cfg.Kind, w.succeeded.Load()); err != nil && ctx.Err() == nil {
+	if err := w.c.q.WorkerBeat(hctx, dbsqlc.WorkerBeatParams{ID: w.cfg.ID, Queue: w.cfg.Queue, Kind: w.cfg.Kind, JobsDone: w.succeeded.Load(), Now: w.c.now()}); err != nil && ctx.Err() == nil {
 		w.log.Warn("worker heartbeat failed", "err", err)
 	}
 }

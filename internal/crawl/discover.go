@@ -1,0 +1,182 @@
+package crawl
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"crawlq/internal/queue"
+)
+
+// Discovery: the pages a page found become page jobs of its run before that page is finished (see
+// finish.go), each with its URL as once key so that a URL the run has already queued is skipped in
+// the same statement. As many as this process has idle room for go to its own workers, already
+// leased (queue.Reservation); the rest wait in the queue for any worker. A run with a page budget
+// (max_pages) takes its new pages from the budget in a transaction that locks the budget row.
+
+// discover adds the pages of run ri that a page found, before that page is finished (see the
+// top of this file). Links this process knows the run has queued are dropped first.
+func (c *Crawler) discover(ctx context.Context, ri *runInfo, found []pageArgs) error {
+	found = c.seen.unknown(ri.id, found)
+	if len(found) == 0 {
+		return nil
+	}
+	pages, keys := distinctPages(ri.id, found)
+	var added addedPages
+	if ri.settings.MaxPages > 0 {
+		err := c.inTx(ctx, func(tx pgx.Tx) (err error) {
+			added, err = c.addBudgeted(ctx, tx, ri, pages)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	} else {
+		// One round trip. The commit does not wait for its WAL to reach disk: everything that
+		// depends on these jobs commits later with the default synchronous commit (the page's own
+		// completion; a child's completion or claim), and WAL is flushed in order, so those flush
+		// this too. A database crash before then loses the pages together with the page that found
+		// them, which runs again and finds them again.
+		tx := c.cfg.Queue.NewTx()
+		tx.Queue(sqlAsyncCommit)
+		count, err := c.queuePages(tx, ri, pages)
+		if err != nil {
+			tx.Discard()
+			return fmt.Errorf("add pages: %w", err)
+		}
+		if err := tx.Send(ctx); err != nil {
+			return fmt.Errorf("add pages: %w", err)
+		}
+		count(&added)
+	}
+	c.seen.add(keys)
+	if added.queued && c.cfg.OnEnqueue != nil {
+		c.cfg.OnEnqueue(ri.queue)
+	}
+	return nil
+}
+
+// addedPages is what queuePages inserted.
+type addedPages struct {
+	n      int
+	queued bool // some wait in the queue (not all were handed to this process)
+}
+
+// queuePages queues on tx the page jobs of run ri's new links: as many as this process has idle
+// room for, already leased to it (a reservation, which tx ends when it is sent or discarded), the others for
+// any worker to claim. The returned function reports what was inserted once tx has been sent.
+func (c *Crawler) queuePages(tx *queue.Tx, ri *runInfo, pages []pageArgs) (func(*addedPages), error) {
+	ps := c.pageJobs(ri, pages)
+	var r *queue.Reservation
+	mine := 0
+	if c.cfg.Reserve != nil {
+		if r = c.cfg.Reserve(ri.queue, len(ps)); r != nil {
+			mine = r.Len()
+			if err := tx.EnqueueHeld(r, ps[:mine]); err != nil {
+				r.Cancel()
+				return nil, err
+			}
+		}
+	}
+	rest := ps[mine:]
+	out := make([]queue.EnqueueResult, len(rest))
+	if len(rest) > 0 {
+		if err := tx.Enqueue(rest, 0, out); err != nil {
+			return nil, err
+		}
+	}
+	return func(a *addedPages) {
+		if r != nil {
+			a.n += len(r.Jobs())
+		}
+		for _, o := range out {
+			if o.ID != 0 {
+				a.n++
+				a.queued = true
+			}
+		}
+	}, nil
+}
+
+// seenKey is a URL (by hash) of a run: the key of the seen cache.
+type seenKey struct {
+	Run int64
+	H   [16]byte
+}
+
+// distinctPages returns found without repeated URLs, in the order found, and their seen keys.
+func distinctPages(run int64, found []pageArgs) ([]pageArgs, []seenKey) {
+	keys := make([]seenKey, 0, len(found))
+	had := make(map[seenKey]bool, len(found))
+	pages := make([]pageArgs, 0, len(found))
+	for _, p := range found {
+		k := seenKeyOf(run, p.URL)
+		if had[k] {
+			continue
+		}
+		had[k] = true
+		keys = append(keys, k)
+		pages = append(pages, p)
+	}
+	return pages, keys
+}
+
+// pageJobs returns the page jobs of run ri for pages, each with its URL as once key.
+func (c *Crawler) pageJobs(ri *runInfo, pages []pageArgs) []queue.EnqueueParams {
+	ps := make([]queue.EnqueueParams, len(pages))
+	for i, p := range pages {
+		args, _ := json.Marshal(p)
+		ps[i] = queue.EnqueueParams{Queue: ri.queue, Kind: KindPage, Args: args, Priority: ri.priority,
+			ParentID: ri.id, MaxAttempts: ri.settings.Retry.Attempts, OnceKey: p.URL}
+	}
+	return ps
+}
+
+// addBudgeted adds pages of run ri within tx, at most what the run's page budget has left: the
+// budget row is locked until commit, so concurrent pages of the run take from it one after the
+// other, and only the pages actually added (not those already queued) are taken from it.
+func (c *Crawler) addBudgeted(ctx context.Context, tx pgx.Tx, ri *runInfo, pages []pageArgs) (addedPages, error) {
+	var added addedPages
+	var left int64
+	if err := tx.QueryRow(ctx, sqlLockBudget, ri.id).Scan(&left); err != nil {
+		return added, fmt.Errorf("page budget: %w", err)
+	}
+	if left == 0 {
+		return added, nil
+	}
+	if left < 0 || left > int64(len(pages)) {
+		left = int64(len(pages))
+	}
+	out, err := c.cfg.Queue.EnqueueLimitedTx(ctx, tx, c.pageJobs(ri, pages), int(left))
+	if err != nil {
+		return added, fmt.Errorf("add pages: %w", err)
+	}
+	for _, o := range out {
+		if o.ID != 0 {
+			added.n++
+			added.queued = true
+		}
+	}
+	if _, err := tx.Exec(ctx, sqlSpendBudget, ri.id, added.n); err != nil {
+		return added, fmt.Errorf("page budget: %w", err)
+	}
+	return added, nil
+}
+
+// addPages enqueues the start pages of run ri within tx, as many as its page budget allows.
+func (c *Crawler) addPages(ctx context.Context, tx pgx.Tx, ri *runInfo, pages []pageArgs) (int, error) {
+	list, _ := distinctPages(ri.id, pages)
+	if len(list) == 0 {
+		return 0, nil
+	}
+	if ri.settings.MaxPages > 0 {
+		added, err := c.addBudgeted(ctx, tx, ri, list)
+		return added.n, err
+	}
+	if _, err := c.cfg.Queue.EnqueueManyTx(ctx, tx, c.pageJobs(ri, list)); err != nil {
+		return 0, err
+	}
+	return len(list), nil
+}
