@@ -233,7 +233,7 @@ func waitRun(t *testing.T, c *crawl.Crawler, id int64, d time.Duration, progress
 		} else {
 			lastErr = err
 		}
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond) // paces a poll of the run
 	}
 	t.Fatalf("run %d not finished within %s (last read %+v, last error %v)", id, d, last, lastErr)
 	return nil
@@ -387,12 +387,12 @@ func databaseRestart(t *testing.T, bin string, sum *summary) {
 		if time.Now().After(deadline) {
 			t.Fatalf("crawl did not reach a quarter within 2m (%d hits)", site.TotalHits())
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // paces a poll
 	}
 	atStop := site.TotalHits()
 	pg.stopImmediate(t)
 	down := 5 * time.Second
-	time.Sleep(down)
+	time.Sleep(down) // TODO(issue 14): the outage as a length of time (a stimulus); wait for every worker to see it instead
 	pg.start(t)
 	restarted := time.Now()
 	// Progress: a page fetched after the restart. Fetches still in flight at the crash add to the
@@ -402,7 +402,7 @@ func databaseRestart(t *testing.T, bin string, sum *summary) {
 		if time.Since(restarted) > 45*time.Second {
 			t.Fatalf("no page fetched within 45 s of the restart (leases are 60 s): the workers wait for their leases to expire")
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // paces a poll
 	}
 	moving := time.Since(restarted)
 	r := waitRun(t, c, runID, 5*time.Minute, nil)
@@ -488,7 +488,7 @@ func load(t *testing.T, bin string, sum *summary) {
 			b, _ := os.ReadFile(logPath)
 			t.Fatalf("crawlq local did not listen within 1m:\n%s", tail(string(b), 20))
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // paces a poll of the port
 	}
 	const calls, keys = 200, 50
 	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: calls}}

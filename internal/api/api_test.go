@@ -180,7 +180,7 @@ func TestScheduleStatusListCancel(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("cancelled run not finished: %v", st)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // paces a poll
 	}
 	if s := st["job"].(map[string]any)["state"]; s != "cancelled" {
 		t.Fatalf("state after cancel: %v", s)

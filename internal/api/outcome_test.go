@@ -65,7 +65,7 @@ func TestOutcomeAndRedrive(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("run not finished: %v", st)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // paces a poll
 	}
 	fp, _ := job["failed_pages"].([]any)
 	if job["outcome"] != "failed" || job["dead_pages"] != float64(1) || len(fp) != 1 ||
@@ -108,6 +108,6 @@ func TestOutcomeAndRedrive(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("redriven run not finished: %v", st)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // paces a poll
 	}
 }

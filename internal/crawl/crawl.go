@@ -1,6 +1,7 @@
 // Package crawl runs spiders as fan-out page jobs on the queue. It owns runs (crawlq_run), run
-// stats, robots.txt storage and the politeness state every worker shares (see sql.go), and the job
-// handlers for the "run" and "page" kinds.
+// stats, robots.txt storage and the politeness state every worker shares (their queries are in
+// internal/dbsqlc: crawlq_run.sql, crawlq_run_stat.sql, crawlq_robots.sql, crawlq_domain.sql), and
+// the job handlers for the "run" and "page" kinds.
 //
 // The path of a run: Schedule inserts the run and its run job in one transaction. The run job asks
 // the spider for its start requests and enqueues them as page jobs (children of the run, each with
@@ -26,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"crawlq/internal/dbsqlc"
 	"crawlq/internal/fetch"
 	"crawlq/internal/items"
 	"crawlq/internal/queue"
@@ -81,11 +83,17 @@ type Config struct {
 	Reserve func(queue string, n int) *queue.Reservation
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Now, when set, is the clock of the deadlines the crawl keeps in shared rows: host pauses,
+	// robots.txt claims and politeness slots. Default nil: the database's now(), the one clock
+	// every process shares. Tests set it to move time instead of sleeping past a deadline; every
+	// process sharing those rows must then use the same clock.
+	Now func() time.Time
 }
 
 // Crawler schedules runs and works their jobs.
 type Crawler struct {
 	cfg    Config
+	db     *dbsqlc.Queries // on cfg.Pool
 	log    *slog.Logger
 	robots *robots.Cache
 
@@ -124,9 +132,19 @@ func New(cfg Config) (*Crawler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Crawler{cfg: cfg, log: cfg.Logger, robots: robots.NewCache(4096),
+	return &Crawler{cfg: cfg, db: dbsqlc.New(cfg.Pool), log: cfg.Logger, robots: robots.NewCache(4096),
 		fetchers: map[fetcherKey]*fetch.Fetcher{}, runs: map[int64]*runInfo{}, active: map[int64]int{}, seen: newSeenCache(seenCacheSize), cancelled: map[int64]bool{}, hosts: newHostSlots(), health: newHostHealth(),
 		closed: make(chan struct{}), finishersDone: make(chan struct{})}, nil
+}
+
+// now is the time the shared deadlines are measured against: Config.Now, or nil for the
+// database's clock.
+func (c *Crawler) now() *time.Time {
+	if c.cfg.Now == nil {
+		return nil
+	}
+	t := c.cfg.Now()
+	return &t
 }
 
 // Register adds the crawl's job handlers to mux.
@@ -266,12 +284,20 @@ func (c *Crawler) Schedule(ctx context.Context, p ScheduleParams) (Scheduled, er
 		return out, fmt.Errorf("schedule: %w", err)
 	}
 	defer tx.Rollback(ctx)
-	err = tx.QueryRow(ctx, sqlInsertRun, p.Spider, string(args), string(over), p.Priority, q, p.IdempotencyKey, budget, p.RunAt, p.Delay.Microseconds(),
-		effective.Retry.MaxDeadShare).
-		Scan(&out.RunID, &out.Duplicate, &out.State, &out.RunAt)
+	var runAt *time.Time
+	if !p.RunAt.IsZero() {
+		runAt = &p.RunAt
+	}
+	db := c.db.WithTx(tx)
+	row, err := db.InsertRun(ctx, dbsqlc.InsertRunParams{
+		Spider: p.Spider, Args: string(args), Settings: string(over), Priority: int16(p.Priority), Queue: q,
+		IdempotencyKey: p.IdempotencyKey, PageBudget: budget, RunAt: runAt, DelayUs: p.Delay.Microseconds(),
+		MaxDeadShare: float32(effective.Retry.MaxDeadShare),
+	})
 	if err != nil {
 		return out, fmt.Errorf("schedule: %w", err)
 	}
+	out.RunID, out.Duplicate, out.State, out.RunAt = row.ID, row.Duplicate, string(row.State), row.RunAt
 	if !out.Duplicate || p.Replace {
 		mode := queue.Keep
 		if p.Replace {
@@ -286,11 +312,11 @@ func (c *Crawler) Schedule(ctx context.Context, p ScheduleParams) (Scheduled, er
 			return out, fmt.Errorf("schedule: %w", err)
 		}
 		if out.Duplicate {
-			runAt := p.RunAt
-			if runAt.IsZero() {
-				runAt = time.Now().Add(p.Delay)
+			moveTo := p.RunAt
+			if moveTo.IsZero() {
+				moveTo = time.Now().Add(p.Delay)
 			}
-			if _, err := tx.Exec(ctx, sqlMoveRun, out.RunID, runAt, p.Priority); err != nil {
+			if err := db.MoveRun(ctx, dbsqlc.MoveRunParams{ID: out.RunID, RunAt: moveTo, Priority: int16(p.Priority)}); err != nil {
 				return out, fmt.Errorf("schedule: %w", err)
 			}
 		}
@@ -343,8 +369,7 @@ func (c *Crawler) Cancel(ctx context.Context, runID int64) error {
 		return fmt.Errorf("cancel run %d: %w", runID, err)
 	}
 	defer tx.Rollback(ctx)
-	var id int64
-	err = tx.QueryRow(ctx, sqlRequestCancel, runID).Scan(&id)
+	_, err = c.db.WithTx(tx).RequestRunCancel(ctx, runID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		if _, gerr := c.Get(ctx, runID); gerr != nil {
 			return gerr
@@ -396,8 +421,8 @@ func (c *Crawler) TryFinish(ctx context.Context, runID int64) (bool, error) {
 			return false, fmt.Errorf("finish run %d: count items: %w", runID, err)
 		}
 	}
-	var state string
-	err = c.cfg.Pool.QueryRow(ctx, sqlFinishRun, runID, dead, string(failedJSON), stored).Scan(&state)
+	st, err := c.db.FinishRun(ctx, dbsqlc.FinishRunParams{ID: runID, DeadPages: dead, FailedPages: string(failedJSON), StoredItems: stored})
+	state := string(st)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil // finished already, by someone else
 	}
@@ -423,21 +448,13 @@ func (c *Crawler) Sweep(ctx context.Context) (int, error) {
 	n := 0
 	after := int64(0)
 	for {
-		rows, err := c.cfg.Pool.Query(ctx, sqlLiveRuns, after, 500)
-		if err != nil {
-			return n, fmt.Errorf("sweep: %w", err)
-		}
-		type live struct {
-			ID        int64
-			Cancelled bool
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowToStructByPos[live])
+		ids, err := c.db.LiveRuns(ctx, dbsqlc.LiveRunsParams{AfterID: after, MaxRuns: 500})
 		if err != nil {
 			return n, fmt.Errorf("sweep: %w", err)
 		}
 		for _, r := range ids {
 			id := r.ID
-			if r.Cancelled {
+			if r.CancelRequested {
 				// A page that was running when the run was cancelled may have added links after
 				// the cancel; cancel those too, until nothing of the run is left.
 				if _, err := c.cfg.Queue.CancelParentTx(ctx, c.cfg.Pool, id); err != nil {

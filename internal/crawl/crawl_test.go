@@ -66,7 +66,7 @@ func waitRun(t *testing.T, c *crawl.Crawler, id int64, d time.Duration) *crawl.R
 		if time.Now().After(deadline) {
 			t.Fatalf("run %d not finished after %s: %+v", id, d, r)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // paces a poll of the run
 	}
 }
 
@@ -130,13 +130,20 @@ func TestDemoCrawlInProcess(t *testing.T) {
 }
 
 func dumpJobs(t *testing.T, pool *pgxpool.Pool) {
-	rows, _ := pool.Query(context.Background(), `SELECT id, kind, state, errors FROM crawlq_job WHERE errors IS NOT NULL LIMIT 5`)
+	rows, err := pool.Query(context.Background(), `SELECT id, kind, state, errors FROM crawlq_job WHERE errors IS NOT NULL LIMIT 5`)
+	if err != nil {
+		t.Errorf("dump jobs: %v", err)
+		return
+	}
 	defer rows.Close()
 	for rows.Next() {
 		var id int64
 		var k, s string
 		var e []byte
-		rows.Scan(&id, &k, &s, &e)
+		if err := rows.Scan(&id, &k, &s, &e); err != nil {
+			t.Errorf("dump jobs: %v", err)
+			return
+		}
 		t.Logf("job %d %s %s %s", id, k, s, e)
 	}
 }

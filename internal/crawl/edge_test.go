@@ -69,7 +69,7 @@ func TestRetriesTimeoutsAndOversizedBodies(t *testing.T) {
 			page("429")
 		case "/p/slow":
 			if n == 1 {
-				time.Sleep(1500 * time.Millisecond)
+				time.Sleep(1500 * time.Millisecond) // a slow server: the fetch times out (ReadTimeout)
 			}
 			page("slow")
 		case "/p/503":
@@ -157,14 +157,21 @@ func TestSlowSinkBackpressure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Nothing may be written while the sink stalls: rather than for a while, for as long as it
+	// takes the workers to be pushed back many times more (each page that cannot hand over its
+	// items is), which they are only while they keep crawling against the stall.
 	waitFor(t, 30*time.Second, func() bool { return n.Pipeline.Stats().Backpressure >= 5 })
-	time.Sleep(time.Second)
+	from := n.Pipeline.Stats().Backpressure
+	waitFor(t, 30*time.Second, func() bool { return n.Pipeline.Stats().Backpressure >= from+20 })
 	if st := n.Pipeline.Stats(); st.MaxBufferedItems > 5 || st.WrittenItems != 0 {
 		t.Fatalf("while stalled: %+v; want at most 5 buffered and nothing written", st)
 	}
 	sink.stalled.Store(false)
 	r := waitRun(t, n.Crawler, s.RunID, time.Minute)
-	got, _ := items.CountItems(context.Background(), pool, s.RunID)
+	got, err := items.CountItems(context.Background(), pool, s.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if r.State != "succeeded" || got != int64(site.Expected().Items) || r.Stats.Items != got {
 		t.Fatalf("run %s, %d items in the sink, %d in stats; want %d", r.State, got, r.Stats.Items, site.Expected().Items)
 	}
@@ -185,8 +192,14 @@ func TestCompletionExactlyOnce(t *testing.T) {
 	n, _ = startNode(t, pool, node.Config{Workers: 8, Worker: queue.WorkerConfig{Concurrency: 8},
 		OnFinish: func(id int64, state string) {
 			// Never early: at this moment every item must be written and nothing of the run left.
-			got, _ := items.CountItems(context.Background(), pool, id)
-			left, _ := n.Queue.HasUnfinishedTx(context.Background(), pool, id)
+			got, err := items.CountItems(context.Background(), pool, id)
+			if err != nil {
+				t.Error(err)
+			}
+			left, err := n.Queue.HasUnfinishedTx(context.Background(), pool, id)
+			if err != nil {
+				t.Error(err)
+			}
 			mu.Lock()
 			finishes = append(finishes, fmt.Sprintf("%s items=%d left=%v", state, got, left))
 			mu.Unlock()
@@ -196,7 +209,14 @@ func TestCompletionExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitRun(t, n.Crawler, s.RunID, time.Minute)
-	time.Sleep(1500 * time.Millisecond) // give a second finisher (or the sweep) every chance
+	// A second finisher, now and on purpose rather than by waiting for one: finishing the run
+	// again and sweeping must both find it finished.
+	if done, err := n.Crawler.TryFinish(context.Background(), s.RunID); err != nil || done {
+		t.Fatalf("TryFinish of a finished run: %v, %v; want false, nil", done, err)
+	}
+	if swept, err := n.Crawler.Sweep(context.Background()); err != nil || swept != 0 {
+		t.Fatalf("Sweep after the run finished: %d, %v; want 0, nil", swept, err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	want := fmt.Sprintf("succeeded items=%d left=false", site.Expected().Items)
@@ -241,7 +261,7 @@ func TestDomainConcurrencyPerProcess(t *testing.T) {
 		inFlight++
 		most = max(most, inFlight)
 		mu.Unlock()
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // the server's latency, so requests overlap
 		site.ServeHTTP(w, r)
 		mu.Lock()
 		inFlight--

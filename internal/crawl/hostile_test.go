@@ -116,7 +116,7 @@ func TestHostilePages(t *testing.T) {
 	h, hits := hostileSite(t)
 	base := serveHandler(t, h)
 	pool := dbtest.Pool(t)
-	n, _ := startNode(t, pool, node.Config{Spiders: registry(t, hostileSpec), Workers: 1,
+	n, _ := startNode(t, pool, node.Config{Spiders: registry(t, hostileSpec), Workers: 1, // _: stop, run by Cleanup
 		Worker: queue.WorkerConfig{Concurrency: 8},
 		Queue:  queue.Config{RetryBase: 50 * time.Millisecond, RetryMax: 100 * time.Millisecond},
 		Fetch:  fetch.Config{ReadTimeout: 10 * time.Second}})
@@ -129,11 +129,10 @@ func TestHostilePages(t *testing.T) {
 		t.Fatalf("run %s, want it finished by itself", r.State)
 	}
 	got := hits()
+	delete(got, "/robots.txt") // fetched once per site per run, outside the page budget
 	total := 0
-	for p, c := range got {
-		if p != "/robots.txt" {
-			total += c
-		}
+	for _, c := range got {
+		total += c
 	}
 	// Each page job fetches once unless retried; a permanent failure (too large, bomb) is not.
 	if got["/bomb"] != 1 || got["/huge"] != 1 {
@@ -154,13 +153,23 @@ func TestHostilePages(t *testing.T) {
 	if chain > 11 {
 		t.Errorf("endless redirect chain followed %d hops; want at most 10 (plus the start)", chain)
 	}
-	if total > 60 || pages == 0 {
-		t.Errorf("%d fetches in all (%d of /page/); want at most max_pages=60", total, pages)
+	// max_pages bounds the run's pages (page jobs, one per distinct URL), not its fetches: a page
+	// that runs again fetches again without adding a page, and whether any does depends on the
+	// machine's load (a fetch that times out and is retried, a page put back after a database
+	// fault, a lease lost while parsing a hostile page). The site never ends, so the budget is
+	// spent exactly: exactly 60 distinct pages are fetched, whatever the load.
+	if len(got) != 60 || pages == 0 {
+		t.Errorf("%d distinct pages fetched (%d fetches, %d of /page/); want exactly max_pages=60", len(got), total, pages)
+	}
+	for p, c := range got {
+		if c > 1 {
+			t.Logf("%q fetched %d times (the page ran again)", p, c)
+		}
 	}
 	if r.Stats.Items == 0 || got["/item/ok"] != 1 {
 		t.Errorf("run stats %+v; want the ordinary item among the hostile ones", r.Stats)
 	}
-	t.Logf("hostile run: state %s, %d fetches, stats %+v", r.State, total, r.Stats)
+	t.Logf("hostile run: state %s, %d fetches of %d pages, stats %+v", r.State, total, len(got), r.Stats)
 
 	// The node still works: a second run of the same site finishes too.
 	s2, err := n.Crawler.Schedule(context.Background(), crawl.ScheduleParams{Spider: "hostile", Args: map[string]string{"base_url": base}})

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"crawlq/internal/dbsqlc"
 	"crawlq/internal/spider"
 )
 
@@ -114,15 +115,16 @@ type hostPause struct {
 
 // hostFailed records a connection-level failure of host in its shared row and returns the pause.
 func (c *Crawler) hostFailed(ctx context.Context, host string, r spider.Retry) (hostPause, error) {
-	var p hostPause
-	var downSecs float64
 	stale := max(2*r.MaxHostPause, time.Minute)
-	err := c.cfg.Pool.QueryRow(ctx, sqlHostFailed, host, r.HostPause.Microseconds(), r.MaxHostPause.Microseconds(), stale.Microseconds()).
-		Scan(&p.until, &p.streak, &downSecs, &p.started)
+	row, err := c.db.HostFailed(ctx, dbsqlc.HostFailedParams{
+		Host: host, FirstPauseUs: r.HostPause.Microseconds(), MaxPauseUs: r.MaxHostPause.Microseconds(),
+		StaleAfterUs: stale.Microseconds(), Now: c.now(),
+	})
 	if err != nil {
-		return p, fmt.Errorf("pause host %s: %w", host, err)
+		return hostPause{}, fmt.Errorf("pause host %s: %w", host, err)
 	}
-	p.downFor = time.Duration(downSecs * float64(time.Second))
+	p := hostPause{until: row.PausedUntil, streak: int(row.FailStreak), started: row.Started,
+		downFor: time.Duration(row.DownSeconds * float64(time.Second))}
 	c.health.pause(host, p.until)
 	if p.started {
 		c.log.Warn("host paused: it fails at the connection level; its pages wait without counting attempts",
@@ -137,7 +139,7 @@ func (c *Crawler) hostAnswered(ctx context.Context, host string) {
 	if !c.health.recovered(host) {
 		return
 	}
-	if _, err := c.cfg.Pool.Exec(context.WithoutCancel(ctx), sqlHostRecovered, host); err != nil {
+	if err := c.db.HostRecovered(context.WithoutCancel(ctx), host); err != nil {
 		c.log.Warn("host answers again, but its pause could not be cleared; the next failure starts a new streak once it is stale", "host", host, "err", err)
 		return
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"crawlq/internal/dbsqlc"
 )
 
 // What a finished run leaves behind, and when it may go. A finished run keeps its row (with its
@@ -15,17 +15,13 @@ import (
 // once keys stop from being fetched again. So a run is purged only when it has no unfinished and
 // no dead job (queue.Client.Settled, re-checked by the delete itself): a run with dead pages keeps
 // everything until those are redriven or removed by the dead-job retention, whichever comes first.
-// Stat rows may go because sqlFinishRun folded them into the run row; a reopened run (not purged,
+// Stat rows may go because dbsqlc.FinishRun folded them into the run row; a reopened run (not purged,
 // since it had dead jobs) still has them.
 
 // PurgeCandidates returns up to limit runs that finished before `before` and are not purged yet,
 // oldest first.
 func (c *Crawler) PurgeCandidates(ctx context.Context, before time.Time, limit int) ([]int64, error) {
-	rows, err := c.cfg.Pool.Query(ctx, sqlPurgeCandidates, before, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list runs to purge: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	ids, err := c.db.PurgeCandidates(ctx, dbsqlc.PurgeCandidatesParams{Before: before, MaxRuns: int32(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("list runs to purge: %w", err)
 	}
@@ -54,19 +50,19 @@ func (c *Crawler) PurgeRun(ctx context.Context, run int64, after [16]byte, limit
 	if p.OnceKeys, p.After, err = c.cfg.Queue.DeleteOnceKeys(ctx, run, after, limit); err != nil {
 		return p, err
 	}
-	tag, err := c.cfg.Pool.Exec(ctx, sqlDeleteRunRobots, run, limit)
+	n, err := c.db.DeleteRunRobots(ctx, dbsqlc.DeleteRunRobotsParams{RunID: run, MaxRows: int32(limit)})
 	if err != nil {
 		return p, fmt.Errorf("delete robots.txt copies of run %d: %w", run, err)
 	}
-	p.Robots = int(tag.RowsAffected())
-	if tag, err = c.cfg.Pool.Exec(ctx, sqlDeleteRunStats, run, limit); err != nil {
+	p.Robots = int(n)
+	if n, err = c.db.DeleteRunStats(ctx, dbsqlc.DeleteRunStatsParams{RunID: run, MaxRows: int32(limit)}); err != nil {
 		return p, fmt.Errorf("delete stat rows of run %d: %w", run, err)
 	}
-	p.Stats = int(tag.RowsAffected())
+	p.Stats = int(n)
 	if p.OnceKeys == limit || p.Robots == limit || p.Stats == limit {
 		return p, nil // more left: the next call goes on
 	}
-	if _, err := c.cfg.Pool.Exec(ctx, sqlMarkPurged, run); err != nil {
+	if err := c.db.MarkRunPurged(ctx, run); err != nil {
 		return p, fmt.Errorf("mark run %d purged: %w", run, err)
 	}
 	p.Done = true
@@ -74,15 +70,16 @@ func (c *Crawler) PurgeRun(ctx context.Context, run int64, after [16]byte, limit
 }
 
 // PruneDomains deletes up to a chunk of politeness rows idle since before `before`, walking the
-// table in host order from after host `after` (see sqlPruneDomains). It returns where the next
-// call should start ("" once the walk reached the end) and how many rows it deleted.
+// table in host order from after host `after` (see dbsqlc.PruneDomains). It returns where the
+// next call should start ("" once the walk reached the end) and how many rows it deleted.
 func (c *Crawler) PruneDomains(ctx context.Context, after string, before time.Time, chunk int) (next string, deleted int, err error) {
-	var seen int
-	if err := c.cfg.Pool.QueryRow(ctx, sqlPruneDomains, after, before, chunk).Scan(&next, &seen, &deleted); err != nil {
+	row, err := c.db.PruneDomains(ctx, dbsqlc.PruneDomainsParams{AfterHost: after, IdleBefore: before, MaxHosts: int32(chunk)})
+	if err != nil {
 		return after, 0, fmt.Errorf("prune politeness rows: %w", err)
 	}
-	if seen < chunk {
+	next = row.LastHost
+	if row.Hosts < int64(chunk) {
 		next = ""
 	}
-	return next, deleted, nil
+	return next, int(row.Deleted), nil
 }

@@ -128,7 +128,7 @@ func TestDemoCrawlTwoProcesses(t *testing.T) {
 // slowSite delays every request a little so a crawl lasts long enough to kill a worker in it.
 func slowSite(site *demosite.Site, d time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(d)
+		time.Sleep(d) // the server's latency, not a wait of the test
 		site.ServeHTTP(w, r)
 	})
 }
@@ -158,7 +158,10 @@ func TestCrawlSurvivesSIGKILL(t *testing.T) {
 	victim.stop(syscall.SIGKILL)
 	r := waitRun(t, ctl.Crawler, s.RunID, 2*time.Minute)
 	exp := site.Expected()
-	got, _ := items.CountItems(context.Background(), ctl.Crawler.Pool(), s.RunID)
+	got, err := items.CountItems(context.Background(), ctl.Crawler.Pool(), s.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if r.State != "succeeded" || r.Stats.Items != int64(exp.Items) || got != int64(exp.Items) {
 		t.Fatalf("run %s: stats %d items, sink %d; want succeeded with %d", r.State, r.Stats.Items, got, exp.Items)
 	}
@@ -187,7 +190,7 @@ func waitFor(t *testing.T, d time.Duration, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("condition not met within %s", d)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // paces a poll of cond
 	}
 }
 

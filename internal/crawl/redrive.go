@@ -24,8 +24,8 @@ func (c *Crawler) Redrive(ctx context.Context, runID int64) (int, error) {
 		return 0, fmt.Errorf("redrive run %d: %w", runID, err)
 	}
 	defer tx.Rollback(ctx)
-	var prev string
-	err = tx.QueryRow(ctx, sqlReopenRun, runID).Scan(&prev)
+	db := c.db.WithTx(tx)
+	prev, err := db.ReopenRun(ctx, runID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		r, gerr := c.Get(ctx, runID)
 		switch {
@@ -47,8 +47,8 @@ func (c *Crawler) Redrive(ctx context.Context, runID int64) (int, error) {
 	if n == 0 {
 		return 0, fmt.Errorf("redrive run %d (%s): %w", runID, prev, ErrNothingToRedrive)
 	}
-	var q string
-	if err := tx.QueryRow(ctx, sqlRunQueue, runID).Scan(&q); err != nil {
+	q, err := db.RunQueue(ctx, runID)
+	if err != nil {
 		return 0, fmt.Errorf("redrive run %d: %w", runID, err)
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"crawlq/internal/dbsqlc"
 	"crawlq/internal/spider"
 )
 
@@ -78,40 +79,47 @@ type Stats struct {
 	Duration     float64          `json:"duration_seconds"`
 }
 
-func scanRun(row pgx.Row) (*Run, error) {
-	r := &Run{}
-	var args, settings, byKind, failed []byte
-	var prio int16
-	err := row.Scan(&r.ID, &r.Spider, &args, &settings, &prio, &r.Queue, &r.State, &r.IdempotencyKey, &r.CancelRequested,
-		&r.Error, &r.CreatedAt, &r.RunAt, &r.StartedAt, &r.FinishedAt, &r.Stats.Pages, &r.Stats.Items, &r.Stats.Bytes,
-		&r.Stats.Errors, &r.Stats.Retries, &byKind, &r.DeadPages, &failed)
-	if err != nil {
-		return nil, err
+// runFromRow decodes a stored run.
+func runFromRow(row dbsqlc.CrawlqRun) (*Run, error) {
+	r := &Run{
+		ID: row.ID, Spider: row.Spider, Priority: int(row.Priority), Queue: row.Queue, State: string(row.State),
+		IdempotencyKey: row.IdempotencyKey.String, CancelRequested: row.CancelRequested, Error: row.Error.String,
+		CreatedAt: row.CreatedAt, RunAt: row.RunAt, StartedAt: row.StartedAt, FinishedAt: row.FinishedAt,
+		Stats:     Stats{Pages: row.Pages, Items: row.Items, Bytes: row.Bytes, Errors: row.Errors, Retries: row.Retries},
+		DeadPages: row.DeadPages,
 	}
-	if err := json.Unmarshal(failed, &r.FailedPages); err != nil {
+	if err := json.Unmarshal(row.FailedPages, &r.FailedPages); err != nil {
 		return nil, fmt.Errorf("run %d failed pages: %w", r.ID, err)
 	}
-	r.Priority = int(prio)
-	if err := json.Unmarshal(args, &r.Args); err != nil {
+	if err := json.Unmarshal(row.Args, &r.Args); err != nil {
 		return nil, fmt.Errorf("run %d args: %w", r.ID, err)
 	}
-	if err := json.Unmarshal(settings, &r.Settings); err != nil {
+	if err := json.Unmarshal(row.Settings, &r.Settings); err != nil {
 		return nil, fmt.Errorf("run %d settings: %w", r.ID, err)
 	}
-	if err := json.Unmarshal(byKind, &r.Stats.ErrorsByKind); err != nil {
+	if err := json.Unmarshal(row.ErrorsByKind, &r.Stats.ErrorsByKind); err != nil {
 		return nil, fmt.Errorf("run %d stats: %w", r.ID, err)
 	}
 	return r, nil
 }
 
-// Get reads a run, with its stats so far when it is still live.
-func (c *Crawler) Get(ctx context.Context, id int64) (*Run, error) {
-	r, err := scanRun(c.cfg.Pool.QueryRow(ctx, sqlGetRun, id))
+// getRun reads a stored run as it is (no live stats).
+func (c *Crawler) getRun(ctx context.Context, id int64) (*Run, error) {
+	row, err := c.db.GetRun(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("run %d: %w", id, ErrRunNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get run %d: %w", id, err)
+	}
+	return runFromRow(row)
+}
+
+// Get reads a run, with its stats so far when it is still live.
+func (c *Crawler) Get(ctx context.Context, id int64) (*Run, error) {
+	r, err := c.getRun(ctx, id)
+	if err != nil {
+		return nil, err
 	}
 	if !r.Finished() {
 		if err := c.liveStats(ctx, r); err != nil {
@@ -134,11 +142,12 @@ func duration(r *Run) float64 {
 }
 
 func (c *Crawler) liveStats(ctx context.Context, r *Run) error {
-	var byKind []byte
-	s := &r.Stats
-	if err := c.cfg.Pool.QueryRow(ctx, sqlLiveStats, r.ID).Scan(&s.Pages, &s.Items, &s.Bytes, &s.Errors, &s.Retries, &byKind); err != nil {
+	row, err := c.db.LiveRunStats(ctx, r.ID)
+	if err != nil {
 		return fmt.Errorf("run %d stats: %w", r.ID, err)
 	}
+	s := &r.Stats
+	s.Pages, s.Items, s.Bytes, s.Errors, s.Retries = row.Pages, row.Items, row.Bytes, row.Errors, row.Retries
 	if c.cfg.CountItems != nil {
 		n, err := c.cfg.CountItems(ctx, r.ID)
 		if err != nil {
@@ -146,7 +155,10 @@ func (c *Crawler) liveStats(ctx context.Context, r *Run) error {
 		}
 		s.Items = n
 	}
-	return json.Unmarshal(byKind, &s.ErrorsByKind)
+	if err := json.Unmarshal(row.ErrorsByKind, &s.ErrorsByKind); err != nil {
+		return fmt.Errorf("run %d stats: %w", r.ID, err)
+	}
+	return nil
 }
 
 // ListParams filter a run listing.
@@ -174,21 +186,17 @@ func (c *Crawler) List(ctx context.Context, p ListParams) ([]*Run, error) {
 	if states == nil {
 		states = []string{}
 	}
-	rows, err := c.cfg.Pool.Query(ctx, sqlListRuns, p.Spider, states, p.Limit, p.Before)
+	rows, err := c.db.ListRuns(ctx, dbsqlc.ListRunsParams{Spider: p.Spider, States: states, BeforeID: p.Before, MaxRuns: int32(p.Limit)})
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
-	defer rows.Close()
 	var out []*Run
-	for rows.Next() {
-		r, err := scanRun(rows)
+	for _, row := range rows {
+		r, err := runFromRow(row)
 		if err != nil {
 			return nil, fmt.Errorf("list runs: %w", err)
 		}
 		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list runs: %w", err)
 	}
 	for _, r := range out {
 		if !r.Finished() {
@@ -210,20 +218,15 @@ type SpiderStat struct {
 
 // SpiderStats sums pages, items, errors and finished/failed runs per spider since t.
 func (c *Crawler) SpiderStats(ctx context.Context, since time.Time) ([]SpiderStat, error) {
-	rows, err := c.cfg.Pool.Query(ctx, sqlSpiderStats, since)
+	rows, err := c.db.SpiderStats(ctx, since)
 	if err != nil {
 		return nil, fmt.Errorf("spider stats: %w", err)
 	}
-	defer rows.Close()
-	var out []SpiderStat
-	for rows.Next() {
-		var s SpiderStat
-		if err := rows.Scan(&s.Spider, &s.Pages, &s.Items, &s.Errors, &s.DeadPages, &s.RunsSucceeded, &s.RunsIncomplete, &s.RunsFailed); err != nil {
-			return nil, fmt.Errorf("spider stats: %w", err)
-		}
-		out = append(out, s)
+	out := make([]SpiderStat, len(rows))
+	for i, s := range rows {
+		out[i] = SpiderStat(s)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // runInfo is what a page job needs of its run; it does not change while the run lives.
@@ -245,12 +248,9 @@ func (c *Crawler) runInfo(ctx context.Context, id int64) (*runInfo, error) {
 	if ri != nil {
 		return ri, nil
 	}
-	r, err := scanRun(c.cfg.Pool.QueryRow(ctx, sqlGetRun, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("run %d: %w", id, ErrRunNotFound)
-	}
+	r, err := c.getRun(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("get run %d: %w", id, err)
+		return nil, err
 	}
 	sp, settings, err := c.spiderSettings(r.Spider)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"crawlq/internal/db"
+	"crawlq/internal/dbsqlc"
 	"crawlq/internal/fetch"
 	"crawlq/internal/items"
 	"crawlq/internal/queue"
@@ -68,7 +69,7 @@ func (c *Crawler) workRun(ctx context.Context, job *queue.Job) error {
 	}
 	added := 0
 	err = c.inTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, sqlStartRun, ri.id); err != nil {
+		if err := c.db.WithTx(tx).StartRun(ctx, ri.id); err != nil {
 			return err
 		}
 		n, err := c.addPages(ctx, tx, ri, toPages(reqs))
@@ -95,7 +96,7 @@ func (c *Crawler) runCommand(ctx context.Context, job *queue.Job, ri *runInfo) e
 		// Not this process's job: a runner that can run commands will take it.
 		return queue.Snooze(10 * time.Second)
 	}
-	if _, err := c.cfg.Pool.Exec(ctx, sqlStartRun, ri.id); err != nil {
+	if err := c.db.StartRun(ctx, ri.id); err != nil {
 		return err
 	}
 	if err := run(ctx, ri.run, spec, ri.settings); err != nil { // settings with the run's overrides
@@ -115,15 +116,14 @@ func (c *Crawler) runCommand(ctx context.Context, job *queue.Job, ri *runInfo) e
 
 // RecordItems adds n items and bytes to a run's stats (command spiders report through this).
 func (c *Crawler) RecordItems(ctx context.Context, runID int64, n int, bytes int64) error {
-	_, err := c.cfg.Pool.Exec(ctx, sqlAddStat, runID, 0, n, bytes, 0, 0, "")
-	return err
+	return c.db.AddRunStat(ctx, dbsqlc.AddRunStatParams{RunID: runID, Items: int32(n), Bytes: bytes, N: 1})
 }
 
 // RecordCommandStats adds what a command spider reported at its end (Scrapy's final stats) to a
 // run's stats: pages fetched, and errors by kind (each kind's count is its errors).
 func (c *Crawler) RecordCommandStats(ctx context.Context, runID int64, pages int64, errorsByKind map[string]int64) error {
 	if pages > 0 {
-		if _, err := c.cfg.Pool.Exec(ctx, sqlAddStat, runID, pages, 0, 0, 0, 0, ""); err != nil {
+		if err := c.db.AddRunStat(ctx, dbsqlc.AddRunStatParams{RunID: runID, Pages: int32(pages), N: 1}); err != nil {
 			return fmt.Errorf("record run %d stats: %w", runID, err)
 		}
 	}
@@ -131,7 +131,7 @@ func (c *Crawler) RecordCommandStats(ctx context.Context, runID int64, pages int
 		if n <= 0 {
 			continue
 		}
-		_, err := c.cfg.Pool.Exec(ctx, sqlAddStats, []int64{runID}, []int32{0}, []int32{0}, []int64{0}, []int32{int32(n)}, []int32{0}, []string{kind}, []int32{int32(n)})
+		err := c.db.AddRunStat(ctx, dbsqlc.AddRunStatParams{RunID: runID, Errors: int32(n), Kind: kind, N: int32(n)})
 		if err != nil {
 			return fmt.Errorf("record run %d stats: %w", runID, err)
 		}
@@ -140,7 +140,7 @@ func (c *Crawler) RecordCommandStats(ctx context.Context, runID int64, pages int
 }
 
 func (c *Crawler) recordRunError(ctx context.Context, runID int64, err error) {
-	if _, e := c.cfg.Pool.Exec(context.WithoutCancel(ctx), sqlRunError, runID, err.Error()); e != nil {
+	if e := c.db.SetRunError(context.WithoutCancel(ctx), dbsqlc.SetRunErrorParams{ID: runID, Error: err.Error()}); e != nil {
 		c.log.Warn("record run error", "run", runID, "err", e)
 	}
 }
@@ -409,7 +409,11 @@ func (c *Crawler) fetchFailed(ctx context.Context, job *queue.Job, ri *runInfo, 
 // addStat records one outcome of a page that does not finish now (a retry, a host pause). A
 // failure to record it is logged: the page's fate does not depend on it.
 func (c *Crawler) addStat(ctx context.Context, runID int64, o outcome) {
-	if _, err := c.cfg.Pool.Exec(context.WithoutCancel(ctx), sqlAddStat, runID, o.pages, o.items, o.bytes, o.errors, o.retries, o.kind); err != nil {
+	err := c.db.AddRunStat(context.WithoutCancel(ctx), dbsqlc.AddRunStatParams{
+		RunID: runID, Pages: int32(o.pages), Items: int32(o.items), Bytes: o.bytes, Errors: int32(o.errors),
+		Retries: int32(o.retries), Kind: o.kind, N: 1,
+	})
+	if err != nil {
 		c.log.Warn("could not record a page outcome in the run's stats", "run", runID, "kind", o.kind, "err", err)
 	}
 }
@@ -470,28 +474,29 @@ func (c *Crawler) policy(ctx context.Context, ri *runInfo, f *fetch.Fetcher, pag
 	if p, ok := c.robots.Get(ri.id, origin); ok {
 		return p, 0, nil
 	}
-	var status *int32
-	var body []byte
-	var fresh bool
-	err = c.cfg.Pool.QueryRow(ctx, sqlRobotsGet, ri.id, origin).Scan(&status, &body, &fresh)
+	stored, err := c.db.GetRobots(ctx, dbsqlc.GetRobotsParams{RunID: ri.id, Origin: origin, Now: c.now()})
 	switch {
-	case err == nil && status != nil:
-		p := robots.FromStored(int(*status), body)
+	case err == nil && stored.Status.Valid:
+		p := robots.FromStored(int(stored.Status.Int32), stored.Body)
 		c.robots.Put(ri.id, origin, p)
 		return p, 0, nil
-	case err == nil && fresh:
+	case err == nil && stored.Fresh:
 		return nil, jitter(300 * time.Millisecond), nil // another worker is fetching it
 	case err != nil && !errors.Is(err, pgx.ErrNoRows):
 		return nil, 0, fmt.Errorf("read robots.txt: %w", err)
 	}
-	var one int
-	if err := c.cfg.Pool.QueryRow(ctx, sqlRobotsClaim, ri.id, origin).Scan(&one); err != nil {
+	if _, err := c.db.ClaimRobots(ctx, dbsqlc.ClaimRobotsParams{RunID: ri.id, Origin: origin, Now: c.now()}); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, jitter(300 * time.Millisecond), nil
 		}
 		return nil, 0, fmt.Errorf("claim robots.txt: %w", err)
 	}
-	unclaim := func() { c.cfg.Pool.Exec(context.WithoutCancel(ctx), sqlRobotsUnclaim, ri.id, origin) }
+	unclaim := func() {
+		// A claim left behind goes stale in 60 seconds, when another worker takes it over.
+		if err := c.db.UnclaimRobots(context.WithoutCancel(ctx), dbsqlc.UnclaimRobotsParams{RunID: ri.id, Origin: origin}); err != nil {
+			c.log.Warn("give up robots.txt claim; it goes stale in 60s", "origin", origin, "err", err)
+		}
+	}
 	if ri.settings.Delay > 0 {
 		release, wait, err := c.reserve(ctx, urlx.Host(pageURL), ri.settings)
 		if err != nil || wait > 0 {
@@ -517,7 +522,7 @@ func (c *Crawler) policy(ctx context.Context, ri *runInfo, f *fetch.Fetcher, pag
 	if len(got) > robots.MaxBodyBytes {
 		got = got[:robots.MaxBodyBytes]
 	}
-	if _, err := c.cfg.Pool.Exec(ctx, sqlRobotsStore, ri.id, origin, st, got); err != nil {
+	if err := c.db.StoreRobots(ctx, dbsqlc.StoreRobotsParams{RunID: ri.id, Origin: origin, Status: int32(st), Body: got}); err != nil {
 		unclaim()
 		return nil, 0, fmt.Errorf("store robots.txt: %w", err)
 	}
@@ -542,11 +547,10 @@ func (e *robotsFetchError) Unwrap() error { return e.err }
 func (c *Crawler) reserve(ctx context.Context, host string, s spider.Settings) (func(), time.Duration, error) {
 	busyFor := c.fetchTimeout() + 5*time.Second
 	token := randToken()
-	var one int
-	err := c.cfg.Pool.QueryRow(ctx, sqlSlotReserve, host, busyFor.Microseconds(), token).Scan(&one)
+	_, err := c.db.ReserveSlot(ctx, dbsqlc.ReserveSlotParams{Host: host, BusyForUs: busyFor.Microseconds(), Token: token, Now: c.now()})
 	if errors.Is(err, pgx.ErrNoRows) {
-		var secs float64
-		if err := c.cfg.Pool.QueryRow(ctx, sqlSlotWait, host, s.Delay.Microseconds()).Scan(&secs); err != nil {
+		secs, err := c.db.SlotWait(ctx, dbsqlc.SlotWaitParams{Host: host, DelayUs: s.Delay.Microseconds(), Now: c.now()})
+		if err != nil {
 			return nil, 0, fmt.Errorf("politeness wait: %w", err)
 		}
 		wait := time.Duration(secs*float64(time.Second)) + time.Duration(mrand.Int64N(int64(s.Delay/4)+1))
@@ -558,7 +562,7 @@ func (c *Crawler) reserve(ctx context.Context, host string, s spider.Settings) (
 	release := func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		if _, err := c.cfg.Pool.Exec(rctx, sqlSlotRelease, host, s.Delay.Microseconds(), token); err != nil {
+		if err := c.db.ReleaseSlot(rctx, dbsqlc.ReleaseSlotParams{Host: host, DelayUs: s.Delay.Microseconds(), Token: token, Now: c.now()}); err != nil {
 			c.log.Warn("release politeness slot; it frees when its busy window ends", "host", host, "err", err)
 		}
 	}

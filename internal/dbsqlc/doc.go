@@ -6,7 +6,9 @@
 // RETURNING list adds a field instead of shifting a positional scan.
 //
 // Edit the .sql files, then run `make generate`; `make verify` fails when the generated Go is
-// stale. Each statement's comment says which index it uses and why. Hand-written files here
+// stale. Each statement's comment says which index it uses and why. A JSON parameter is passed
+// as text and cast in SQL (sqlc.arg(x)::text::jsonb): in the pools' default exec mode pgx types
+// a parameter by its Go type, and a []byte goes as bytea, which is not JSON. Hand-written files here
 // (named without .sql.go) only add what sqlc cannot express, such as composing several
 // statements into one pgx.Batch.
 package dbsqlc

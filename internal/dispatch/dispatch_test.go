@@ -192,7 +192,7 @@ func TestDispatchInvokesWorkersMoto(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("workers did not register: %v", live)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // paces a poll
 	}
 	res, err = d2.Tick(ctx)
 	stop()

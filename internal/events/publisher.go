@@ -23,6 +23,7 @@ import (
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/smithy-go"
 
+	"crawlq/internal/dbsqlc"
 	"crawlq/internal/metrics"
 	"crawlq/internal/monitor"
 	"crawlq/internal/spider"
@@ -265,25 +266,19 @@ func (p *Publisher) Drain(ctx context.Context) (Result, error) {
 }
 
 func (p *Publisher) claim(ctx context.Context) ([]*event, error) {
-	rows, err := p.cfg.Pool.Query(ctx, sqlClaim, p.cfg.Batch, p.cfg.Lease.Microseconds())
+	rows, err := dbsqlc.New(p.cfg.Pool).ClaimRunEvents(ctx, dbsqlc.ClaimRunEventsParams{
+		MaxEvents: int32(p.cfg.Batch), LeaseUs: p.cfg.Lease.Microseconds(),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("claim run events: %w", err)
 	}
-	defer rows.Close()
-	var out []*event
-	for rows.Next() {
-		ev := &event{}
-		var snap []byte
-		if err := rows.Scan(&ev.ID, &ev.RunID, &ev.Spider, &ev.State, &ev.PrevState, &snap, &ev.At, &ev.Attempts); err != nil {
-			return nil, fmt.Errorf("claim run events: %w", err)
-		}
-		if err := json.Unmarshal(snap, &ev.snap); err != nil {
+	out := make([]*event, 0, len(rows))
+	for _, r := range rows {
+		ev := &event{ID: r.ID, RunID: r.RunID, Spider: r.Spider, State: r.State, PrevState: r.PrevState, At: r.CreatedAt, Attempts: int(r.Attempts)}
+		if err := json.Unmarshal(r.Run, &ev.snap); err != nil {
 			return nil, fmt.Errorf("run event %d: %w", ev.ID, err)
 		}
 		out = append(out, ev)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim run events: %w", err)
 	}
 	return out, nil
 }
@@ -339,7 +334,7 @@ func (p *Publisher) publish(ctx context.Context, evs []*event, res *Result) erro
 		}
 	}
 	if len(ok) > 0 {
-		if _, err := p.cfg.Pool.Exec(ctx, sqlPublished, ok, note); err != nil {
+		if err := dbsqlc.New(p.cfg.Pool).MarkRunEventsPublished(ctx, dbsqlc.MarkRunEventsPublishedParams{Ids: ok, Note: note}); err != nil {
 			// Published but not marked: they go out again after the lease (at least once).
 			return fmt.Errorf("mark run events published: %w", err)
 		}
@@ -354,7 +349,10 @@ func (p *Publisher) publish(ctx context.Context, evs []*event, res *Result) erro
 		}
 		for i, id := range bad {
 			wait := p.cfg.Backoff(byAttempt[id])
-			if _, err := p.cfg.Pool.Exec(ctx, sqlRetry, []int64{id}, wait.Microseconds(), truncate(badErr[i])); err != nil {
+			err := dbsqlc.New(p.cfg.Pool).RetryRunEvents(ctx, dbsqlc.RetryRunEventsParams{
+				Ids: []int64{id}, WaitUs: wait.Microseconds(), LastError: truncate(badErr[i]),
+			})
+			if err != nil {
 				return errors.Join(callErr, fmt.Errorf("put back run event %d: %w", id, err))
 			}
 		}
@@ -514,21 +512,20 @@ func (p *Publisher) logEvents(ctx context.Context, details []*Detail, ok []int64
 }
 
 func (p *Publisher) prune(ctx context.Context) (int, error) {
-	tag, err := p.cfg.Pool.Exec(ctx, sqlPrune, time.Now().Add(-p.cfg.Retention), 1000)
+	n, err := dbsqlc.New(p.cfg.Pool).PruneRunEvents(ctx, dbsqlc.PruneRunEventsParams{Before: time.Now().Add(-p.cfg.Retention), MaxEvents: 1000})
 	if err != nil {
 		return 0, fmt.Errorf("prune run events: %w", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return int(n), nil
 }
 
 // Backlog returns how many events wait to be published and how old the oldest is.
 func Backlog(ctx context.Context, db DB) (int64, time.Duration, error) {
-	var n int64
-	var age float64
-	if err := db.QueryRow(ctx, sqlBacklog).Scan(&n, &age); err != nil {
+	b, err := dbsqlc.New(db).RunEventBacklog(ctx)
+	if err != nil {
 		return 0, 0, fmt.Errorf("run event backlog: %w", err)
 	}
-	return n, time.Duration(age * float64(time.Second)), nil
+	return b.Events, time.Duration(b.OldestSeconds * float64(time.Second)), nil
 }
 
 // Recorded is an outbox row as RunEvents lists it.
@@ -546,20 +543,16 @@ type Recorded struct {
 
 // RunEvents lists a run's recorded events in order, published or not.
 func RunEvents(ctx context.Context, db DB, runID int64) ([]Recorded, error) {
-	rows, err := db.Query(ctx, sqlRunEvents, runID)
+	rows, err := dbsqlc.New(db).RunEvents(ctx, runID)
 	if err != nil {
 		return nil, fmt.Errorf("events of run %d: %w", runID, err)
 	}
-	defer rows.Close()
 	var out []Recorded
-	for rows.Next() {
-		var r Recorded
-		if err := rows.Scan(&r.ID, &r.RunID, &r.Spider, &r.State, &r.PrevState, &r.At, &r.PublishedAt, &r.Attempts, &r.LastError); err != nil {
-			return nil, fmt.Errorf("events of run %d: %w", runID, err)
-		}
-		out = append(out, r)
+	for _, r := range rows {
+		out = append(out, Recorded{ID: r.ID, RunID: r.RunID, Spider: r.Spider, State: r.State, PrevState: r.PrevState.String,
+			At: r.CreatedAt, PublishedAt: r.PublishedAt, Attempts: int(r.Attempts), LastError: r.LastError.String})
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func truncate(s string) string {

@@ -9,7 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
+	"crawlq/internal/dbsqlc"
 	"crawlq/internal/monitor"
 	"crawlq/internal/spider"
 )
@@ -108,21 +110,21 @@ func IsFinal(state string) bool {
 	return false
 }
 
-func scanReport(row pgx.Row) (*Report, error) {
-	r := &Report{}
-	var results, coverage, stats []byte
-	if err := row.Scan(&r.RunID, &r.Spider, &r.State, &r.Monitors, &results, &r.ItemsStored, &coverage, &stats, &r.EvaluatedAt); err != nil {
-		return nil, err
+// reportFrom decodes a stored report.
+func reportFrom(row dbsqlc.CrawlqRunReport) (*Report, error) {
+	r := &Report{RunID: row.RunID, Spider: row.Spider, State: row.State, Monitors: row.Monitors, EvaluatedAt: row.EvaluatedAt}
+	if row.ItemsStored.Valid {
+		r.ItemsStored = &row.ItemsStored.Int64
 	}
-	if err := json.Unmarshal(results, &r.Results); err != nil {
+	if err := json.Unmarshal(row.Results, &r.Results); err != nil {
 		return nil, fmt.Errorf("report of run %d: results: %w", r.RunID, err)
 	}
-	if coverage != nil {
-		if err := json.Unmarshal(coverage, &r.Coverage); err != nil {
+	if row.Coverage != nil {
+		if err := json.Unmarshal(row.Coverage, &r.Coverage); err != nil {
 			return nil, fmt.Errorf("report of run %d: coverage: %w", r.RunID, err)
 		}
 	}
-	if err := json.Unmarshal(stats, &r.Stats); err != nil {
+	if err := json.Unmarshal(row.Stats, &r.Stats); err != nil {
 		return nil, fmt.Errorf("report of run %d: stats: %w", r.RunID, err)
 	}
 	return r, nil
@@ -135,20 +137,16 @@ func Reports(ctx context.Context, db DB, ids []int64) (map[int64]*Report, error)
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := db.Query(ctx, sqlReports, ids)
+	rows, err := dbsqlc.New(db).RunReports(ctx, ids)
 	if err != nil {
 		return nil, fmt.Errorf("read run reports: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		r, err := scanReport(rows)
+	for _, row := range rows {
+		r, err := reportFrom(row)
 		if err != nil {
 			return nil, fmt.Errorf("read run reports: %w", err)
 		}
 		out[r.RunID] = r
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read run reports: %w", err)
 	}
 	return out, nil
 }
@@ -165,8 +163,8 @@ func judge(ctx context.Context, db DB, mons spider.Monitors, ev *event) (rep *Re
 	}
 	st := ev.snap.stats()
 	f := monitor.Facts{State: ev.State, Items: st.Items, Pages: st.Pages, Errors: st.Errors}
-	var stored int64
-	if err := db.QueryRow(ctx, sqlItemCount, ev.RunID).Scan(&stored); err != nil {
+	stored, err := dbsqlc.New(db).CountRunItems(ctx, ev.RunID)
+	if err != nil {
 		return nil, false, fmt.Errorf("count items of run %d: %w", ev.RunID, err)
 	}
 	// Items counted by the run but none in Postgres: they went to another sink, and their
@@ -186,14 +184,33 @@ func judge(ctx context.Context, db DB, mons spider.Monitors, ev *event) (rep *Re
 	if results == nil {
 		results = []monitor.Result{}
 	}
-	resJSON, _ := json.Marshal(results)
-	var covJSON any // NULL: coverage unknown
-	if f.Coverage != nil {
-		b, _ := json.Marshal(f.Coverage)
-		covJSON = string(b)
+	resJSON, err := json.Marshal(results)
+	if err != nil {
+		return nil, false, fmt.Errorf("report of run %d: results: %w", ev.RunID, err)
 	}
-	stJSON, _ := json.Marshal(st)
-	rep, err = scanReport(db.QueryRow(ctx, sqlReportInsert, ev.RunID, ev.Spider, ev.State, verdict, string(resJSON), f.ItemsStored, covJSON, string(stJSON)))
+	var covJSON pgtype.Text // NULL: coverage unknown
+	if f.Coverage != nil {
+		b, err := json.Marshal(f.Coverage)
+		if err != nil {
+			return nil, false, fmt.Errorf("report of run %d: coverage: %w", ev.RunID, err)
+		}
+		covJSON = pgtype.Text{String: string(b), Valid: true}
+	}
+	stJSON, err := json.Marshal(st)
+	if err != nil {
+		return nil, false, fmt.Errorf("report of run %d: stats: %w", ev.RunID, err)
+	}
+	var itemsStored pgtype.Int8
+	if f.ItemsStored != nil {
+		itemsStored = pgtype.Int8{Int64: *f.ItemsStored, Valid: true}
+	}
+	row, err := dbsqlc.New(db).InsertRunReport(ctx, dbsqlc.InsertRunReportParams{
+		RunID: ev.RunID, Spider: ev.Spider, State: ev.State, Monitors: string(verdict), Results: string(resJSON),
+		ItemsStored: itemsStored, Coverage: covJSON, Stats: string(stJSON),
+	})
+	if err == nil {
+		rep, err = reportFrom(row)
+	}
 	if errors.Is(err, pgx.ErrNoRows) { // judged meanwhile by another publisher: use its verdict
 		got, err := Reports(ctx, db, []int64{ev.RunID})
 		if err != nil {
@@ -211,39 +228,21 @@ func judge(ctx context.Context, db DB, mons spider.Monitors, ev *event) (rep *Re
 }
 
 func coverage(ctx context.Context, db DB, runID int64) (map[string]int64, error) {
-	rows, err := db.Query(ctx, sqlCoverage, runID)
+	rows, err := dbsqlc.New(db).RunFieldCoverage(ctx, runID)
 	if err != nil {
 		return nil, fmt.Errorf("field coverage of run %d: %w", runID, err)
 	}
-	defer rows.Close()
-	out := map[string]int64{}
-	for rows.Next() {
-		var f string
-		var n int64
-		if err := rows.Scan(&f, &n); err != nil {
-			return nil, fmt.Errorf("field coverage of run %d: %w", runID, err)
-		}
-		out[f] = n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("field coverage of run %d: %w", runID, err)
+	out := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		out[r.Field] = r.Items
 	}
 	return out, nil
 }
 
 func goodItems(ctx context.Context, db DB, spiderName string, before int64, n int) ([]int64, error) {
-	rows, err := db.Query(ctx, sqlGoodItems, spiderName, before, n)
+	out, err := dbsqlc.New(db).GoodRunItems(ctx, dbsqlc.GoodRunItemsParams{Spider: spiderName, BeforeRun: before, MaxRuns: int32(n)})
 	if err != nil {
 		return nil, fmt.Errorf("history of %s: %w", spiderName, err)
 	}
-	defer rows.Close()
-	var out []int64
-	for rows.Next() {
-		var v int64
-		if err := rows.Scan(&v); err != nil {
-			return nil, fmt.Errorf("history of %s: %w", spiderName, err)
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
+	return out, nil
 }

@@ -10,12 +10,15 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"crawlq/internal/dbsqlc"
 )
 
 // MaxListLimit bounds ListItems, so one API call cannot pull a whole run into memory.
 const MaxListLimit = 10000
 
-// PostgresSink writes items to the crawlq_item table, idempotently by (run_id, key).
+// PostgresSink writes items to the crawlq_item table, idempotently by (run_id, key). Its queries
+// are in internal/dbsqlc/crawlq_item.sql.
 type PostgresSink struct {
 	pool *pgxpool.Pool
 }
@@ -49,8 +52,7 @@ func (s *PostgresSink) Write(ctx context.Context, batch []Item) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	_, err := s.pool.Exec(ctx, insertItemsSQL, itemArgs(batch)...)
-	return insertError(len(batch), err)
+	return insertError(len(batch), dbsqlc.New(s.pool).InsertItems(ctx, itemParams(batch)))
 }
 
 // WriteBatch implements TxSink.
@@ -63,15 +65,19 @@ func (s *PostgresSink) WriteBatch(b Batch, batch []Item) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	b.Queue(insertItemsSQL, itemArgs(batch)...).Fn = func(br pgx.BatchResults) error {
+	p := itemParams(batch)
+	// The arguments in the order of the generated InsertItems.
+	// TODO(merge): dbsqlc.QueueExec(b, (*dbsqlc.Queries).InsertItems, p) once dbsqlc has it (queue14).
+	b.Queue(dbsqlc.InsertItems, p.RunIds, p.Keys, p.Spiders, p.Urls, p.Data).Fn = func(br pgx.BatchResults) error {
 		_, err := br.Exec()
 		return insertError(len(batch), err)
 	}
 	return nil
 }
 
-// itemArgs returns the arguments of insertItemsSQL for batch.
-func itemArgs(batch []Item) []any {
+// itemParams returns the parameters of InsertItems for batch: parallel arrays, one element per
+// item.
+func itemParams(batch []Item) dbsqlc.InsertItemsParams {
 	runIDs := make([]int64, len(batch))
 	keys := make([]string, len(batch))
 	spiders := make([]string, len(batch))
@@ -81,7 +87,7 @@ func itemArgs(batch []Item) []any {
 		it := &batch[i]
 		runIDs[i], keys[i], spiders[i], urls[i], data[i] = it.RunID, it.Key, it.Spider, it.URL, string(it.Data)
 	}
-	return []any{runIDs, keys, spiders, urls, data}
+	return dbsqlc.InsertItemsParams{RunIds: runIDs, Keys: keys, Spiders: spiders, Urls: urls, Data: data}
 }
 
 // insertError wraps the error of inserting n items, marking what no retry can fix.
@@ -109,8 +115,8 @@ func rejectsData(err error) bool {
 
 // CountItems returns how many items run runID has.
 func CountItems(ctx context.Context, pool *pgxpool.Pool, runID int64) (int64, error) {
-	var n int64
-	if err := pool.QueryRow(ctx, countItemsSQL, runID).Scan(&n); err != nil {
+	n, err := dbsqlc.New(pool).CountRunItems(ctx, runID)
+	if err != nil {
 		return 0, fmt.Errorf("count items of run %d: %w", runID, err)
 	}
 	return n, nil
@@ -132,19 +138,13 @@ func ListItems(ctx context.Context, pool *pgxpool.Pool, runID int64, limit int) 
 	if limit < 1 || limit > MaxListLimit {
 		return nil, fmt.Errorf("list items of run %d: limit %d: must be between 1 and %d", runID, limit, MaxListLimit)
 	}
-	rows, err := pool.Query(ctx, listItemsSQL, runID, limit)
+	rows, err := dbsqlc.New(pool).ListRunItems(ctx, dbsqlc.ListRunItemsParams{RunID: runID, MaxItems: int32(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("list items of run %d: %w", runID, err)
 	}
-	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Item, error) {
-		var it Item
-		var data []byte
-		err := row.Scan(&it.RunID, &it.Spider, &it.Key, &it.URL, &data)
-		it.Data = json.RawMessage(data)
-		return it, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list items of run %d: %w", runID, err)
+	items := make([]Item, len(rows))
+	for i, r := range rows {
+		items[i] = Item{RunID: r.RunID, Spider: r.Spider, Key: r.Key, URL: r.Url, Data: json.RawMessage(r.Data)}
 	}
 	return items, nil
 }

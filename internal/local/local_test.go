@@ -135,7 +135,7 @@ func (s *stack) waitFinished(id string, within time.Duration) map[string]any {
 		if time.Now().After(deadline) {
 			s.t.Fatalf("job %s not finished within %s: %v", id, within, st)
 		}
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond) // paces a poll of the job's status
 	}
 }
 
@@ -154,7 +154,10 @@ func TestAWSCLIAgainstLocal(t *testing.T) {
 	if got := job["items"]; got != float64(want.Items) {
 		t.Fatalf("items: got %v, want %d (job %v)", got, want.Items, job)
 	}
-	runID, _ := strconv.ParseInt(id, 10, 64)
+	runID, err := strconv.ParseInt(id, 10, 64)
+	if err != nil {
+		t.Fatalf("job id %q: %v", id, err)
+	}
 	if n, err := items.CountItems(context.Background(), pool, runID); err != nil || n != int64(want.Items) {
 		t.Fatalf("stored items: %d, %v; want %d", n, err, want.Items)
 	}

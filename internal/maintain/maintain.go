@@ -34,9 +34,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"crawlq/internal/crawl"
+	"crawlq/internal/dbsqlc"
 	"crawlq/internal/queue"
 )
 
@@ -348,13 +350,12 @@ func (s *Service) acquire(ctx context.Context) (bool, error) {
 	ttl := s.cfg.Budget + 2*s.cfg.QueryTimeout + 10*time.Second
 	var got bool
 	err := s.timeout(ctx, func(ctx context.Context) error {
-		rows, err := s.pool.Query(ctx, sqlAcquire, leaseName, s.cfg.Holder, ttl.Microseconds())
-		if err != nil {
-			return err
+		_, err := dbsqlc.New(s.pool).AcquireLease(ctx, dbsqlc.AcquireLeaseParams{Name: leaseName, Holder: s.cfg.Holder, TtlUs: ttl.Microseconds()})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // held, or its interval has not passed
 		}
-		got = rows.Next()
-		rows.Close()
-		return rows.Err()
+		got = err == nil
+		return err
 	})
 	if err != nil {
 		return false, fmt.Errorf("maintenance lease: %w", err)
@@ -364,8 +365,7 @@ func (s *Service) acquire(ctx context.Context) (bool, error) {
 
 func (s *Service) release(ctx context.Context) error {
 	err := s.timeout(context.WithoutCancel(ctx), func(ctx context.Context) error {
-		_, err := s.pool.Exec(ctx, sqlRelease, leaseName, s.cfg.Holder, s.cfg.Interval.Microseconds())
-		return err
+		return dbsqlc.New(s.pool).ReleaseLease(ctx, dbsqlc.ReleaseLeaseParams{Name: leaseName, Holder: s.cfg.Holder, IntervalUs: s.cfg.Interval.Microseconds()})
 	})
 	if err != nil {
 		return fmt.Errorf("release maintenance lease: %w", err)

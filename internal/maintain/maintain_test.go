@@ -294,10 +294,12 @@ func TestMaintenanceDeletesExactlyWhatItShould(t *testing.T) {
 	for c := count(t, pool, runLive); c.items < 2 || scalar(t, pool, `SELECT count(*) FROM crawlq_job WHERE parent_id = $1 AND state <> 'succeeded'`, runLive) != 1; c = count(t, pool, runLive) {
 		if time.Now().After(deadline) {
 			var dump string
-			_ = pool.QueryRow(context.Background(), `SELECT string_agg(id || ' ' || state || ' ' || args::text || ' ' || COALESCE(errors::text, ''), E'\n' ORDER BY id) FROM crawlq_job WHERE parent_id = $1`, runLive).Scan(&dump)
+			if err := pool.QueryRow(context.Background(), `SELECT string_agg(id || ' ' || state || ' ' || args::text || ' ' || COALESCE(errors::text, ''), E'\n' ORDER BY id) FROM crawlq_job WHERE parent_id = $1`, runLive).Scan(&dump); err != nil {
+				dump = "(jobs not readable: " + err.Error() + ")"
+			}
 			t.Fatalf("live run did not reach its hanging page: %+v\n%s\nhits %v", c, dump, live.count())
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // paces a poll
 	}
 
 	before := map[int64]rows{}
@@ -371,7 +373,7 @@ func TestMaintenanceDeletesExactlyWhatItShould(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("redriven page and what it found not done within a minute")
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // paces a poll
 	}
 	hitsAfter := dead.count()
 	for path, n := range hitsAfter {
@@ -515,7 +517,7 @@ func TestStartStop(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("no pass within 30s")
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // paces a poll
 	}
 	s.Stop()
 	s.Stop()

@@ -61,7 +61,10 @@ func exercise(t *testing.T, s runlog.Store) {
 	if err != nil || len(lines) != 1 || lines[0].Text != "later" {
 		t.Fatalf("read on: %q %v", lines, err)
 	}
-	other, _ := runlog.ReadAll(ctx, s, 2, 0)
+	other, err := runlog.ReadAll(ctx, s, 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(other) != 1 || other[0].Text != "other run" {
 		t.Fatalf("run 2 log: %q", other)
 	}
@@ -98,8 +101,10 @@ func TestFollow(t *testing.T) {
 	var finished atomic.Bool
 	go func() {
 		for i := range 20 {
-			s.Append(ctx, 7, []string{fmt.Sprint("line ", i)})
-			time.Sleep(5 * time.Millisecond)
+			if err := s.Append(ctx, 7, []string{fmt.Sprint("line ", i)}); err != nil {
+				t.Error(err)
+			}
+			time.Sleep(5 * time.Millisecond) // paces the writer, so Follow reads while lines arrive
 		}
 		finished.Store(true)
 	}()

@@ -141,7 +141,7 @@ func waitJob(t *testing.T, qc *queue.Client, id int64, what string, ok func(*que
 		if time.Now().After(deadline) {
 			t.Fatalf("job %d: not %s within 60s (state %s, worker %q, attempt %d)", id, what, j.State, j.Worker, j.Attempt)
 		}
-		time.Sleep(25 * time.Millisecond)
+		time.Sleep(25 * time.Millisecond) // paces a poll of the job
 	}
 }
 
@@ -243,8 +243,14 @@ func TestSIGTERMLetsRunningJobFinish(t *testing.T) {
 	if err := a.wait(t, 60*time.Second); err != nil {
 		t.Fatalf("runner a after SIGTERM: %v", err)
 	}
-	j0, _ := qc.Get(context.Background(), ids[0])
-	j1, _ := qc.Get(context.Background(), ids[1])
+	j0, err := qc.Get(context.Background(), ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	j1, err := qc.Get(context.Background(), ids[1])
+	if err != nil {
+		t.Fatal(err)
+	}
 	if j0.State != queue.StateSucceeded || j0.Worker != "runner-a" {
 		t.Errorf("running job: %s by %q, want succeeded by runner-a within the grace period", j0.State, j0.Worker)
 	}

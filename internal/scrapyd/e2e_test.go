@@ -151,7 +151,7 @@ func startLocal(t *testing.T, bin, dbURL string) *stack {
 		if time.Now().After(deadline) {
 			t.Fatal("crawlq local's Scrapyd API did not come up")
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // paces a poll
 	}
 }
 
@@ -237,7 +237,7 @@ func (s *stack) waitFinished(t *testing.T, project, jobid string, within time.Du
 		if time.Now().After(deadline) {
 			t.Fatalf("job %s not finished after %s: %v", jobid, within, out)
 		}
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond) // paces a poll
 	}
 }
 

@@ -123,7 +123,10 @@ func TestSecretsNeverLogged(t *testing.T) {
 	run("crawlq migrate (no server)", down, cli, "migrate")
 	run("crawlq-api function (no server)", down, apiFn)
 	_, schemaURL := dbtest.Schema(t)
-	u, _ := url.Parse(schemaURL)
+	u, err := url.Parse(schemaURL)
+	if err != nil {
+		t.Fatal(err)
+	}
 	u.Path = "/no_such_db_" + pw[len(pw)-6:]
 	run("crawlq worker (no database)", withPassword(t, u.String(), pw), cli, "worker", "--queues", "crawl")
 
@@ -143,7 +146,13 @@ func TestSecretsNeverLogged(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(1500 * time.Millisecond)
+		// Until it has started and printed (its startup line, after it connected), not for a
+		// while; what it prints later, up to its exit, Wait collects.
+		for deadline := time.Now().Add(30 * time.Second); strings.TrimSpace(buf.String()) == ""; time.Sleep(20 * time.Millisecond) { // paces a poll
+			if time.Now().After(deadline) {
+				t.Fatalf("%s printed nothing within 30s", what)
+			}
+		}
 		if during != nil {
 			during()
 		}
@@ -165,6 +174,6 @@ func TestSecretsNeverLogged(t *testing.T) {
 			}
 			resp.Body.Close()
 		}
-		time.Sleep(500 * time.Millisecond)
+		// No wait: each call's log lines are written before its answer, and Wait collects them.
 	})
 }

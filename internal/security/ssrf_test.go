@@ -135,7 +135,7 @@ func TestLinksToLocalFilesAndMetadataNeverFetched(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("run not finished in 1m: %+v", r)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // paces a poll
 	}
 	var bad []string
 	rows, err := pool.Query(ctx, `SELECT args->>'url' FROM crawlq_job WHERE kind = 'page' AND (args->>'url' ILIKE 'file:%' OR args->>'url' LIKE '%169.254.%')`)
@@ -197,7 +197,10 @@ func TestDialGuardRefusesMetadataBeforeConnect(t *testing.T) {
 		f.Close()
 	}
 	for _, u := range []string{"file:///etc/passwd", "gopher://127.0.0.1/", "ftp://127.0.0.1/"} {
-		f, _ := fetch.New(fetch.Config{AllowPrivate: true})
+		f, err := fetch.New(fetch.Config{AllowPrivate: true})
+		if err != nil {
+			t.Fatal(err)
+		}
 		if _, err := f.Fetch(context.Background(), u); !errors.Is(err, fetch.ErrScheme) {
 			t.Errorf("fetch %s: %v, want ErrScheme even with AllowPrivate", u, err)
 		}

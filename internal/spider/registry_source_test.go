@@ -55,7 +55,10 @@ func TestRegistrySource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sp, _ := spider.Compile(spec)
+	sp, err := spider.Compile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := reg.Register(sp); err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +88,9 @@ func TestRegistrySource(t *testing.T) {
 	// Cached within the TTL: one source call for many lookups.
 	src.set(func(m *memSource) { m.calls = 0 })
 	for range 100 {
-		reg.Lookup("local")
+		if _, err := reg.Lookup("local"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if src.calls > 1 {
 		t.Fatalf("%d source calls for 100 lookups within the TTL", src.calls)
@@ -94,20 +99,33 @@ func TestRegistrySource(t *testing.T) {
 	src.set(func(m *memSource) {
 		m.specs["local"] = spider.Stored{Name: "local", Version: "4", Spec: []byte("name: local\nstart_urls: [http://127.0.0.1:10/]\nmax_pages: 9\n")}
 	})
-	for deadline := time.Now().Add(5 * time.Second); reg.Version("local") != "4"; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); reg.Version("local") != "4"; time.Sleep(10 * time.Millisecond) { // paces a poll
 		if time.Now().After(deadline) {
 			t.Fatal("version 4 never seen")
 		}
 	}
-	if got, _ := reg.Lookup("local"); got.Settings().MaxPages != 9 {
-		t.Fatalf("version 4 not compiled: %+v", got.Settings())
+	if got, err := reg.Lookup("local"); err != nil || got.Settings().MaxPages != 9 {
+		t.Fatalf("version 4 not compiled: %v", err)
 	}
 	// The source fails: the last answer stands; a name never resolved is an error, not "unknown".
 	down := errors.New("connection refused")
-	src.set(func(m *memSource) { m.fail = down })
-	time.Sleep(60 * time.Millisecond) // let the cached answer age past the TTL
-	if got, err := reg.Lookup("local"); err != nil || got.Settings().MaxPages != 9 {
-		t.Fatalf("stale answer while the source is down: %v", err)
+	src.set(func(m *memSource) { m.fail = down; m.calls = 0 })
+	// Look up until the cached answer has aged past the TTL and the registry asked the failing
+	// source (calls > 0); every answer, before and after, must be version 4.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) { // paces a poll
+		got, err := reg.Lookup("local")
+		if err != nil || got.Settings().MaxPages != 9 {
+			t.Fatalf("stale answer while the source is down: %v", err)
+		}
+		src.mu.Lock()
+		asked := src.calls > 0
+		src.mu.Unlock()
+		if asked {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the registry never asked the source again after its TTL")
+		}
 	}
 	if _, err := reg.Lookup("other"); err == nil || errors.Is(err, spider.ErrUnknownSpider) || !errors.Is(err, down) {
 		t.Fatalf("a name never resolved while the source is down: %v", err)

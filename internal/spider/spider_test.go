@@ -258,7 +258,10 @@ func TestBaseURLArg(t *testing.T) {
 	if got := sp.Settings().AllowedDomains; len(got) != 1 {
 		t.Fatalf("binding changed the original: %v", got)
 	}
-	_, follow, _ := bound.Parse(context.Background(), &Response{URL: "http://localhost:9999/", Body: []byte(`<a href="/x">x</a>`)})
+	_, follow, err := bound.Parse(context.Background(), &Response{URL: "http://localhost:9999/", Body: []byte(`<a href="/x">x</a>`)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(follow) != 1 || follow[0].URL != "http://localhost:9999/x" {
 		t.Fatalf("bound follow = %v", follow)
 	}
@@ -384,7 +387,9 @@ func TestBenchsiteSpec(t *testing.T) {
 	if err != nil || len(reqs) != 1 || reqs[0].URL != "http://127.0.0.1:9000/" {
 		t.Fatalf("start = %v, %v", reqs, err)
 	}
-	sp, _ = WithArgs(sp, map[string]string{"base_url": "http://127.0.0.1:9000"})
+	if sp, err = WithArgs(sp, map[string]string{"base_url": "http://127.0.0.1:9000"}); err != nil {
+		t.Fatal(err)
+	}
 	list := `<!doctype html><html><head><title>Listing 1</title></head><body><h1>Listing 1</h1><ul><li><a class="item" href="/item/1">Item 1</a></li><li><a class="item" href="/item/2">Item 2</a></li></ul><a class="next" href="/list/2">Next</a></body></html>`
 	items, follow, err := sp.Parse(ctx, &Response{URL: "http://127.0.0.1:9000/list/1", Status: 200, Body: []byte(list), Depth: 1})
 	if err != nil || len(items) != 0 || len(follow) != 3 {

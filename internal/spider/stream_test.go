@@ -109,7 +109,10 @@ func TestStreamMatchesDOMOnDemoSite(t *testing.T) {
 				t.Errorf("%s: demo page %s took the DOM path", sp.Name(), u)
 			}
 		}
-		_, follow, _ := specs[0].Parse(context.Background(), resp)
+		_, follow, err := specs[0].Parse(context.Background(), resp)
+		if err != nil {
+			t.Fatalf("parse %s: %v", u, err)
+		}
 		for _, r := range follow {
 			if strings.HasPrefix(r.URL, base) && !seen[r.URL] {
 				seen[r.URL] = true

@@ -7,6 +7,8 @@
 // A Store is a spider.Source: every process resolves spiders through it at run time, so a push
 // is seen by running workers without a restart. A spider of an uploaded project is named
 // "<project>.<spider>"; spec spiders belong to the project "default" when a Scrapyd client asks.
+// The queries are in internal/dbsqlc: crawlq_spider.sql, crawlq_project_version.sql and
+// crawlq_spider_run.sql.
 package spiderstore
 
 import (
@@ -27,6 +29,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"crawlq/internal/dbsqlc"
 	"crawlq/internal/spider"
 )
 
@@ -68,6 +71,7 @@ type Config struct {
 // Store is the spider store. It is safe for concurrent use.
 type Store struct {
 	cfg Config
+	db  *dbsqlc.Queries // on cfg.Pool
 }
 
 // New returns a Store.
@@ -84,7 +88,7 @@ func New(cfg Config) (*Store, error) {
 	if cfg.Lister == nil {
 		cfg.Lister = AutoLister{}
 	}
-	return &Store{cfg: cfg}, nil
+	return &Store{cfg: cfg, db: dbsqlc.New(cfg.Pool)}, nil
 }
 
 // MaxEggBytes is the configured egg size limit.
@@ -193,7 +197,7 @@ func (s *Store) PushAll(ctx context.Context, files []File, version string) ([]Pu
 	err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
 		out = out[:0]
 		for i, spec := range specs {
-			p, err := pushTx(ctx, tx, spec, files[i].Data, version)
+			p, err := pushTx(ctx, s.db.WithTx(tx), spec, files[i].Data, version)
 			if err != nil {
 				return err
 			}
@@ -214,11 +218,11 @@ func kindOf(spec *spider.Spec) string {
 	return spider.KindDeclarative
 }
 
-func pushTx(ctx context.Context, tx pgx.Tx, spec *spider.Spec, data []byte, version string) (Pushed, error) {
+func pushTx(ctx context.Context, db *dbsqlc.Queries, spec *spider.Spec, data []byte, version string) (Pushed, error) {
 	sum := sha256.Sum256(data)
 	sha := hex.EncodeToString(sum[:])
 	p := Pushed{Name: spec.Name, Kind: kindOf(spec)}
-	latest, err := scanSpec(tx.QueryRow(ctx, sqlLatestSpec, spec.Name))
+	latest, err := specFrom(db.LatestSpec(ctx, spec.Name))
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return p, fmt.Errorf("push %s: %w", spec.Name, err)
 	}
@@ -227,14 +231,13 @@ func pushTx(ctx context.Context, tx pgx.Tx, spec *spider.Spec, data []byte, vers
 		return p, nil
 	}
 	if version == "" {
-		var n int64
-		if err := tx.QueryRow(ctx, sqlNextSpecVersion, spec.Name).Scan(&n); err != nil {
+		n, err := db.NextSpecVersion(ctx, spec.Name)
+		if err != nil {
 			return p, fmt.Errorf("push %s: %w", spec.Name, err)
 		}
 		version = fmt.Sprint(n)
 	}
-	var at time.Time
-	err = tx.QueryRow(ctx, sqlInsertSpec, spec.Name, version, p.Kind, data, sha).Scan(&at)
+	_, err = db.InsertSpec(ctx, dbsqlc.InsertSpecParams{Name: spec.Name, Version: version, Kind: p.Kind, Spec: data, Sha256: sha})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return p, fmt.Errorf("%w: spider %s version %s", ErrExists, spec.Name, version)
 	}
@@ -267,11 +270,11 @@ func (s *Store) Seed(ctx context.Context, fsys fs.FS) (int, error) {
 			return n, fmt.Errorf("seed spiders: %w", err)
 		}
 		sum := sha256.Sum256(data)
-		tag, err := s.cfg.Pool.Exec(ctx, sqlSeedSpec, spec.Name, kindOf(spec), data, hex.EncodeToString(sum[:]))
+		seeded, err := s.db.SeedSpec(ctx, dbsqlc.SeedSpecParams{Name: spec.Name, Kind: kindOf(spec), Spec: data, Sha256: hex.EncodeToString(sum[:])})
 		if err != nil {
 			return n, fmt.Errorf("seed spider %s: %w", spec.Name, err)
 		}
-		n += int(tag.RowsAffected())
+		n += int(seeded)
 	}
 	return n, nil
 }
@@ -286,24 +289,26 @@ type Spec struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-func scanSpec(row pgx.Row) (Spec, error) {
-	var sp Spec
-	err := row.Scan(&sp.Name, &sp.Version, &sp.Kind, &sp.Data, &sp.SHA256, &sp.CreatedAt)
+// specFrom turns a stored row into a Spec; no row is ErrNotFound.
+func specFrom(row dbsqlc.CrawlqSpider, err error) (Spec, error) {
 	if errors.Is(err, pgx.ErrNoRows) {
-		return sp, ErrNotFound
+		return Spec{}, ErrNotFound
 	}
-	return sp, err
+	if err != nil {
+		return Spec{}, err
+	}
+	return Spec{Name: row.Name, Version: row.Version, Kind: row.Kind, Data: row.Spec, SHA256: row.Sha256, CreatedAt: row.CreatedAt}, nil
 }
 
 // Get returns a version of a spec; version "" is the newest.
 func (s *Store) Get(ctx context.Context, name, version string) (Spec, error) {
-	var row pgx.Row
+	var sp Spec
+	var err error
 	if version == "" {
-		row = s.cfg.Pool.QueryRow(ctx, sqlLatestSpec, name)
+		sp, err = specFrom(s.db.LatestSpec(ctx, name))
 	} else {
-		row = s.cfg.Pool.QueryRow(ctx, sqlSpecVersion, name, version)
+		sp, err = specFrom(s.db.SpecVersion(ctx, dbsqlc.SpecVersionParams{Name: name, Version: version}))
 	}
-	sp, err := scanSpec(row)
 	if errors.Is(err, ErrNotFound) {
 		if version != "" {
 			return sp, fmt.Errorf("spider %q version %q: %w", clip(name), clip(version), ErrNotFound)
@@ -328,16 +333,13 @@ type Listed struct {
 
 // List lists stored spec spiders and the spiders of every project's newest version.
 func (s *Store) List(ctx context.Context) ([]Listed, error) {
-	rows, err := s.cfg.Pool.Query(ctx, sqlListSpecs)
+	rows, err := s.db.ListSpecs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list spiders: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Listed, error) {
-		l := Listed{Project: DefaultProject}
-		return l, r.Scan(&l.Name, &l.Latest, &l.Kind, &l.CreatedAt, &l.Versions)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list spiders: %w", err)
+	out := make([]Listed, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, Listed{Name: r.Name, Kind: r.Kind, Project: DefaultProject, Latest: r.Version, Versions: int(r.Versions), CreatedAt: r.CreatedAt})
 	}
 	projects, err := s.projectSpiders(ctx)
 	if err != nil {
@@ -354,26 +356,26 @@ func (s *Store) List(ctx context.Context) ([]Listed, error) {
 
 // Versions lists a spec's versions, oldest first.
 func (s *Store) Versions(ctx context.Context, name string) ([]string, error) {
-	rows, err := s.cfg.Pool.Query(ctx, sqlSpecVersions, name)
+	vs, err := s.db.SpecVersions(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("list versions of %s: %w", name, err)
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	return vs, nil
 }
 
 // Delete deletes one version of a spec, or all of them when version is "". It says how many.
 func (s *Store) Delete(ctx context.Context, name, version string) (int, error) {
-	tag, err := s.cfg.Pool.Exec(ctx, sqlDeleteSpec, name, version)
+	n, err := s.db.DeleteSpec(ctx, dbsqlc.DeleteSpecParams{Name: name, Version: version})
 	if err != nil {
 		return 0, fmt.Errorf("delete spider %s: %w", name, err)
 	}
-	if tag.RowsAffected() == 0 {
+	if n == 0 {
 		if version != "" {
 			return 0, fmt.Errorf("spider %q version %q: %w", clip(name), clip(version), ErrNotFound)
 		}
 		return 0, fmt.Errorf("spider %q: %w", clip(name), ErrNotFound)
 	}
-	return int(tag.RowsAffected()), nil
+	return int(n), nil
 }
 
 // ---- Scrapy projects ----
@@ -421,7 +423,10 @@ func (s *Store) AddVersion(ctx context.Context, project, version string, egg []b
 	} else {
 		inline = egg
 	}
-	_, err = s.cfg.Pool.Exec(ctx, sqlInsertProjectVersion, project, version, spiders, len(egg), hex.EncodeToString(sum[:]), inline, ref)
+	err = s.db.InsertProjectVersion(ctx, dbsqlc.InsertProjectVersionParams{
+		Project: project, Version: version, Spiders: spiders, Size: int64(len(egg)), Sha256: hex.EncodeToString(sum[:]),
+		Egg: inline, EggRef: ref,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("add version %s %s: %w", project, version, err)
 	}
@@ -441,20 +446,16 @@ func CheckProject(project string) error {
 
 // Projects lists the uploaded projects.
 func (s *Store) Projects(ctx context.Context) ([]string, error) {
-	rows, err := s.cfg.Pool.Query(ctx, sqlProjects)
+	ps, err := s.db.Projects(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list projects: %w", err)
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	return ps, nil
 }
 
 // ProjectVersions lists a project's versions, oldest first (ErrNotFound for no such project).
 func (s *Store) ProjectVersions(ctx context.Context, project string) ([]string, error) {
-	rows, err := s.cfg.Pool.Query(ctx, sqlProjectVersions, project)
-	if err != nil {
-		return nil, fmt.Errorf("list versions of %s: %w", project, err)
-	}
-	vs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	vs, err := s.db.ProjectVersions(ctx, project)
 	if err != nil {
 		return nil, fmt.Errorf("list versions of %s: %w", project, err)
 	}
@@ -472,8 +473,7 @@ type ProjectVersion struct {
 // GetProjectVersion reads a version of a project; version "" is the newest.
 func (s *Store) GetProjectVersion(ctx context.Context, project, version string) (ProjectVersion, error) {
 	pv := ProjectVersion{Project: project}
-	var ref *string
-	err := s.cfg.Pool.QueryRow(ctx, sqlProjectVersion, project, version).Scan(&pv.Version, &pv.Spiders, &pv.Size, &pv.SHA256, &ref)
+	row, err := s.db.ProjectVersion(ctx, dbsqlc.ProjectVersionParams{Project: project, Version: version})
 	if errors.Is(err, pgx.ErrNoRows) {
 		if version == "" {
 			return pv, fmt.Errorf("project %q: %w", clip(project), ErrNotFound)
@@ -483,36 +483,31 @@ func (s *Store) GetProjectVersion(ctx context.Context, project, version string) 
 	if err != nil {
 		return pv, fmt.Errorf("get project %s: %w", project, err)
 	}
+	pv.Version, pv.Spiders, pv.Size, pv.SHA256 = row.Version, row.Spiders, row.Size, row.Sha256
 	return pv, nil
 }
 
 // Egg returns the egg of a project version.
 func (s *Store) Egg(ctx context.Context, project, version string) ([]byte, error) {
-	var egg []byte
-	var ref *string
-	err := s.cfg.Pool.QueryRow(ctx, sqlProjectEgg, project, version).Scan(&egg, &ref)
+	row, err := s.db.ProjectEgg(ctx, dbsqlc.ProjectEggParams{Project: project, Version: version})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("project %q version %q: %w", clip(project), clip(version), ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get egg %s %s: %w", project, version, err)
 	}
-	if ref != nil && *ref != "" {
+	if row.EggRef != "" {
 		if s.cfg.Eggs == nil {
-			return nil, fmt.Errorf("egg of %s %s is in an object store (%s) this process has no access to", project, version, *ref)
+			return nil, fmt.Errorf("egg of %s %s is in an object store (%s) this process has no access to", project, version, row.EggRef)
 		}
-		return s.cfg.Eggs.Get(ctx, *ref)
+		return s.cfg.Eggs.Get(ctx, row.EggRef)
 	}
-	return egg, nil
+	return row.Egg, nil
 }
 
 // DeleteProject deletes one version of a project, or the whole project when version is "".
 func (s *Store) DeleteProject(ctx context.Context, project, version string) error {
-	rows, err := s.cfg.Pool.Query(ctx, sqlDeleteProjectVersion, project, version)
-	if err != nil {
-		return fmt.Errorf("delete project %s: %w", project, err)
-	}
-	refs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	refs, err := s.db.DeleteProjectVersion(ctx, dbsqlc.DeleteProjectVersionParams{Project: project, Version: version})
 	if err != nil {
 		return fmt.Errorf("delete project %s: %w", project, err)
 	}
@@ -540,14 +535,15 @@ type projectSpiders struct {
 }
 
 func (s *Store) projectSpiders(ctx context.Context) ([]projectSpiders, error) {
-	rows, err := s.cfg.Pool.Query(ctx, sqlProjectSpiders)
+	rows, err := s.db.ProjectSpiders(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list project spiders: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (projectSpiders, error) {
-		var p projectSpiders
-		return p, r.Scan(&p.project, &p.version, &p.spiders)
-	})
+	out := make([]projectSpiders, len(rows))
+	for i, r := range rows {
+		out[i] = projectSpiders{project: r.Project, version: r.Version, spiders: r.Spiders}
+	}
+	return out, nil
 }
 
 // ---- spider.Source ----
@@ -572,8 +568,7 @@ func ScrapyCommand(project, name string) spider.CommandSpec {
 // holding the spider for "<project>.<spider>".
 func (s *Store) Resolve(ctx context.Context, name string) (spider.Stored, error) {
 	if project, sp, ok := SplitName(name); ok {
-		var version string
-		err := s.cfg.Pool.QueryRow(ctx, sqlLatestWithSpider, project, sp).Scan(&version)
+		version, err := s.db.LatestVersionWithSpider(ctx, dbsqlc.LatestVersionWithSpiderParams{Project: project, Spider: sp})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return spider.Stored{}, fmt.Errorf("spider %q: %w", clip(name), spider.ErrUnknownSpider)
 		}
@@ -585,7 +580,7 @@ func (s *Store) Resolve(ctx context.Context, name string) (spider.Stored, error)
 		set.Runtime, set.Queue = spider.RuntimeECS, ""
 		return spider.Stored{Name: name, Version: version, Command: &cmd, Settings: set}, nil
 	}
-	sp, err := scanSpec(s.cfg.Pool.QueryRow(ctx, sqlLatestSpec, name))
+	sp, err := specFrom(s.db.LatestSpec(ctx, name))
 	if errors.Is(err, ErrNotFound) {
 		return spider.Stored{}, fmt.Errorf("spider %q: %w", clip(name), spider.ErrUnknownSpider)
 	}
@@ -597,11 +592,7 @@ func (s *Store) Resolve(ctx context.Context, name string) (spider.Stored, error)
 
 // Names implements spider.Source.
 func (s *Store) Names(ctx context.Context) ([]string, error) {
-	rows, err := s.cfg.Pool.Query(ctx, sqlSpecNames)
-	if err != nil {
-		return nil, fmt.Errorf("spider names: %w", err)
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	names, err := s.db.SpecNames(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("spider names: %w", err)
 	}
@@ -637,8 +628,13 @@ func (s *Store) RecordRun(ctx context.Context, r RunRecord) error {
 	if set == nil {
 		set = map[string]string{}
 	}
-	b, _ := json.Marshal(set)
-	_, err := s.cfg.Pool.Exec(ctx, sqlInsertRun, r.RunID, r.Project, r.Spider, r.Version, r.JobID, string(b))
+	b, err := json.Marshal(set)
+	if err != nil {
+		return fmt.Errorf("record run %d: %w", r.RunID, err)
+	}
+	err = s.db.InsertSpiderRun(ctx, dbsqlc.InsertSpiderRunParams{
+		RunID: r.RunID, Project: r.Project, Spider: r.Spider, Version: r.Version, Jobid: r.JobID, Settings: string(b),
+	})
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" {
 		return fmt.Errorf("%w: jobid %q is already used by another run", ErrExists, clip(r.JobID))
@@ -651,8 +647,7 @@ func (s *Store) RecordRun(ctx context.Context, r RunRecord) error {
 
 // JobIDTaken reports which run uses a client's job id (0 if none).
 func (s *Store) JobIDTaken(ctx context.Context, jobid string) (int64, error) {
-	var id int64
-	err := s.cfg.Pool.QueryRow(ctx, sqlRunByJobID, jobid).Scan(&id)
+	id, err := s.db.SpiderRunByJobID(ctx, jobid)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
 	}
@@ -662,47 +657,40 @@ func (s *Store) JobIDTaken(ctx context.Context, jobid string) (int64, error) {
 	return id, nil
 }
 
-func scanRun(r pgx.CollectableRow) (RunRecord, error) {
-	var rr RunRecord
-	var set []byte
-	var pid *int32
-	if err := r.Scan(&rr.RunID, &rr.Project, &rr.Spider, &rr.Version, &rr.JobID, &set, &pid); err != nil {
-		return rr, err
-	}
-	if pid != nil {
-		rr.PID = int(*pid)
-	}
-	return rr, json.Unmarshal(set, &rr.Settings)
-}
-
-// Run reads a run's record (ErrNotFound when it has none).
-func (s *Store) Run(ctx context.Context, runID int64) (RunRecord, error) {
-	rows, err := s.cfg.Pool.Query(ctx, sqlGetRun, runID)
-	if err != nil {
-		return RunRecord{}, fmt.Errorf("get run record %d: %w", runID, err)
-	}
-	rr, err := pgx.CollectOneRow(rows, scanRun)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return rr, fmt.Errorf("run %d: %w", runID, ErrNotFound)
-	}
-	if err != nil {
-		return rr, fmt.Errorf("get run record %d: %w", runID, err)
+// runRecord decodes a stored run record.
+func runRecord(row dbsqlc.CrawlqSpiderRun) (RunRecord, error) {
+	rr := RunRecord{RunID: row.RunID, Project: row.Project, Spider: row.Spider, Version: row.Version,
+		JobID: row.Jobid.String, PID: int(row.Pid.Int32)}
+	if err := json.Unmarshal(row.Settings, &rr.Settings); err != nil {
+		return rr, fmt.Errorf("run %d settings: %w", row.RunID, err)
 	}
 	return rr, nil
 }
 
+// Run reads a run's record (ErrNotFound when it has none).
+func (s *Store) Run(ctx context.Context, runID int64) (RunRecord, error) {
+	row, err := s.db.GetSpiderRun(ctx, runID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return RunRecord{}, fmt.Errorf("run %d: %w", runID, ErrNotFound)
+	}
+	if err != nil {
+		return RunRecord{}, fmt.Errorf("get run record %d: %w", runID, err)
+	}
+	return runRecord(row)
+}
+
 // Runs reads the records of many runs, by run id (runs without one are absent).
 func (s *Store) Runs(ctx context.Context, ids []int64) (map[int64]RunRecord, error) {
-	rows, err := s.cfg.Pool.Query(ctx, sqlRunsGet, ids)
+	rows, err := s.db.SpiderRuns(ctx, ids)
 	if err != nil {
 		return nil, fmt.Errorf("get run records: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, scanRun)
-	if err != nil {
-		return nil, fmt.Errorf("get run records: %w", err)
-	}
-	out := make(map[int64]RunRecord, len(list))
-	for _, r := range list {
+	out := make(map[int64]RunRecord, len(rows))
+	for _, row := range rows {
+		r, err := runRecord(row)
+		if err != nil {
+			return nil, fmt.Errorf("get run records: %w", err)
+		}
 		out[r.RunID] = r
 	}
 	return out, nil
@@ -711,8 +699,8 @@ func (s *Store) Runs(ctx context.Context, ids []int64) (map[int64]RunRecord, err
 // StartRun records the version a run resolved to (a version pinned at schedule wins) and the
 // pid of its command (0: none), and returns the version the run must use.
 func (s *Store) StartRun(ctx context.Context, runID int64, project, name, version string, pid int) (string, error) {
-	var v string
-	if err := s.cfg.Pool.QueryRow(ctx, sqlStartRun, runID, project, name, version, pid).Scan(&v); err != nil {
+	v, err := s.db.StartSpiderRun(ctx, dbsqlc.StartSpiderRunParams{RunID: runID, Project: project, Spider: name, Version: version, Pid: int32(pid)})
+	if err != nil {
 		return "", fmt.Errorf("record run %d start: %w", runID, err)
 	}
 	return v, nil

@@ -71,7 +71,7 @@ bogus: 1
 			t.Errorf("no error at %s; got %v", want, ve.Errors)
 		}
 	}
-	if vs, _ := st.Versions(ctx, "shop"); len(vs) != 0 {
+	if vs, err := st.Versions(ctx, "shop"); err != nil || len(vs) != 0 {
 		t.Fatalf("a refused push stored %v", vs)
 	}
 }
@@ -116,13 +116,13 @@ func TestVersions(t *testing.T) {
 	if err != nil || got.Version != "2" || string(got.Data) != changed {
 		t.Fatalf("latest: %+v %v", got, err)
 	}
-	if vs, _ := st.Versions(ctx, "shop"); strings.Join(vs, ",") != "1,2" {
+	if vs, err := st.Versions(ctx, "shop"); err != nil || strings.Join(vs, ",") != "1,2" {
 		t.Fatalf("versions: %v", vs)
 	}
 	if n, err := st.Delete(ctx, "shop", "2"); err != nil || n != 1 {
 		t.Fatalf("delete version: %d %v", n, err)
 	}
-	if got, _ := st.Get(ctx, "shop", ""); got.Version != "1" {
+	if got, err := st.Get(ctx, "shop", ""); err != nil || got.Version != "1" {
 		t.Fatalf("after deleting 2, latest is %q", got.Version)
 	}
 	if _, err := st.Delete(ctx, "nope", ""); !errors.Is(err, spiderstore.ErrNotFound) {
@@ -134,7 +134,7 @@ func TestVersions(t *testing.T) {
 	if !errors.Is(err, spiderstore.ErrInvalid) || !strings.Contains(err.Error(), "b.yaml") {
 		t.Fatalf("push all: %v", err)
 	}
-	if vs, _ := st.Versions(ctx, "other"); len(vs) != 0 {
+	if vs, err := st.Versions(ctx, "other"); err != nil || len(vs) != 0 {
 		t.Fatalf("push all stored %v despite a bad file", vs)
 	}
 }
@@ -155,17 +155,27 @@ func TestSeedPushesBuiltinsOnce(t *testing.T) {
 }
 
 // egg builds a minimal project egg in Go.
+// add writes one file into a zip.
+func add(t *testing.T, zw *zip.Writer, name, body string) {
+	t.Helper()
+	w, err := zw.Create(name)
+	if err == nil {
+		_, err = w.Write([]byte(body))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func egg(t *testing.T, entry string, files map[string]string) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
 	if entry != "" {
-		w, _ := zw.Create("EGG-INFO/entry_points.txt")
-		w.Write([]byte(entry))
+		add(t, zw, "EGG-INFO/entry_points.txt", entry)
 	}
 	for name, body := range files {
-		w, _ := zw.Create(name)
-		w.Write([]byte(body))
+		add(t, zw, name, body)
 	}
 	if err := zw.Close(); err != nil {
 		t.Fatal(err)
@@ -200,7 +210,7 @@ func TestProjectVersions(t *testing.T) {
 			t.Errorf("add %q %q: %v, want an error about %s", c.project, c.version, err, c.want)
 		}
 	}
-	if vs, _ := st.ProjectVersions(ctx, "shop"); strings.Join(vs, ",") != "r1" {
+	if vs, err := st.ProjectVersions(ctx, "shop"); err != nil || strings.Join(vs, ",") != "r1" {
 		t.Fatalf("refused uploads stored versions: %v", vs)
 	}
 	b, err := st.Egg(ctx, "shop", "r1")
@@ -272,7 +282,7 @@ items:
 			if out["status"] == "ok" || time.Now().After(deadline) {
 				break
 			}
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond) // paces a poll
 		}
 		if out["status"] != "ok" {
 			t.Fatalf("schedule after push: %v", out)
@@ -296,7 +306,7 @@ items:
 	if out := a.Run(ctx, &api.Request{Action: api.ActPushSpider, Spec: spec + "max_pages: 3\n"}); out["version"] != "2" {
 		t.Fatalf("second push: %v", out)
 	}
-	for deadline := time.Now().Add(10 * time.Second); n.Spiders.Version("pushed") != "2"; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); n.Spiders.Version("pushed") != "2"; time.Sleep(50 * time.Millisecond) { // paces a poll
 		if time.Now().After(deadline) {
 			t.Fatal("the running node never saw version 2")
 		}
@@ -308,7 +318,10 @@ items:
 	case <-time.After(60 * time.Second):
 		t.Fatal("second run did not finish")
 	}
-	got, _ := n.Crawler.Get(ctx, id)
+	got, err := n.Crawler.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got.Stats.Pages > 3 {
 		t.Fatalf("second run fetched %d pages: version 2 (max_pages 3) was not used", got.Stats.Pages)
 	}

@@ -1,0 +1,48 @@
+-- Every query on crawlq_item: the items of the Postgres sink (internal/items writes and lists
+-- them; internal/events reads a finished run's items to judge it). The table is in
+-- internal/migrate/migrations/0003_items.sql; its primary key (run_id, key) serves every read
+-- as a range scan of one run. Table names are not schema-qualified: the connection's search_path
+-- picks the schema.
+
+-- name: InsertItems :exec
+-- Writes one batch in one round trip: the batch travels as five parallel arrays, unnest zips
+-- them back into rows, and ON CONFLICT DO NOTHING makes a re-sent item (a retried page, or a
+-- retried sink write whose reply was lost) a no-op. The first write of a key wins; a duplicate
+-- key inside one batch is also just skipped. Data is sent as text and cast here, so the driver
+-- needs no jsonb array codec and Postgres validates each document once. Index: the primary key
+-- (the conflict target).
+INSERT INTO crawlq_item (run_id, key, spider, url, data)
+SELECT u.run_id, u.key, u.spider, u.url, u.data::jsonb
+FROM (SELECT unnest(sqlc.arg(run_ids)::bigint[]) AS run_id, unnest(sqlc.arg(keys)::text[]) AS key,
+             unnest(sqlc.arg(spiders)::text[]) AS spider, unnest(sqlc.arg(urls)::text[]) AS url,
+             unnest(sqlc.arg(data)::text[]) AS data) u
+ON CONFLICT (run_id, key) DO NOTHING;
+
+-- name: CountRunItems :one
+-- Counts one run's items. Index: the primary key, a range scan.
+SELECT count(*) FROM crawlq_item WHERE run_id = @run_id;
+
+-- name: ListRunItems :many
+-- The first items of a run in key order, which the primary key serves without a sort; keyset
+-- pagination can follow with key > the last.
+SELECT run_id, spider, key, url, data FROM crawlq_item
+WHERE run_id = @run_id
+ORDER BY key
+LIMIT sqlc.arg(max_items)::int;
+
+-- name: RunFieldCoverage :many
+-- Counts, per field found in a run's items, the items that have it present and non-empty: not
+-- JSON null, not a blank string, not an empty array or object (internal/events, read-only). A
+-- field present but empty on every item shows as 0. Index: the primary key range of the run;
+-- each item's fields are expanded once.
+SELECT f.name::text AS field,
+       count(*) FILTER (WHERE CASE jsonb_typeof(f.value)
+                                  WHEN 'null'   THEN false
+                                  WHEN 'string' THEN btrim(f.value #>> '{}') <> ''
+                                  WHEN 'array'  THEN jsonb_array_length(f.value) > 0
+                                  WHEN 'object' THEN f.value <> '{}'::jsonb
+                                  ELSE true
+                              END) AS items
+FROM crawlq_item i CROSS JOIN LATERAL jsonb_each(i.data) AS f(name, value)
+WHERE i.run_id = @run_id
+GROUP BY f.name;

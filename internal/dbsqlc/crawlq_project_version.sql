@@ -1,0 +1,51 @@
+-- Every query on crawlq_project_version: uploaded Scrapy projects (eggs), one row per version
+-- (internal/spiderstore; the table is in internal/migrate/migrations/0006_spiders.sql). Versions
+-- are ordered by seq, the upload order; the last is the one runs use.
+
+-- name: InsertProjectVersion :exec
+-- Adds a version of a project; a version already uploaded is replaced, as Scrapyd's addversion
+-- does (a re-deploy of the same version). The egg is inline (egg) or in an object store (egg_ref,
+-- '' for none). Index: the (project, version) unique index (the conflict target).
+INSERT INTO crawlq_project_version (project, version, spiders, size, sha256, egg, egg_ref)
+VALUES (@project, @version, @spiders, @size, @sha256, @egg, NULLIF(@egg_ref::text, ''))
+ON CONFLICT (project, version) DO UPDATE
+SET spiders = EXCLUDED.spiders, size = EXCLUDED.size, sha256 = EXCLUDED.sha256, egg = EXCLUDED.egg,
+    egg_ref = EXCLUDED.egg_ref, created_at = now();
+
+-- name: Projects :many
+-- The uploaded projects. A scan: one row per uploaded version, few.
+SELECT DISTINCT project FROM crawlq_project_version ORDER BY project;
+
+-- name: ProjectVersions :many
+-- A project's versions, oldest first. Index: crawlq_project_version_latest.
+SELECT version FROM crawlq_project_version WHERE project = @project ORDER BY seq;
+
+-- name: ProjectVersion :one
+-- One version of a project, or the newest when version is ''. Index:
+-- crawlq_project_version_latest (project, seq DESC), stopping at the first match.
+SELECT version, spiders, size, sha256 FROM crawlq_project_version
+WHERE project = @project AND (sqlc.arg(version)::text = '' OR version = sqlc.arg(version)::text)
+ORDER BY seq DESC LIMIT 1;
+
+-- name: ProjectEgg :one
+-- The egg of one version: inline (the Postgres backend) or its object key (egg_ref, '' when
+-- inline). Index: the (project, version) unique index.
+SELECT egg, COALESCE(egg_ref, '')::text AS egg_ref FROM crawlq_project_version
+WHERE project = @project AND version = @version;
+
+-- name: LatestVersionWithSpider :one
+-- The newest version of a project that has a spider. Index: crawlq_project_version_latest.
+SELECT version FROM crawlq_project_version
+WHERE project = @project AND sqlc.arg(spider)::text = ANY(spiders) ORDER BY seq DESC LIMIT 1;
+
+-- name: ProjectSpiders :many
+-- Every project's newest version and its spiders. A scan: one row per uploaded version, few.
+SELECT DISTINCT ON (project) project, version, spiders FROM crawlq_project_version ORDER BY project, seq DESC;
+
+-- name: DeleteProjectVersion :many
+-- Deletes one version, or the whole project when version is '', returning the object keys of
+-- the eggs an object store must drop ('' for an inline egg). Index: the (project, version) unique
+-- index, or crawlq_project_version_latest for the whole project.
+DELETE FROM crawlq_project_version
+WHERE project = @project AND (sqlc.arg(version)::text = '' OR version = sqlc.arg(version)::text)
+RETURNING COALESCE(egg_ref, '')::text AS egg_ref;

@@ -1,0 +1,42 @@
+-- Every query on crawlq_run_stat: what pages added to their run's stats, one row per run and
+-- outcome kind per batch of pages finished together (internal/crawl; the table is in
+-- internal/migrate/migrations/0002_crawl.sql). Rows are only inserted while a run lives (an insert
+-- contends with nobody), folded into the run row when it finishes (crawlq_run.sql: FinishRun) and
+-- deleted by maintenance after that.
+
+-- name: AddRunStat :exec
+-- Records a contribution to a run's stats: one page outcome (n 1), or what a command spider
+-- reported (n: the outcomes it sums, which errors_by_kind counts). Kind '': not an error row.
+INSERT INTO crawlq_run_stat (run_id, pages, items, bytes, errors, retries, kind, n)
+VALUES (@run_id, @pages, @items, @bytes, @errors, @retries, NULLIF(@kind::text, ''), @n);
+
+-- name: AddRunStats :many
+-- Records a batch of pages' contributions to their runs' stats, summed per run and kind (n: how
+-- many page outcomes each row sums), and says which of the runs have been asked to cancel (their
+-- pages stop fetching). The arrays are parallel, one element per row. Index: crawlq_run's primary
+-- key, for the cancel flag.
+INSERT INTO crawlq_run_stat (run_id, pages, items, bytes, errors, retries, kind, n)
+SELECT x.r, x.p, x.i, x.b, x.e, x.t, NULLIF(x.k, ''), x.n
+FROM (SELECT unnest(sqlc.arg(run_ids)::bigint[]) AS r, unnest(sqlc.arg(pages)::int[]) AS p,
+             unnest(sqlc.arg(items)::int[]) AS i, unnest(sqlc.arg(bytes)::bigint[]) AS b,
+             unnest(sqlc.arg(errors)::int[]) AS e, unnest(sqlc.arg(retries)::int[]) AS t,
+             unnest(sqlc.arg(kinds)::text[]) AS k, unnest(sqlc.arg(counts)::int[]) AS n) x
+RETURNING crawlq_run_stat.run_id,
+          (SELECT r.cancel_requested FROM crawlq_run r WHERE r.id = crawlq_run_stat.run_id)::boolean AS cancel_requested;
+
+-- name: LiveRunStats :one
+-- Sums a live run's stats so far. Index: crawlq_run_stat_run.
+SELECT COALESCE(sum(pages), 0)::bigint AS pages, COALESCE(sum(items), 0)::bigint AS items,
+       COALESCE(sum(bytes), 0)::bigint AS bytes, COALESCE(sum(errors), 0)::bigint AS errors,
+       COALESCE(sum(retries), 0)::bigint AS retries,
+       COALESCE((SELECT jsonb_object_agg(x.kind, x.n) FROM (SELECT k.kind, sum(k.n) AS n FROM crawlq_run_stat k
+                 WHERE k.run_id = sqlc.arg(run_id)::bigint AND k.kind IS NOT NULL GROUP BY k.kind) x), '{}'::jsonb)::jsonb AS errors_by_kind
+FROM crawlq_run_stat s WHERE s.run_id = sqlc.arg(run_id)::bigint;
+
+-- name: DeleteRunStats :execrows
+-- Deletes up to max_rows stat rows of a run, which must be finished: its stats were folded into
+-- its row when it finished (FinishRun). Index: crawlq_run_stat_run.
+DELETE FROM crawlq_run_stat
+WHERE ctid = ANY (ARRAY(SELECT s.ctid FROM crawlq_run_stat s WHERE s.run_id = sqlc.arg(run_id)::bigint LIMIT sqlc.arg(max_rows)::int))
+  AND EXISTS (SELECT 1 FROM crawlq_run r
+              WHERE r.id = sqlc.arg(run_id)::bigint AND r.finished_at IS NOT NULL AND r.state NOT IN ('pending', 'running'));
