@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"crawlq/internal/dbsqlc"
 	"crawlq/internal/queue"
 )
 
@@ -40,7 +41,7 @@ func (c *Crawler) discover(ctx context.Context, ri *runInfo, found []pageArgs) e
 		// this too. A database crash before then loses the pages together with the page that found
 		// them, which runs again and finds them again.
 		tx := c.cfg.Queue.NewTx()
-		tx.Queue(sqlAsyncCommit)
+		dbsqlc.QueueExec(tx, func(q *dbsqlc.Queries, ctx context.Context, _ struct{}) error { return q.AsyncCommit(ctx) }, struct{}{})
 		count, err := c.queuePages(tx, ri, pages)
 		if err != nil {
 			tx.Discard()
@@ -139,8 +140,8 @@ func (c *Crawler) pageJobs(ri *runInfo, pages []pageArgs) []queue.EnqueueParams 
 // other, and only the pages actually added (not those already queued) are taken from it.
 func (c *Crawler) addBudgeted(ctx context.Context, tx pgx.Tx, ri *runInfo, pages []pageArgs) (addedPages, error) {
 	var added addedPages
-	var left int64
-	if err := tx.QueryRow(ctx, sqlLockBudget, ri.id).Scan(&left); err != nil {
+	left, err := dbsqlc.New(tx).LockRunBudget(ctx, ri.id)
+	if err != nil {
 		return added, fmt.Errorf("page budget: %w", err)
 	}
 	if left == 0 {
@@ -159,7 +160,7 @@ func (c *Crawler) addBudgeted(ctx context.Context, tx pgx.Tx, ri *runInfo, pages
 			added.queued = true
 		}
 	}
-	if _, err := tx.Exec(ctx, sqlSpendBudget, ri.id, added.n); err != nil {
+	if err := dbsqlc.New(tx).SpendRunBudget(ctx, dbsqlc.SpendRunBudgetParams{ID: ri.id, Pages: int64(added.n)}); err != nil {
 		return added, fmt.Errorf("page budget: %w", err)
 	}
 	return added, nil

@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"crawlq/internal/dbsqlc"
 	"crawlq/internal/items"
 	"crawlq/internal/queue"
 )
@@ -197,27 +196,22 @@ func (c *Crawler) commitBatch(ctx context.Context, batch []*finishReq) (lost map
 		s.n++
 	}
 	n := len(order)
-	runs, pages, nItems, errs, retries, counts := make([]int64, n), make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
-	bytes, kinds := make([]int64, n), make([]string, n)
+	st := dbsqlc.AddRunStatsParams{RunIds: make([]int64, n), Kinds: make([]string, n), Pages: make([]int32, n),
+		Items: make([]int32, n), Errors: make([]int32, n), Retries: make([]int32, n), Bytes: make([]int64, n), Counts: make([]int32, n)}
 	for i, k := range order {
 		s := sums[k]
-		runs[i], kinds[i], pages[i], nItems[i], errs[i], retries[i] = k.run, k.kind, int32(s.pages), int32(s.items), int32(s.errors), int32(s.retries)
-		bytes[i], counts[i] = s.bytes, int32(s.n)
+		st.RunIds[i], st.Kinds[i], st.Pages[i], st.Items[i], st.Errors[i], st.Retries[i] = k.run, k.kind, int32(s.pages), int32(s.items), int32(s.errors), int32(s.retries)
+		st.Bytes[i], st.Counts[i] = s.bytes, int32(s.n)
 	}
 	tx := c.cfg.Queue.NewTx()
 	tx.Complete(leases)
-	tx.Queue(sqlAddStats, runs, pages, nItems, bytes, errs, retries, kinds, counts).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var run int64
-			var cancel bool
-			if err := rows.Scan(&run, &cancel); err != nil {
-				return err
-			}
-			if cancel {
-				c.markCancelled(run)
+	dbsqlc.QueueMany(tx, (*dbsqlc.Queries).AddRunStats, st, func(rows []dbsqlc.AddRunStatsRow) error {
+		for _, r := range rows {
+			if r.CancelRequested {
+				c.markCancelled(r.RunID)
 			}
 		}
-		return rows.Err()
+		return nil
 	})
 	if len(its) > 0 {
 		if err := c.cfg.TxSink.WriteBatch(tx, its); err != nil {

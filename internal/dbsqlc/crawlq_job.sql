@@ -621,3 +621,10 @@ WHERE (sqlc.arg(queue)::text = '' OR queue = sqlc.arg(queue)::text)
   AND (sqlc.arg(before)::bigint = 0 OR id < sqlc.arg(before)::bigint)
 ORDER BY id DESC
 LIMIT sqlc.arg(max_jobs)::int;
+
+-- name: RunJobDepth :one
+-- Counts a live run's waiting and running page jobs (what `crawlq run --watch` shows as its
+-- queue depth; read by internal/events). Index: crawlq_job_parent, whose predicate is these states.
+SELECT count(*) FILTER (WHERE state IN ('available', 'scheduled')) AS waiting,
+       count(*) FILTER (WHERE state = 'running') AS running
+FROM crawlq_job WHERE parent_id = @parent_id::bigint AND state IN ('available', 'scheduled', 'running');

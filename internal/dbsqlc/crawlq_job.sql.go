@@ -1395,6 +1395,26 @@ func (q *Queries) RescueJobs(ctx context.Context, arg RescueJobsParams) (int64, 
 	return count, err
 }
 
+const RunJobDepth = `-- name: RunJobDepth :one
+SELECT count(*) FILTER (WHERE state IN ('available', 'scheduled')) AS waiting,
+       count(*) FILTER (WHERE state = 'running') AS running
+FROM crawlq_job WHERE parent_id = $1::bigint AND state IN ('available', 'scheduled', 'running')
+`
+
+type RunJobDepthRow struct {
+	Waiting int64
+	Running int64
+}
+
+// Counts a live run's waiting and running page jobs (what `crawlq run --watch` shows as its
+// queue depth; read by internal/events). Index: crawlq_job_parent, whose predicate is these states.
+func (q *Queries) RunJobDepth(ctx context.Context, parentID int64) (RunJobDepthRow, error) {
+	row := q.db.QueryRow(ctx, RunJobDepth, parentID)
+	var i RunJobDepthRow
+	err := row.Scan(&i.Waiting, &i.Running)
+	return i, err
+}
+
 const SnoozeJobs = `-- name: SnoozeJobs :many
 WITH held AS (
     SELECT j.id, l.token::bigint AS token FROM crawlq_job j

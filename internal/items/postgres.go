@@ -42,9 +42,7 @@ type TxSink interface {
 
 // Batch is where WriteBatch queues its statement: a *pgx.Batch, or a type with its Queue method
 // (queue.Tx, which sends it in the transaction that completes the crawl's pages).
-type Batch interface {
-	Queue(query string, arguments ...any) *pgx.QueuedQuery
-}
+type Batch = dbsqlc.Queuer
 
 // Write inserts batch in one statement (one round trip, one implicit transaction, so a
 // batch is all or nothing); items already present are skipped.
@@ -65,10 +63,7 @@ func (s *PostgresSink) WriteBatch(b Batch, batch []Item) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	p := itemParams(batch)
-	// The arguments in the order of the generated InsertItems.
-	// TODO(merge): dbsqlc.QueueExec(b, (*dbsqlc.Queries).InsertItems, p) once dbsqlc has it (queue14).
-	b.Queue(dbsqlc.InsertItems, p.RunIds, p.Keys, p.Spiders, p.Urls, p.Data).Fn = func(br pgx.BatchResults) error {
+	dbsqlc.QueueExec(b, (*dbsqlc.Queries).InsertItems, itemParams(batch)).Fn = func(br pgx.BatchResults) error {
 		_, err := br.Exec()
 		return insertError(len(batch), err)
 	}

@@ -1,4 +1,4 @@
--- 0001_queue: the job queue (owned by internal/queue; every query on these tables is in internal/queue/sql.go).
+-- 0001_queue: the job queue (owned by internal/queue; every query on these tables is in internal/dbsqlc/crawlq_job*.sql and crawlq_worker.sql).
 --
 -- One table holds every job. The hot paths (claim, heartbeat, complete, rescue, promote) each use
 -- a small partial index whose predicate names only the states that path touches, so millions of

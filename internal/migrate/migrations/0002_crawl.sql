@@ -1,5 +1,5 @@
 -- 0002_crawl: spider runs and what a crawl shares between workers (owned by internal/crawl; every
--- query on these tables is in internal/crawl/sql.go).
+-- query on these tables is in internal/dbsqlc, one .sql file per table).
 
 CREATE TYPE crawlq_run_state AS ENUM ('pending', 'running', 'succeeded', 'failed', 'cancelled');
 

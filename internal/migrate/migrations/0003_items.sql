@@ -1,5 +1,5 @@
 -- crawlq_item holds the items spiders extract, one row per (run, key), written by the
--- Postgres sink of internal/items (all its queries live in internal/items/sql.go).
+-- Postgres sink of internal/items (its queries are in internal/dbsqlc/crawlq_item.sql).
 --
 -- The primary key (run_id, key) is the item's identity and the whole of the sink's
 -- idempotency: a page job that is retried after a crash or a lost lease re-emits the same

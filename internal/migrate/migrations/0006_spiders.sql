@@ -1,5 +1,5 @@
 -- 0006_spiders: spiders as versioned data (owned by internal/spiderstore; every query on its tables
--- is in internal/spiderstore/sql.go) and run logs (owned by internal/runlog, internal/runlog/sql.go).
+-- is in internal/dbsqlc, one .sql file per table) and run logs (owned by internal/runlog; internal/dbsqlc/crawlq_run_log.sql).
 
 -- One row per pushed version of a spider spec (declarative or command). The newest row of a name
 -- (highest seq) is what a run of that name uses unless it pinned a version.

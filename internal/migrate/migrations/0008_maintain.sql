@@ -4,7 +4,7 @@
 -- One row per maintenance task that must run on one process at a time and at most once per
 -- interval, however many processes try (a lease, not an advisory lock: session locks do not
 -- survive RDS Proxy's connection multiplexing, and a lease expires by itself when its holder
--- dies). Owned by internal/maintain (its sql.go).
+-- dies). Owned by internal/maintain (internal/dbsqlc/crawlq_leader.sql).
 CREATE TABLE crawlq_leader (
     name       text PRIMARY KEY,
     holder     text NOT NULL,

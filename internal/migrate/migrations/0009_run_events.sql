@@ -1,5 +1,5 @@
 -- 0009_run_events: the run-event outbox and the per-run report (owned by internal/events; every
--- query on these tables is in internal/events/sql.go).
+-- query on these tables is in internal/dbsqlc, one .sql file per table).
 --
 -- Every state change of a run (its insert as 'pending', then each UPDATE that changes state) adds
 -- one row to crawlq_run_event, written by a trigger in the transaction that changes the run. So a
