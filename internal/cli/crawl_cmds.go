@@ -20,7 +20,6 @@ import (
 	"crawlq/internal/demosite"
 	"crawlq/internal/events"
 	"crawlq/internal/items"
-	"crawlq/internal/maintain"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
 	"crawlq/internal/view"
@@ -63,14 +62,9 @@ in --spiders.`,
 				return pg.withPool(ctx, func(pool *pgxpool.Pool) error {
 					ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 					defer stop()
-					up := *upkeep
-					var mc *maintain.Config
-					if up == 0 {
-						up = -1
-					} else if c, on, err := maintain.FromEnv(env.Getenv); err != nil {
-						return usageErr("%v", err)
-					} else if on {
-						mc = &c
+					up, mc, err := upkeepConfig(*upkeep, env.Getenv)
+					if err != nil {
+						return err
 					}
 					n, err := node.New(node.Config{Pool: pool, SpiderDir: *dir, Queues: strings.Split(*queues, ","), Workers: *workers,
 						Worker: queue.WorkerConfig{Concurrency: *conc, Lease: *lease}, Upkeep: up, Maintain: mc})

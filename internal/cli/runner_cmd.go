@@ -14,7 +14,6 @@ import (
 
 	"crawlq/internal/command"
 	"crawlq/internal/ecsrun"
-	"crawlq/internal/maintain"
 	"crawlq/internal/runner"
 )
 
@@ -61,14 +60,9 @@ and CRAWLQ_SPIDER_DIR.`,
 				if *maxMem < 0 || *maxMem > 1<<30 {
 					return usageErr("--max-memory-mib must be 0..%d", 1<<30)
 				}
-				up := *upkeep
-				var mc *maintain.Config
-				if up == 0 {
-					up = -1
-				} else if c, on, err := maintain.FromEnv(env.Getenv); err != nil {
-					return usageErr("%v", err)
-				} else if on {
-					mc = &c
+				up, mc, err := upkeepConfig(*upkeep, env.Getenv)
+				if err != nil {
+					return err
 				}
 				return pg.withPool(ctx, func(pool *pgxpool.Pool) error {
 					log := slog.New(slog.NewJSONHandler(env.Stderr, nil))
