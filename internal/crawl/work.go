@@ -69,8 +69,17 @@ func (c *Crawler) workRun(ctx context.Context, job *queue.Job) error {
 	}
 	added := 0
 	err = c.inTx(ctx, func(tx pgx.Tx) error {
-		if err := c.db.WithTx(tx).StartRun(ctx, ri.id); err != nil {
+		db := c.db.WithTx(tx)
+		if err := db.StartRun(ctx, ri.id); err != nil {
 			return err
+		}
+		// The run records the version of the stored spec it starts with, as a command run does
+		// when its process starts, so status and listjobs say what it ran (crawlq schedule
+		// writes no record at schedule; the api's is replaced).
+		if v := c.cfg.Spiders.Version(ri.name); v != "" {
+			if err := db.StartSpecRun(ctx, dbsqlc.StartSpecRunParams{RunID: ri.id, Spider: ri.name, Version: v}); err != nil {
+				return fmt.Errorf("record run %d version: %w", ri.id, err)
+			}
 		}
 		n, err := c.addPages(ctx, tx, ri, toPages(reqs))
 		if err != nil {

@@ -31,3 +31,12 @@ ON CONFLICT (run_id) DO UPDATE
 SET version = CASE WHEN crawlq_spider_run.version = '' THEN EXCLUDED.version ELSE crawlq_spider_run.version END,
     pid = COALESCE(EXCLUDED.pid, crawlq_spider_run.pid)
 RETURNING version;
+
+-- name: StartSpecRun :exec
+-- Records the version of a stored spec a run starts with. Unlike StartSpiderRun it overwrites
+-- the version written at schedule: a spec run always takes the newest version when it starts (a
+-- pin is refused unless it is the newest), so a push between schedule and start changes what it
+-- ran. Index: the primary key (the conflict target).
+INSERT INTO crawlq_spider_run (run_id, spider, version)
+VALUES (@run_id, @spider, @version)
+ON CONFLICT (run_id) DO UPDATE SET version = EXCLUDED.version;

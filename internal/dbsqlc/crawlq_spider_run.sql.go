@@ -109,6 +109,27 @@ func (q *Queries) SpiderRuns(ctx context.Context, runIds []int64) ([]CrawlqSpide
 	return items, nil
 }
 
+const StartSpecRun = `-- name: StartSpecRun :exec
+INSERT INTO crawlq_spider_run (run_id, spider, version)
+VALUES ($1, $2, $3)
+ON CONFLICT (run_id) DO UPDATE SET version = EXCLUDED.version
+`
+
+type StartSpecRunParams struct {
+	RunID   int64
+	Spider  string
+	Version string
+}
+
+// Records the version of a stored spec a run starts with. Unlike StartSpiderRun it overwrites
+// the version written at schedule: a spec run always takes the newest version when it starts (a
+// pin is refused unless it is the newest), so a push between schedule and start changes what it
+// ran. Index: the primary key (the conflict target).
+func (q *Queries) StartSpecRun(ctx context.Context, arg StartSpecRunParams) error {
+	_, err := q.db.Exec(ctx, StartSpecRun, arg.RunID, arg.Spider, arg.Version)
+	return err
+}
+
 const StartSpiderRun = `-- name: StartSpiderRun :one
 INSERT INTO crawlq_spider_run (run_id, project, spider, version, pid)
 VALUES ($1, $2, $3, $4, NULLIF($5::int, 0))
