@@ -448,7 +448,7 @@ func (c *Crawler) Sweep(ctx context.Context) (int, error) {
 	n := 0
 	after := int64(0)
 	for {
-		ids, err := c.db.LiveRuns(ctx, dbsqlc.LiveRunsParams{AfterID: after, MaxRuns: 500})
+		ids, err := c.db.SweepRuns(ctx, dbsqlc.SweepRunsParams{AfterID: after, MaxRuns: 500})
 		if err != nil {
 			return n, fmt.Errorf("sweep: %w", err)
 		}

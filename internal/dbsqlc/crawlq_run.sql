@@ -126,12 +126,17 @@ RETURNING r0.state;
 -- The queue of a run's jobs. Index: the primary key.
 SELECT queue FROM crawlq_run WHERE id = @id;
 
--- name: LiveRuns :many
--- Lists unfinished runs after an id, for the sweep. Index: crawlq_run_live, whose predicate is
--- exactly these states, so it holds only live runs.
-SELECT id, cancel_requested FROM crawlq_run
-WHERE state IN ('pending', 'running') AND id > @after_id
-ORDER BY id
+-- name: SweepRuns :many
+-- Lists the unfinished runs after an id that the sweep must look at: those with no unfinished job
+-- left (to finish) and those asked to cancel (to cancel what a page added after the request).
+-- Filtering here rather than asking about each run keeps the sweep one statement per 500 live
+-- runs, however many are waiting on delayed start jobs. Indexes: crawlq_run_live, whose predicate
+-- is exactly these states, so it holds only live runs; crawlq_job_parent for the NOT EXISTS.
+SELECT r.id, r.cancel_requested FROM crawlq_run r
+WHERE r.state IN ('pending', 'running') AND r.id > @after_id
+  AND (r.cancel_requested OR NOT EXISTS (
+    SELECT 1 FROM crawlq_job j WHERE j.parent_id = r.id AND j.state IN ('available', 'scheduled', 'running')))
+ORDER BY r.id
 LIMIT @max_runs;
 
 -- name: SpiderStats :many

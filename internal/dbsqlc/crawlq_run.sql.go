@@ -246,45 +246,6 @@ func (q *Queries) ListRuns(ctx context.Context, arg ListRunsParams) ([]CrawlqRun
 	return items, nil
 }
 
-const LiveRuns = `-- name: LiveRuns :many
-SELECT id, cancel_requested FROM crawlq_run
-WHERE state IN ('pending', 'running') AND id > $1
-ORDER BY id
-LIMIT $2
-`
-
-type LiveRunsParams struct {
-	AfterID int64
-	MaxRuns int32
-}
-
-type LiveRunsRow struct {
-	ID              int64
-	CancelRequested bool
-}
-
-// Lists unfinished runs after an id, for the sweep. Index: crawlq_run_live, whose predicate is
-// exactly these states, so it holds only live runs.
-func (q *Queries) LiveRuns(ctx context.Context, arg LiveRunsParams) ([]LiveRunsRow, error) {
-	rows, err := q.db.Query(ctx, LiveRuns, arg.AfterID, arg.MaxRuns)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []LiveRunsRow{}
-	for rows.Next() {
-		var i LiveRunsRow
-		if err := rows.Scan(&i.ID, &i.CancelRequested); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const LockRunBudget = `-- name: LockRunBudget :one
 SELECT COALESCE(page_budget, -1)::bigint AS page_budget FROM crawlq_run WHERE id = $1 FOR UPDATE
 `
@@ -517,4 +478,48 @@ WHERE id = $1 AND state IN ('pending', 'running')
 func (q *Queries) StartRun(ctx context.Context, id int64) error {
 	_, err := q.db.Exec(ctx, StartRun, id)
 	return err
+}
+
+const SweepRuns = `-- name: SweepRuns :many
+SELECT r.id, r.cancel_requested FROM crawlq_run r
+WHERE r.state IN ('pending', 'running') AND r.id > $1
+  AND (r.cancel_requested OR NOT EXISTS (
+    SELECT 1 FROM crawlq_job j WHERE j.parent_id = r.id AND j.state IN ('available', 'scheduled', 'running')))
+ORDER BY r.id
+LIMIT $2
+`
+
+type SweepRunsParams struct {
+	AfterID int64
+	MaxRuns int32
+}
+
+type SweepRunsRow struct {
+	ID              int64
+	CancelRequested bool
+}
+
+// Lists the unfinished runs after an id that the sweep must look at: those with no unfinished job
+// left (to finish) and those asked to cancel (to cancel what a page added after the request).
+// Filtering here rather than asking about each run keeps the sweep one statement per 500 live
+// runs, however many are waiting on delayed start jobs. Indexes: crawlq_run_live, whose predicate
+// is exactly these states, so it holds only live runs; crawlq_job_parent for the NOT EXISTS.
+func (q *Queries) SweepRuns(ctx context.Context, arg SweepRunsParams) ([]SweepRunsRow, error) {
+	rows, err := q.db.Query(ctx, SweepRuns, arg.AfterID, arg.MaxRuns)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SweepRunsRow{}
+	for rows.Next() {
+		var i SweepRunsRow
+		if err := rows.Scan(&i.ID, &i.CancelRequested); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
