@@ -178,7 +178,7 @@ func (d *Deps) APIConfig(invoker dispatch.Invoker) api.Config {
 		fn := d.Names().Dispatch
 		c.Poke = func(ctx context.Context) error {
 			_, err := invoker.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(fn),
-				InvocationType: lambdatypes.InvocationTypeEvent, Payload: []byte(`{"source":"api"}`)})
+				InvocationType: lambdatypes.InvocationTypeEvent, Payload: []byte(`{"source":"` + dispatch.PokeSource + `"}`)})
 			return err
 		}
 	}
@@ -224,10 +224,17 @@ func (d *Deps) DispatchConfig(invoker dispatch.Invoker, launcher dispatch.TaskLa
 		Events: drainEvents(pub)}, nil
 }
 
-// Dispatch returns the dispatch handler: one tick per invocation (the minute schedule's
-// {"source":"schedule"} or the api's poke; the payload is not read).
+// Dispatch returns the dispatch handler: the api's poke ({"source":"api"}) runs
+// Dispatcher.Poke, anything else (the minute schedule's {"source":"schedule"}, a deploy's
+// {"source":"deploy"}, a payload that is not JSON) a full tick.
 func Dispatch(dp *dispatch.Dispatcher) func(ctx context.Context, payload json.RawMessage) (dispatch.Result, error) {
-	return func(ctx context.Context, _ json.RawMessage) (dispatch.Result, error) {
+	return func(ctx context.Context, payload json.RawMessage) (dispatch.Result, error) {
+		var ev struct {
+			Source string `json:"source"`
+		}
+		if json.Unmarshal(payload, &ev) == nil && ev.Source == dispatch.PokeSource {
+			return dp.Poke(ctx)
+		}
 		return dp.Tick(ctx)
 	}
 }

@@ -152,6 +152,7 @@ func New(cfg Config) (*Stack, error) {
 		s.runner = r
 	}
 	worker := d.Worker(cfg.Worker)
+	dispatchFn := lambdafn.Dispatch(dp)
 	metrics := d.Metrics(cfg.Metrics, d.Getenv("CRAWLQ_METRICS_NAMESPACE"))
 	s.fns = map[string]function{
 		cfg.Prefix + "-api": {timeout: cfg.APITimeout, h: func(ctx context.Context, p []byte) ([]byte, error) {
@@ -165,7 +166,7 @@ func New(cfg Config) (*Stack, error) {
 			return marshal(worker(ctx, ev))
 		}},
 		cfg.Prefix + "-dispatch": {timeout: cfg.DispatchTimeout, h: func(ctx context.Context, p []byte) ([]byte, error) {
-			return marshal(dp.Tick(ctx))
+			return marshal(dispatchFn(ctx, p))
 		}},
 		cfg.Prefix + "-metrics": {timeout: cfg.MetricsTimeout, h: func(ctx context.Context, p []byte) ([]byte, error) {
 			return marshal(metrics(ctx, p))
