@@ -59,6 +59,7 @@ locals {
     CRAWLQ_CRAWL_RUNTIME         = var.crawl_runtime
     CRAWLQ_ECS_CRAWL_MAX_TASKS   = tostring(var.crawl_max_tasks)
     CRAWLQ_ECS_CRAWL_CONCURRENCY = tostring(var.crawl_concurrency)
+    CRAWLQ_CRAWL_LAMBDA_BURST    = tostring(var.crawl_lambda_burst)
     # Automatic maintenance in the dispatch tick (internal/maintain).
     CRAWLQ_MAINTAIN          = var.maintain ? "on" : "off"
     CRAWLQ_RETAIN_SUCCEEDED  = var.retain_succeeded

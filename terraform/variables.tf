@@ -222,6 +222,22 @@ variable "crawl_max_tasks" {
   default     = 20
 }
 
+variable "crawl_lambda_burst" {
+  description = <<-EOT
+    CRAWLQ_CRAWL_LAMBDA_BURST (crawl_runtime = "fargate"): most worker Lambdas that work the crawl
+    queue while its runner tasks do not cover the backlog, so a small run starts within a second
+    instead of after a task's start (30-60 s), and a backlog beyond crawl_max_tasks gets help.
+    Pages those Lambdas fetch pay NAT processing (see crawl_runtime). 0 turns bursting off.
+  EOT
+  type        = number
+  default     = 0
+
+  validation {
+    condition     = var.crawl_lambda_burst >= 0 && floor(var.crawl_lambda_burst) == var.crawl_lambda_burst
+    error_message = "crawl_lambda_burst must be a whole number, 0 or more."
+  }
+}
+
 variable "crawl_concurrency" {
   description = "CRAWLQ_ECS_CRAWL_CONCURRENCY: crawl jobs each crawl-queue runner task works at once."
   type        = number

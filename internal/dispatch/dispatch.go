@@ -103,8 +103,11 @@ func (c *Config) validate() error {
 		return errors.New("dispatch: JobsPerWorker must not be negative")
 	}
 	for i, f := range c.Fleets {
-		if f.Launcher == nil || f.Max < 0 {
-			return fmt.Errorf("dispatch: Fleets[%d] (%s) needs a Launcher and a non-negative Max", i, f.Queue)
+		if f.Launcher == nil || f.Max < 0 || f.Burst < 0 {
+			return fmt.Errorf("dispatch: Fleets[%d] (%s) needs a Launcher, and a non-negative Max and Burst", i, f.Queue)
+		}
+		if f.Burst > 0 && (c.Invoker == nil || c.WorkerFunction == "") {
+			return fmt.Errorf("dispatch: Fleets[%d] (%s): Burst needs Invoker and WorkerFunction", i, f.Queue)
 		}
 		if err := queue.ValidateQueue(f.Queue); err != nil {
 			return fmt.Errorf("dispatch: Fleets[%d]: %w", i, err)
@@ -130,6 +133,13 @@ type Fleet struct {
 	Queue    string
 	Launcher TaskLauncher
 	Max      int
+	// Burst is how many worker Lambdas may work the queue while the fleet's live tasks do not
+	// cover its backlog: the half minute or more a Fargate task takes to start, and a backlog
+	// beyond Max. A small run then starts in a second instead of waiting for a task; the price is
+	// that those Lambdas fetch through the NAT gateway (crawlq cost prices both paths). They stop
+	// being started once live tasks cover the backlog, and exit when idle. Default 0: the queue
+	// waits for its tasks.
+	Burst int
 }
 
 // Dispatcher runs ticks. Ticks may run concurrently (a poke during a minute tick); every step
@@ -377,7 +387,8 @@ func (d *Dispatcher) fanOut(ctx context.Context, res *Result, started map[string
 		}
 	}
 	for _, f := range d.cfg.Fleets {
-		if n := d.want(byQueue[f.Queue], live[f.Queue], started[f.Queue], f.Max); n > 0 {
+		tasks := withoutKind(live[f.Queue], LambdaKind) // burst Lambdas must not hold tasks back
+		if n := d.want(byQueue[f.Queue], tasks, started[f.Queue], f.Max); n > 0 {
 			got, err := f.Launcher.Launch(ctx, n)
 			started[f.Queue] += got
 			res.Launched += got
@@ -385,8 +396,51 @@ func (d *Dispatcher) fanOut(ctx context.Context, res *Result, started map[string
 				errs = append(errs, fmt.Errorf("launch runners for %s: %w", f.Queue, err))
 			}
 		}
+		if err := d.burst(ctx, res, f, byQueue[f.Queue], live[f.Queue], started); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// LambdaKind is the kind worker Lambdas register as (queue.WorkerConfig.Kind), which tells them
+// apart from a fleet's runner tasks.
+const LambdaKind = "lambda"
+
+// burst starts worker Lambdas on a fleet's queue for the part of its backlog that live tasks do
+// not cover. Tasks launched but not yet heartbeating cover nothing yet: that is the gap a burst
+// fills.
+func (d *Dispatcher) burst(ctx context.Context, res *Result, f Fleet, s queue.QueueStats, live map[string]int, started map[string]int) error {
+	if f.Burst == 0 || max64(s.Available, s.PastDue) == 0 {
+		return nil
+	}
+	per := int64(d.cfg.JobsPerWorker)
+	target := int((max64(s.Available, s.PastDue) + s.Running + per - 1) / per)
+	tasks := 0
+	for _, n := range withoutKind(live, LambdaKind) {
+		tasks += n
+	}
+	key := f.Queue + "@" + LambdaKind // started map: Lambdas apart from the fleet's tasks
+	running := max(live[LambdaKind], started[key])
+	for range max0(min(f.Burst, target-tasks) - running) {
+		if err := d.invoke(ctx, f.Queue); err != nil {
+			return err
+		}
+		started[key]++
+		res.Invoked[f.Queue]++
+	}
+	return nil
+}
+
+// withoutKind returns live (workers by kind) without kind.
+func withoutKind(live map[string]int, kind string) map[string]int {
+	out := make(map[string]int, len(live))
+	for k, n := range live {
+		if k != kind {
+			out[k] = n
+		}
+	}
+	return out
 }
 
 func (d *Dispatcher) capFor(q string) int {

@@ -299,7 +299,7 @@ func (d *Deps) Worker(opt WorkerOptions) func(ctx context.Context, ev dispatch.W
 		}
 		wc := opt.Worker
 		if wc.Kind == "" {
-			wc.Kind = "lambda"
+			wc.Kind = dispatch.LambdaKind
 		}
 		wc.StopGrace = opt.StopGrace
 		var sink items.Sink
@@ -432,7 +432,9 @@ const (
 // RouteCrawlQueue applies CRAWLQ_CRAWL_RUNTIME to a dispatcher configuration. "lambda" (and
 // unset) leaves the crawl queue to worker Lambdas. "fargate" takes it from them and gives it a
 // fleet of runner tasks: runners with Queue "crawl", CRAWLQ_ECS_CRAWL_CONCURRENCY jobs each
-// (default 20) and at most CRAWLQ_ECS_CRAWL_MAX_TASKS alive (default CRAWLQ_ECS_MAX_TASKS, else 10).
+// (default 20) and at most CRAWLQ_ECS_CRAWL_MAX_TASKS alive (default CRAWLQ_ECS_MAX_TASKS, else 10),
+// with up to CRAWLQ_CRAWL_LAMBDA_BURST worker Lambdas while the tasks do not cover the backlog
+// (default 0; see dispatch.Fleet.Burst).
 func (d *Deps) RouteCrawlQueue(cfg *dispatch.Config, runners *ecsrun.Launcher) error {
 	switch rt := strings.TrimSpace(d.Getenv("CRAWLQ_CRAWL_RUNTIME")); rt {
 	case "", CrawlOnLambda:
@@ -453,6 +455,10 @@ func (d *Deps) RouteCrawlQueue(cfg *dispatch.Config, runners *ecsrun.Launcher) e
 		if err != nil {
 			return err
 		}
+		burst, err := envInt(d.Getenv, "CRAWLQ_CRAWL_LAMBDA_BURST", 0)
+		if err != nil {
+			return err
+		}
 		crawl := *runners
 		crawl.Queue, crawl.Concurrency, crawl.Max = "crawl", conc, max
 		lq := []string{} // never nil: nil means the default, ["crawl"]
@@ -462,7 +468,7 @@ func (d *Deps) RouteCrawlQueue(cfg *dispatch.Config, runners *ecsrun.Launcher) e
 			}
 		}
 		cfg.LambdaQueues = lq
-		cfg.Fleets = append(cfg.Fleets, dispatch.Fleet{Queue: "crawl", Launcher: &crawl, Max: max})
+		cfg.Fleets = append(cfg.Fleets, dispatch.Fleet{Queue: "crawl", Launcher: &crawl, Max: max, Burst: burst})
 		return nil
 	default:
 		return fmt.Errorf("CRAWLQ_CRAWL_RUNTIME %q: want %s or %s", rt, CrawlOnLambda, CrawlOnFargate)

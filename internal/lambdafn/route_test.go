@@ -63,7 +63,7 @@ func TestRouteCrawlQueue(t *testing.T) {
 	}
 	f := cfg.Fleets[0]
 	crawl, ok := f.Launcher.(*ecsrun.Launcher)
-	if f.Queue != "crawl" || f.Max != 7 || !ok || crawl.Queue != "crawl" || crawl.Concurrency != 20 || crawl.Max != 7 {
+	if f.Queue != "crawl" || f.Max != 7 || f.Burst != 0 || !ok || crawl.Queue != "crawl" || crawl.Concurrency != 20 || crawl.Max != 7 {
 		t.Fatalf("fleet %+v launcher %+v", f, f.Launcher)
 	}
 	if runners.Queue != "long" || runners.Concurrency != 6 {
@@ -93,8 +93,25 @@ func TestRouteCrawlQueue(t *testing.T) {
 		t.Fatalf("invoked %d workers, launches asked %v, launched %d; want 0 workers and ceil(25/10)=3 crawl runners", inv.calls, fake.asked, res.Launched)
 	}
 
+	env["CRAWLQ_CRAWL_LAMBDA_BURST"] = "2"
+	cfgB, err := d.DispatchConfig(inv, runners)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.RouteCrawlQueue(&cfgB, runners); err != nil || cfgB.Fleets[0].Burst != 2 {
+		t.Fatalf("burst 2: %v, fleets %+v", err, cfgB.Fleets)
+	}
+	env["CRAWLQ_CRAWL_LAMBDA_BURST"] = "some"
+	if err := d.RouteCrawlQueue(&cfgB, runners); err == nil || !strings.Contains(err.Error(), "CRAWLQ_CRAWL_LAMBDA_BURST") {
+		t.Fatalf("bad burst: %v", err)
+	}
+	delete(env, "CRAWLQ_CRAWL_LAMBDA_BURST")
+
 	env["CRAWLQ_CRAWL_RUNTIME"] = "lambda"
-	cfg2, _ := d.DispatchConfig(inv, runners)
+	cfg2, err := d.DispatchConfig(inv, runners)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := d.RouteCrawlQueue(&cfg2, runners); err != nil || cfg2.LambdaQueues != nil || len(cfg2.Fleets) != 0 {
 		t.Fatalf("lambda runtime: %v %v %v", err, cfg2.LambdaQueues, cfg2.Fleets)
 	}
