@@ -216,9 +216,17 @@ func (a *API) Do(ctx context.Context, r *Request) (Response, error) {
 	return nil, badf("unknown action %q", clip(r.Action))
 }
 
+// knownSpider checks one name through the registry's cached resolve (no listing of every stored
+// spider: schedule calls this each time); the names are listed only to say which exist.
 func (a *API) knownSpider(name string) error {
-	if slices.Contains(a.cfg.Spiders.Names(), name) {
+	_, err := a.cfg.Spiders.Resolve(name, "")
+	switch {
+	case err == nil:
 		return nil
+	case errors.Is(err, spider.ErrUnusableSpider):
+		return badf("%v", err)
+	case !errors.Is(err, spider.ErrUnknownSpider):
+		return err // the spider store failed, and the name is known nowhere else
 	}
 	return badf("unknown spider %q: known spiders are %v", clip(name), a.cfg.Spiders.Names())
 }

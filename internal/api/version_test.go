@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 	"crawlq/internal/crawl"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/node"
+	"crawlq/internal/spider"
+	"crawlq/internal/spiderstore"
 )
 
 // A run of a stored spec records the version it started with, however it was scheduled: through
@@ -167,5 +170,58 @@ func TestScheduleAnOlderVersion(t *testing.T) {
 	}
 	if len(got) != 2 || got[pinned] != "1" || got[newest] != "2" {
 		t.Fatalf("listjobs versions %v, want %s at 1 and %s at 2", got, pinned, newest)
+	}
+}
+
+// countingSource is the spider store, counting the listings of every stored name.
+type countingSource struct {
+	*spiderstore.Store
+	names atomic.Int64
+}
+
+func (c *countingSource) Names(ctx context.Context) ([]string, error) {
+	c.names.Add(1)
+	return c.Store.Names(ctx)
+}
+
+// Schedule checks the one name it is given through the registry's cache: it lists every stored
+// spider only to say which exist when the name is unknown.
+func TestScheduleDoesNotListSpiders(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	store, err := spiderstore.New(spiderstore.Config{Pool: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &countingSource{Store: store}
+	reg, err := node.LoadSpiders("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.SetSource(spider.SourceConfig{Source: src})
+	n, err := node.New(node.Config{Pool: pool, Spiders: reg, Store: store, Upkeep: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Pipeline.Close(context.Background())
+	a, err := api.New(api.Config{Crawler: n.Crawler, Queue: n.Queue, Spiders: n.Spiders, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fixture{api: a, pool: pool}
+	for range 20 {
+		f.ok(t, `{"action":"schedule","spider":"demo","args":{"base_url":"http://127.0.0.1:9"},"delay_seconds":3600}`)
+	}
+	f.ok(t, `{"action":"schedule","spider":"demo","version":"1","delay_seconds":3600}`)
+	f.ok(t, `{"action":"listjobs","spider":"demo"}`)
+	if n := src.names.Load(); n != 0 {
+		t.Fatalf("22 calls naming a known spider listed every stored spider %d times", n)
+	}
+	out := f.call(t, `{"action":"schedule","spider":"nope"}`)
+	if msg, _ := out["message"].(string); !strings.Contains(msg, `unknown spider "nope": known spiders are [`) || !strings.Contains(msg, "demo") {
+		t.Fatalf("schedule an unknown spider: %v", out)
+	}
+	if n := src.names.Load(); n != 1 {
+		t.Fatalf("an unknown name listed the stored spiders %d times, want once, for the message", n)
 	}
 }
