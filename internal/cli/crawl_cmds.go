@@ -88,11 +88,11 @@ in --spiders.`,
 func scheduleCmd() *Command {
 	return &Command{
 		Name: "schedule", Synopsis: "schedule a spider run", Usage: "--spider NAME [--version V] [--arg k=v]... [--delay D | --at T] [--key K]",
-		Help: `Schedules a run of a spider and prints its id. The run runs the newest stored version of the
-spider when it starts, or with --version the stored version given (crawlq spider versions NAME),
-every page of it; either way the run records the version it ran. With --key, scheduling is
-idempotent: while a run of the spider with that key is unfinished, the same run is returned (with
---replace, its start time moves if it has not started).`,
+		Help: `Schedules a run of a spider and prints its id. The run runs the spider's newest version when
+it starts (the newest stored one, else the spec loaded in-process), or with --version the stored
+version given (crawlq spider versions NAME); every page of the run runs that one version, and the
+run records it. With --key, scheduling is idempotent: while a run of the spider with that key is
+unfinished, the same run is returned (with --replace, its start time moves if it has not started).`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			pg := dbFlag(fs, env)
 			var p crawl.ScheduleParams

@@ -667,7 +667,9 @@ type RunRecord struct {
 	PID      int               `json:"pid,omitempty"`
 }
 
-// RecordRun stores what a run was scheduled with. A job id already used is ErrExists.
+// RecordRun stores what a run was scheduled with. The crawl may have recorded the run's version
+// already (pinned when it scheduled the run, or the one it started with): that version is kept.
+// A job id already used is ErrExists.
 func (s *Store) RecordRun(ctx context.Context, r RunRecord) error {
 	set := r.Settings
 	if set == nil {
