@@ -216,9 +216,17 @@ func (a *API) Do(ctx context.Context, r *Request) (Response, error) {
 	return nil, badf("unknown action %q", clip(r.Action))
 }
 
+// knownSpider checks one name through the registry's cached resolve (no listing of every stored
+// spider: schedule calls this each time); the names are listed only to say which exist.
 func (a *API) knownSpider(name string) error {
-	if slices.Contains(a.cfg.Spiders.Names(), name) {
+	_, err := a.cfg.Spiders.Resolve(name, "")
+	switch {
+	case err == nil:
 		return nil
+	case errors.Is(err, spider.ErrUnusableSpider):
+		return badf("%v", err)
+	case !errors.Is(err, spider.ErrUnknownSpider):
+		return err // the spider store failed, and the name is known nowhere else
 	}
 	return badf("unknown spider %q: known spiders are %v", clip(name), a.cfg.Spiders.Names())
 }
@@ -228,11 +236,15 @@ func (a *API) scheduleParams(ctx context.Context, r *Request) (crawl.SchedulePar
 	if err != nil {
 		return crawl.ScheduleParams{}, err
 	}
-	if err := a.runnable(name); err != nil {
+	res, err := a.cfg.Spiders.Resolve(name, r.Version)
+	if err != nil {
+		return crawl.ScheduleParams{}, err
+	}
+	if err := runnable(res); err != nil {
 		return crawl.ScheduleParams{}, err
 	}
 	if len(r.ScrapySettings) > 0 {
-		if cmd, _, ok := a.cfg.Spiders.Command(name); !ok || len(cmd.Command) < 2 || cmd.Command[1] != "crawl" {
+		if cmd := res.Command; cmd == nil || len(cmd.Command) < 2 || cmd.Command[1] != "crawl" {
 			return crawl.ScheduleParams{}, badf("setting NAME=VALUE is for Scrapy spiders; %s is not one (use settings for crawlq settings)", clip(name))
 		}
 	}
@@ -240,7 +252,7 @@ func (a *API) scheduleParams(ctx context.Context, r *Request) (crawl.SchedulePar
 	if key == "" && r.JobID != "" {
 		key = "jobid:" + r.JobID // two schedules racing with one jobid make one run
 	}
-	p := crawl.ScheduleParams{Spider: name, Args: r.Args, IdempotencyKey: key, Replace: r.Replace}
+	p := crawl.ScheduleParams{Spider: name, Version: r.Version, Args: r.Args, IdempotencyKey: key, Replace: r.Replace}
 	if r.Settings != nil {
 		p.Settings = *r.Settings
 	}
@@ -253,8 +265,8 @@ func (a *API) scheduleParams(ctx context.Context, r *Request) (crawl.SchedulePar
 	if r.At != "" {
 		p.RunAt, _ = time.Parse(time.RFC3339, r.At) // validated by Decode
 	}
-	if sp, err := a.cfg.Spiders.Lookup(name); err == nil {
-		if _, err := spider.WithArgs(sp, r.Args); err != nil {
+	if res.Spider != nil {
+		if _, err := spider.WithArgs(res.Spider, r.Args); err != nil {
 			return p, badf("args: %v", err)
 		}
 	}
@@ -281,14 +293,10 @@ func (a *API) schedule(ctx context.Context, r *Request) (Response, error) {
 		return nil, err
 	}
 	if !s.Duplicate {
-		project, _, isProject := spiderstore.SplitName(p.Spider)
-		version := r.Version
-		if version == "" && !isProject {
-			// A spec's run uses the version workers resolve when it starts: the newest, which
-			// this is unless a push lands in between (workers see a push within 2 s).
-			version = a.cfg.Spiders.Version(p.Spider)
-		}
-		rec := spiderstore.RunRecord{RunID: s.RunID, Project: project, Spider: p.Spider, Version: version, JobID: r.JobID, Settings: r.ScrapySettings}
+		// The crawl recorded a pinned version with the run; without one, the run records the
+		// version it starts with.
+		project, _, _ := spiderstore.SplitName(p.Spider)
+		rec := spiderstore.RunRecord{RunID: s.RunID, Project: project, Spider: p.Spider, Version: r.Version, JobID: r.JobID, Settings: r.ScrapySettings}
 		if err := a.cfg.Store.RecordRun(ctx, rec); err != nil {
 			// The run exists but lacks what the client asked for: cancel it rather than run it wrong.
 			if cerr := a.cfg.Crawler.Cancel(ctx, s.RunID); cerr != nil {

@@ -13,19 +13,20 @@ import (
 
 // spiderName maps a Scrapyd (project, spider) pair to the crawlq spider name: a spec spider's own
 // name in the project "default" (or none), "<project>.<spider>" for a spider of an uploaded
-// project. version, when given, must exist (and hold the spider).
+// project. version, when given, must exist (and hold the spider): a run scheduled with it runs
+// that version.
 func (a *API) spiderName(ctx context.Context, project, name, version string) (string, error) {
 	if project == "" || project == spiderstore.DefaultProject {
 		if err := a.knownSpider(name); err != nil {
 			return "", err
 		}
 		if version != "" {
-			if _, _, ok := spiderstore.SplitName(name); !ok {
-				latest := a.cfg.Spiders.Version(name)
-				if version != latest {
-					return "", badf("spider %s: a run takes the newest version of a spec (%q), not %q; push that version again to use it",
-						clip(name), latest, clip(version))
-				}
+			_, err := a.cfg.Spiders.Resolve(name, version)
+			if errors.Is(err, spider.ErrUnknownVersion) || errors.Is(err, spider.ErrUnknownSpider) {
+				return "", userErrf("%v", err)
+			}
+			if err != nil {
+				return "", err
 			}
 		}
 		return name, nil
@@ -51,14 +52,13 @@ func (a *API) spiderName(ctx context.Context, project, name, version string) (st
 
 // runnable refuses to schedule a command spider no runner would take (queued to the Lambda
 // workers it would stay pending forever).
-func (a *API) runnable(name string) error {
-	_, set, ok := a.cfg.Spiders.Command(name)
-	if !ok {
+func runnable(res spider.Resolved) error {
+	if res.Command == nil {
 		return nil
 	}
-	if set.Runtime == spider.RuntimeLambda || set.Queue == spider.DefaultQueue {
+	if set := res.Settings; set.Runtime == spider.RuntimeLambda || set.Queue == spider.DefaultQueue {
 		return badf("spider %s is a command spider declared for the Lambda workers (runtime lambda or queue crawl), which cannot run a process; "+
-			"fix its spec (runtime: ecs, no queue) and push it again", clip(name))
+			"fix its spec (runtime: ecs, no queue) and push it again", clip(res.Name))
 	}
 	return nil
 }

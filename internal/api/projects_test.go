@@ -89,10 +89,15 @@ func TestProjectsThroughTheJSONAPI(t *testing.T) {
 	if ds["pending"] != float64(1) || ds["finished"] != float64(0) {
 		t.Fatalf("daemonstatus: %v", ds)
 	}
-	// A spec spider records the version it was scheduled with.
-	spec := f.ok(t, `{"action":"schedule","spider":"demo","args":{"base_url":"http://127.0.0.1:9"},"delay_seconds":3600}`)
+	// A spec spider's run records the version it was pinned to at schedule; without a pin, the
+	// version it starts with (TestSpecRunRecordsTheVersionItStarted), so none while it waits.
+	spec := f.ok(t, `{"action":"schedule","spider":"demo","version":"1","args":{"base_url":"http://127.0.0.1:9"},"delay_seconds":3600}`)
 	if j := f.ok(t, `{"action":"status","job":"`+spec["jobid"].(string)+`"}`)["job"].(map[string]any); j["version"] != "1" || j["project"] != "default" {
 		t.Fatalf("spec run: %v", j)
+	}
+	unpinned := f.ok(t, `{"action":"schedule","spider":"demo","args":{"base_url":"http://127.0.0.1:9"},"delay_seconds":3600}`)
+	if j := f.ok(t, `{"action":"status","job":"`+unpinned["jobid"].(string)+`"}`)["job"].(map[string]any); j["version"] != nil {
+		t.Fatalf("an unpinned run that has not started: %v, want no version yet", j)
 	}
 
 	runs, versions := f.count(t, "crawlq_run"), f.count(t, "crawlq_project_version")
@@ -107,7 +112,7 @@ func TestProjectsThroughTheJSONAPI(t *testing.T) {
 		{`{"action":"schedule","project":"catalog","spider":"nope"}`, "not found in project"},
 		{`{"action":"schedule","project":"catalog","spider":"catalog","version":"v9"}`, "unknown version"},
 		{`{"action":"schedule","spider":"demo","setting":["DOWNLOAD_DELAY=1"]}`, "for Scrapy spiders"},
-		{`{"action":"schedule","spider":"demo","version":"7"}`, "newest version"},
+		{`{"action":"schedule","spider":"demo","version":"7"}`, `unknown version "7" of spider "demo" (its versions: 1)`},
 		{`{"action":"addversion","project":"catalog","version":"v2","egg":"bm90IGEgemlw"}`, "not a zip"},
 		{`{"action":"addversion","project":"catalog","version":"v2"}`, "missing egg"},
 		{`{"action":"addversion","project":"catalog","egg":"bm90"}`, "missing version"},

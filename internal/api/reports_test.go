@@ -26,7 +26,7 @@ func TestStatusAndListJobsShowReports(t *testing.T) {
 		t.Fatal(err)
 	}
 	min := int64(5)
-	p, err := events.New(events.Config{Pool: f.pool, Monitors: func(string) spider.Monitors { return spider.Monitors{MinItems: &min} }})
+	p, err := events.New(events.Config{Pool: f.pool, Monitors: func(string, string) (spider.Monitors, error) { return spider.Monitors{MinItems: &min}, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,15 +87,18 @@ in --spiders.`,
 
 func scheduleCmd() *Command {
 	return &Command{
-		Name: "schedule", Synopsis: "schedule a spider run", Usage: "--spider NAME [--arg k=v]... [--delay D | --at T] [--key K]",
-		Help: `Schedules a run of a spider and prints its id. With --key, scheduling is idempotent: while a
-run of the spider with that key is unfinished, the same run is returned (with --replace, its
-start time moves if it has not started).`,
+		Name: "schedule", Synopsis: "schedule a spider run", Usage: "--spider NAME [--version V] [--arg k=v]... [--delay D | --at T] [--key K]",
+		Help: `Schedules a run of a spider and prints its id. The run runs the spider's newest version when
+it starts (the newest stored one, else the spec loaded in-process), or with --version the stored
+version given (crawlq spider versions NAME); every page of the run runs that one version, and the
+run records it. With --key, scheduling is idempotent: while a run of the spider with that key is
+unfinished, the same run is returned (with --replace, its start time moves if it has not started).`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			pg := dbFlag(fs, env)
 			var p crawl.ScheduleParams
 			args := kvFlag{}
 			fs.StringVar(&p.Spider, "spider", "", "spider name (required)")
+			fs.StringVar(&p.Version, "version", "", "stored version of the spider to run (default: the newest when the run starts)")
 			fs.Var(args, "arg", "spider argument key=value (repeatable), e.g. base_url=http://127.0.0.1:8088")
 			fs.IntVar(&p.Priority, "priority", 0, "priority, -1000..1000")
 			fs.DurationVar(&p.Delay, "delay", 0, "start after this long")

@@ -42,7 +42,7 @@ func TestRunsHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	min := int64(50)
-	p, err := events.New(events.Config{Pool: pool, Monitors: func(string) spider.Monitors { return spider.Monitors{MinItems: &min} }})
+	p, err := events.New(events.Config{Pool: pool, Monitors: func(string, string) (spider.Monitors, error) { return spider.Monitors{MinItems: &min}, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}

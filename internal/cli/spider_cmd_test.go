@@ -65,6 +65,35 @@ func TestSpiderCommands(t *testing.T) {
 	}
 }
 
+// crawlq schedule --version pins a stored version: the run's record has it from the start; a
+// version never pushed is refused, named.
+func TestScheduleVersion(t *testing.T) {
+	t.Parallel()
+	_, url := dbtest.Schema(t)
+	spec := filepath.Join(t.TempDir(), "shop.yaml")
+	for _, body := range []string{"name: shop\nstart_urls: [http://127.0.0.1:9/]\n", "name: shop\nstart_urls: [http://127.0.0.1:9/]\nmax_pages: 3\n"} {
+		if err := os.WriteFile(spec, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if code, out, errs := run(t, url, "spider", "push", spec); code != 0 {
+			t.Fatalf("push: %d %q %q", code, out, errs)
+		}
+	}
+	code, out, errs := run(t, url, "schedule", "--spider", "shop", "--version", "1", "--delay", "1h")
+	if code != 0 {
+		t.Fatalf("schedule --version 1: %d %q", code, errs)
+	}
+	p := dbtest.Open(t, url, 2)
+	var version string
+	if err := p.QueryRow(context.Background(), "SELECT version FROM crawlq_spider_run WHERE run_id = $1", strings.TrimSpace(out)).Scan(&version); err != nil || version != "1" {
+		t.Fatalf("the run's record: version %q (%v), want 1", version, err)
+	}
+	code, _, errs = run(t, url, "schedule", "--spider", "shop", "--version", "7")
+	if code != 1 || !strings.Contains(errs, `unknown version "7" of spider "shop" (its versions: 1, 2)`) {
+		t.Fatalf("schedule --version 7: %d %q", code, errs)
+	}
+}
+
 func TestLogsCommand(t *testing.T) {
 	t.Parallel()
 	_, url := dbtest.Schema(t)

@@ -157,7 +157,10 @@ func (c *Crawler) Register(mux *queue.Mux) {
 // ScheduleParams describe a run to schedule.
 type ScheduleParams struct {
 	Spider string
-	Args   map[string]string
+	// Version pins a stored version of the spider (Scrapyd's _version): the run, every page of it,
+	// runs that version, and its monitors judge it. Default "": the newest when the run starts.
+	Version string
+	Args    map[string]string
 	// Settings override the spider's (see Overrides).
 	Settings Overrides
 	// Priority of the run's jobs, -1000..1000.
@@ -243,10 +246,11 @@ type Scheduled struct {
 // Schedule creates a run and its run job in one transaction.
 func (c *Crawler) Schedule(ctx context.Context, p ScheduleParams) (Scheduled, error) {
 	var out Scheduled
-	sp, settings, err := c.spiderSettings(p.Spider)
+	res, settings, err := c.spiderAt(p.Spider, p.Version)
 	if err != nil {
 		return out, err
 	}
+	sp := res.Spider
 	effective, err := p.Settings.apply(settings)
 	if err != nil {
 		return out, err
@@ -298,6 +302,12 @@ func (c *Crawler) Schedule(ctx context.Context, p ScheduleParams) (Scheduled, er
 		return out, fmt.Errorf("schedule: %w", err)
 	}
 	out.RunID, out.Duplicate, out.State, out.RunAt = row.ID, row.Duplicate, string(row.State), row.RunAt
+	if p.Version != "" && !out.Duplicate {
+		// In the run's own transaction: no worker can start it with another version.
+		if err := db.PinSpiderRun(ctx, dbsqlc.PinSpiderRunParams{RunID: out.RunID, Spider: p.Spider, Version: res.Version}); err != nil {
+			return out, fmt.Errorf("schedule: pin version: %w", err)
+		}
+	}
 	if !out.Duplicate || p.Replace {
 		mode := queue.Keep
 		if p.Replace {
@@ -341,24 +351,24 @@ func runQueue(s spider.Settings) string {
 	return spider.DefaultQueue
 }
 
-// spiderSettings finds a spider (nil for command spiders) and its settings.
-func (c *Crawler) spiderSettings(name string) (spider.Spider, spider.Settings, error) {
-	sp, err := c.cfg.Spiders.Lookup(name)
-	if errors.Is(err, spider.ErrCommandSpider) {
-		_, s, _ := c.cfg.Spiders.Command(name)
+// spiderAt finds a version of a spider ("" the newest) and its settings. A name or version no one
+// has is ErrInvalid; a spider store that does not answer is any other error (retryable).
+func (c *Crawler) spiderAt(name, version string) (spider.Resolved, spider.Settings, error) {
+	res, err := c.cfg.Spiders.Resolve(name, version)
+	if errors.Is(err, spider.ErrUnknownSpider) || errors.Is(err, spider.ErrUnknownVersion) {
+		return res, spider.Settings{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if err != nil {
+		return res, spider.Settings{}, fmt.Errorf("spider %q: %w", name, err)
+	}
+	if res.Spider == nil {
+		s := res.Settings
 		if s.Runtime == "" {
 			s.Runtime = spider.RuntimeECS
 		}
-		return nil, s.WithDefaults(), nil
+		return res, s.WithDefaults(), nil
 	}
-	if err != nil && !errors.Is(err, spider.ErrUnknownSpider) {
-		// The spider store did not answer: retryable, unlike a spider nobody has.
-		return nil, spider.Settings{}, fmt.Errorf("spider %q: %w", name, err)
-	}
-	if err != nil {
-		return nil, spider.Settings{}, fmt.Errorf("%w: spider %q: %v", ErrInvalid, name, err)
-	}
-	return sp, sp.Settings().WithDefaults(), nil
+	return res, res.Spider.Settings().WithDefaults(), nil
 }
 
 // Cancel cancels a run: its waiting jobs at once, its running ones at their next heartbeat. The run

@@ -231,16 +231,23 @@ func (c *Crawler) SpiderStats(ctx context.Context, since time.Time) ([]SpiderSta
 
 // runInfo is what a page job needs of its run; it does not change while the run lives.
 type runInfo struct {
-	id       int64
-	name     string
+	id   int64
+	name string
+	// version is the stored version of the spider the run runs: the one pinned at schedule, or
+	// the one it started with ("" for a spider known only in-process, or before it started).
+	version  string
 	spider   spider.Spider // bound to the run's args; nil for command spiders
+	command  *spider.CommandSpec
 	settings spider.Settings
 	queue    string
 	priority int
 	run      *Run
 }
 
-// runInfo returns the facts of a run, cached for the life of the run in this process.
+// runInfo returns the facts of a run, cached for the life of the run in this process. The spider
+// is the version the run has on record (crawlq_spider_run: pinned at schedule, or recorded when
+// the run started), so every page of a run, in whichever process, runs one version; a run with
+// none on record takes the newest.
 func (c *Crawler) runInfo(ctx context.Context, id int64) (*runInfo, error) {
 	c.mu.Lock()
 	ri := c.runs[id]
@@ -252,10 +259,15 @@ func (c *Crawler) runInfo(ctx context.Context, id int64) (*runInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	sp, settings, err := c.spiderSettings(r.Spider)
-	if err != nil {
-		return nil, err
+	version, err := c.db.SpiderRunVersion(ctx, id)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("run %d version: %w", id, err)
 	}
+	res, settings, err := c.spiderAt(r.Spider, version)
+	if err != nil {
+		return nil, fmt.Errorf("run %d: %w", id, err)
+	}
+	sp := res.Spider
 	if sp != nil {
 		if sp, err = spider.WithArgs(sp, r.Args); err != nil {
 			return nil, fmt.Errorf("%w: run %d args: %v", ErrInvalid, id, err)
@@ -265,7 +277,8 @@ func (c *Crawler) runInfo(ctx context.Context, id int64) (*runInfo, error) {
 	if settings, err = r.Settings.apply(settings); err != nil {
 		return nil, err
 	}
-	ri = &runInfo{id: id, name: r.Spider, spider: sp, settings: settings, queue: r.Queue, priority: r.Priority, run: r}
+	ri = &runInfo{id: id, name: r.Spider, version: res.Version, spider: sp, command: res.Command, settings: settings,
+		queue: r.Queue, priority: r.Priority, run: r}
 	c.mu.Lock()
 	if len(c.runs) > 10000 { // a bound, not an LRU: live runs are few and reload cheaply
 		clear(c.runs)

@@ -73,13 +73,10 @@ func (c *Crawler) workRun(ctx context.Context, job *queue.Job) error {
 		if err := db.StartRun(ctx, ri.id); err != nil {
 			return err
 		}
-		// The run records the version of the stored spec it starts with, as a command run does
-		// when its process starts, so status and listjobs say what it ran (crawlq schedule
-		// writes no record at schedule; the api's is replaced).
-		if v := c.cfg.Spiders.Version(ri.name); v != "" {
-			if err := db.StartSpecRun(ctx, dbsqlc.StartSpecRunParams{RunID: ri.id, Spider: ri.name, Version: v}); err != nil {
-				return fmt.Errorf("record run %d version: %w", ri.id, err)
-			}
+		// The run records the stored version it starts with (a pinned one is there already), so
+		// its later pages, in any process, run it too, and status and listjobs say what it ran.
+		if err := c.recordVersion(ctx, db, ri); err != nil {
+			return err
 		}
 		n, err := c.addPages(ctx, tx, ri, toPages(reqs))
 		if err != nil {
@@ -100,14 +97,20 @@ func (c *Crawler) runCommand(ctx context.Context, job *queue.Job, ri *runInfo) e
 	c.mu.Lock()
 	run := c.command
 	c.mu.Unlock()
-	spec, _, ok := c.cfg.Spiders.Command(ri.name)
-	if run == nil || !ok {
+	if run == nil || ri.command == nil {
 		// Not this process's job: a runner that can run commands will take it.
 		return queue.Snooze(10 * time.Second)
 	}
 	if err := c.db.StartRun(ctx, ri.id); err != nil {
 		return err
 	}
+	// Before the command starts, so what it looks up by the run (a Scrapy project's egg) is of
+	// the version this spec came from.
+	if err := c.recordVersion(ctx, c.db, ri); err != nil {
+		return err
+	}
+	spec := *ri.command
+	spec.Command = append([]string(nil), spec.Command...)
 	if err := run(ctx, ri.run, spec, ri.settings); err != nil { // settings with the run's overrides
 		// Only an attempt that will not be retried says why the run failed: a retried attempt may
 		// still succeed, and the run would otherwise finish as failed.
@@ -121,6 +124,17 @@ func (c *Crawler) runCommand(ctx context.Context, job *queue.Job, ri *runInfo) e
 	}
 	c.finishCheck(ctx, ri.id)
 	return queue.ErrCompleted
+}
+
+// recordVersion records the stored version run ri starts with, unless it has one on record.
+func (c *Crawler) recordVersion(ctx context.Context, db *dbsqlc.Queries, ri *runInfo) error {
+	if ri.version == "" {
+		return nil // known only in-process: there is no version to record
+	}
+	if err := db.StartSpecRun(ctx, dbsqlc.StartSpecRunParams{RunID: ri.id, Spider: ri.name, Version: ri.version}); err != nil {
+		return fmt.Errorf("record run %d version: %w", ri.id, err)
+	}
+	return nil
 }
 
 // RecordItems adds n items and bytes to a run's stats (command spiders report through this).

@@ -34,7 +34,9 @@ const InsertSpiderRun = `-- name: InsertSpiderRun :exec
 
 INSERT INTO crawlq_spider_run (run_id, project, spider, version, jobid, settings)
 VALUES ($1, $2, $3, $4, NULLIF($5::text, ''), $6::text::jsonb)
-ON CONFLICT (run_id) DO NOTHING
+ON CONFLICT (run_id) DO UPDATE
+SET project = EXCLUDED.project, jobid = EXCLUDED.jobid, settings = EXCLUDED.settings,
+    version = CASE WHEN crawlq_spider_run.version = '' THEN EXCLUDED.version ELSE crawlq_spider_run.version END
 `
 
 type InsertSpiderRunParams struct {
@@ -48,9 +50,11 @@ type InsertSpiderRunParams struct {
 
 // Every query on crawlq_spider_run: what a run of a stored spider was scheduled with and ran
 // (internal/spiderstore; the table is in internal/migrate/migrations/0006_spiders.sql).
-// Records what a run was scheduled with (jobid ”: the client gave none). A second record of the
-// same run is a no-op; a jobid another run holds fails with a unique violation (23505). Indexes:
-// the primary key, the jobid unique index.
+// Records what a run was scheduled with (jobid ”: the client gave none). The row may be there
+// already, with the version the crawl pinned in the run's own transaction (PinSpiderRun) or the
+// run started with (StartSpecRun): that version is kept, the rest is filled in. A jobid another
+// run holds fails with a unique violation (23505). Indexes: the primary key, the jobid unique
+// index.
 func (q *Queries) InsertSpiderRun(ctx context.Context, arg InsertSpiderRunParams) error {
 	_, err := q.db.Exec(ctx, InsertSpiderRun,
 		arg.RunID,
@@ -60,6 +64,25 @@ func (q *Queries) InsertSpiderRun(ctx context.Context, arg InsertSpiderRunParams
 		arg.Jobid,
 		arg.Settings,
 	)
+	return err
+}
+
+const PinSpiderRun = `-- name: PinSpiderRun :exec
+INSERT INTO crawlq_spider_run (run_id, spider, version)
+VALUES ($1, $2, $3)
+ON CONFLICT (run_id) DO NOTHING
+`
+
+type PinSpiderRunParams struct {
+	RunID   int64
+	Spider  string
+	Version string
+}
+
+// Records the stored version a run was scheduled to run, in the transaction that inserts the run,
+// so no worker can start it before the pin is there. Index: the primary key (the conflict target).
+func (q *Queries) PinSpiderRun(ctx context.Context, arg PinSpiderRunParams) error {
+	_, err := q.db.Exec(ctx, PinSpiderRun, arg.RunID, arg.Spider, arg.Version)
 	return err
 }
 
@@ -73,6 +96,18 @@ func (q *Queries) SpiderRunByJobID(ctx context.Context, jobid string) (int64, er
 	var run_id int64
 	err := row.Scan(&run_id)
 	return run_id, err
+}
+
+const SpiderRunVersion = `-- name: SpiderRunVersion :one
+SELECT version FROM crawlq_spider_run WHERE run_id = $1
+`
+
+// The version a run pinned or started with (” for none). Index: the primary key.
+func (q *Queries) SpiderRunVersion(ctx context.Context, runID int64) (string, error) {
+	row := q.db.QueryRow(ctx, SpiderRunVersion, runID)
+	var version string
+	err := row.Scan(&version)
+	return version, err
 }
 
 const SpiderRuns = `-- name: SpiderRuns :many
@@ -113,6 +148,7 @@ const StartSpecRun = `-- name: StartSpecRun :exec
 INSERT INTO crawlq_spider_run (run_id, spider, version)
 VALUES ($1, $2, $3)
 ON CONFLICT (run_id) DO UPDATE SET version = EXCLUDED.version
+WHERE crawlq_spider_run.version = ''
 `
 
 type StartSpecRunParams struct {
@@ -121,10 +157,9 @@ type StartSpecRunParams struct {
 	Version string
 }
 
-// Records the version of a stored spec a run starts with. Unlike StartSpiderRun it overwrites
-// the version written at schedule: a spec run always takes the newest version when it starts (a
-// pin is refused unless it is the newest), so a push between schedule and start changes what it
-// ran. Index: the primary key (the conflict target).
+// Records the version of a stored spider a run starts with, unless one was pinned at schedule
+// (the run started with that one): every later page of the run, in any process, runs this
+// version. Index: the primary key (the conflict target).
 func (q *Queries) StartSpecRun(ctx context.Context, arg StartSpecRunParams) error {
 	_, err := q.db.Exec(ctx, StartSpecRun, arg.RunID, arg.Spider, arg.Version)
 	return err
@@ -135,6 +170,7 @@ INSERT INTO crawlq_spider_run (run_id, project, spider, version, pid)
 VALUES ($1, $2, $3, $4, NULLIF($5::int, 0))
 ON CONFLICT (run_id) DO UPDATE
 SET version = CASE WHEN crawlq_spider_run.version = '' THEN EXCLUDED.version ELSE crawlq_spider_run.version END,
+    project = CASE WHEN crawlq_spider_run.project = '' THEN EXCLUDED.project ELSE crawlq_spider_run.project END,
     pid = COALESCE(EXCLUDED.pid, crawlq_spider_run.pid)
 RETURNING version
 `
@@ -147,9 +183,9 @@ type StartSpiderRunParams struct {
 	Pid     int32
 }
 
-// Records the version a run resolved to (keeping one pinned at schedule) and its pid (0: none),
-// and returns the version the run must use; a run scheduled without a record (crawlq schedule,
-// the plain api) gets one here. Index: the primary key (the conflict target).
+// Records the version a run resolved to (keeping one pinned at schedule or recorded by the crawl
+// when it started the run), its project and its pid (0: none), and returns the version the run
+// must use; a run scheduled without a record (crawlq schedule) gets one here. Index: the primary key (the conflict target).
 func (q *Queries) StartSpiderRun(ctx context.Context, arg StartSpiderRunParams) (string, error) {
 	row := q.db.QueryRow(ctx, StartSpiderRun,
 		arg.RunID,

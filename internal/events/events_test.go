@@ -76,7 +76,7 @@ func TestDriftMonitor(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.Pool(t)
 	mons := spider.Monitors{ItemsVsMedian: &spider.MedianMonitor{Runs: 3, WithinPercent: 50}}
-	p := newPublisher(t, events.Config{Pool: pool, Monitors: func(string) spider.Monitors { return mons }})
+	p := newPublisher(t, events.Config{Pool: pool, Monitors: func(string, string) (spider.Monitors, error) { return mons, nil }})
 	run := func(items int64) *events.Report {
 		id := fixtureRun(t, pool, "shop", items, items, "running", "succeeded")
 		if _, err := p.Drain(ctxT(t, 10*time.Second)); err != nil {
@@ -249,7 +249,7 @@ func TestPublishFailureRetried(t *testing.T) {
 	})
 	var emf bytes.Buffer
 	p := newPublisher(t, events.Config{Pool: pool, Putter: down, Metrics: &emf, Backoff: func(int) time.Duration { return 0 },
-		Monitors: func(string) spider.Monitors { return spider.Monitors{MinItems: ptr(int64(1))} }})
+		Monitors: func(string, string) (spider.Monitors, error) { return spider.Monitors{MinItems: ptr(int64(1))}, nil }})
 	res, err := p.Drain(ctxT(t, 30*time.Second))
 	if err == nil || res.Published != 0 || res.Failed == 0 {
 		t.Fatalf("drain against an unreachable EventBridge: %+v, %v", res, err)
@@ -268,7 +268,7 @@ func TestPublishFailureRetried(t *testing.T) {
 	// EventBridge is back: the same events go out, once each, in order.
 	up := eventbridge.NewFromConfig(cfg)
 	p = newPublisher(t, events.Config{Pool: pool, Putter: up, Metrics: &emf,
-		Monitors: func(string) spider.Monitors { return spider.Monitors{MinItems: ptr(int64(1))} }})
+		Monitors: func(string, string) (spider.Monitors, error) { return spider.Monitors{MinItems: ptr(int64(1))}, nil }})
 	res, err = p.Drain(ctxT(t, 30*time.Second))
 	if err != nil || res.Published != 5 {
 		t.Fatalf("drain %+v %v, want the 5 events", res, err)

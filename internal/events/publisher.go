@@ -2,10 +2,10 @@
 // change of a run in an outbox, crawlq_run_event, in the transaction that makes it; the Publisher
 // drains that outbox to Amazon EventBridge (source "crawlq", detail-type "Run State Change") at
 // least once and in order per run, retrying failures with backoff, and never touches the run.
-// When it first meets a run's final event it judges the run against its spider's monitors
-// (internal/monitor), stores the verdict with the run's field coverage and figures
-// (crawlq_run_report), writes the monitor metrics (EMF), and only then publishes the event, so
-// the event carries the verdict. Dispatch's tick and `crawlq local` run it.
+// When it first meets a run's final event it judges the run against the monitors of the spider
+// version the run ran (internal/monitor), stores the verdict with the run's field coverage and
+// figures (crawlq_run_report), writes the monitor metrics (EMF), and only then publishes the
+// event, so the event carries the verdict. Dispatch's tick and `crawlq local` run it.
 package events
 
 import (
@@ -58,8 +58,12 @@ type Config struct {
 	Bus string
 	// Source is the events' source. Default "crawlq".
 	Source string
-	// Monitors returns the monitors a spider declares (spider.Registry.Monitors). Default: none.
-	Monitors func(spiderName string) spider.Monitors
+	// Monitors returns the monitors a version of a spider declares (spider.Registry.Monitors): a
+	// run is judged by those of the version it ran (crawlq_spider_run), "" when it has none on
+	// record (a spider known only in-process). An error wrapping spider.ErrUnknownSpider or
+	// spider.ErrUnknownVersion (the version was deleted since) judges the run without monitors,
+	// with a warning; any other error puts the event back, to judge it later. Default: none.
+	Monitors func(spiderName, version string) (spider.Monitors, error)
 	// Metrics receives the monitor metrics as EMF lines (the dispatch function's stdout).
 	// Default: none written.
 	Metrics io.Writer
@@ -119,7 +123,7 @@ func New(cfg Config) (*Publisher, error) {
 		cfg.Source = DefaultSource
 	}
 	if cfg.Monitors == nil {
-		cfg.Monitors = func(string) spider.Monitors { return spider.Monitors{} }
+		cfg.Monitors = func(string, string) (spider.Monitors, error) { return spider.Monitors{}, nil }
 	}
 	if cfg.Batch == 0 {
 		cfg.Batch = maxEntriesPerCall
@@ -154,6 +158,9 @@ type event struct {
 	At        time.Time
 	Attempts  int
 	snap      snapshot
+	// Version is the spider version the run pinned or started with (crawlq_spider_run), "" when
+	// none is on record.
+	Version string
 }
 
 // Detail is the detail of a "Run State Change" event.
@@ -280,7 +287,34 @@ func (p *Publisher) claim(ctx context.Context) ([]*event, error) {
 		}
 		out = append(out, ev)
 	}
-	return out, nil
+	return out, p.versions(ctx, out)
+}
+
+// versions fills in the version each event's run pinned or started with, in one query.
+func (p *Publisher) versions(ctx context.Context, evs []*event) error {
+	ids := make([]int64, 0, len(evs))
+	for _, ev := range evs {
+		if ev.Version = ev.snap.version(); ev.Version == "" {
+			ids = append(ids, ev.RunID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	recs, err := dbsqlc.New(p.cfg.Pool).SpiderRuns(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("run versions: %w", err)
+	}
+	byRun := make(map[int64]string, len(recs))
+	for _, r := range recs {
+		byRun[r.RunID] = r.Version
+	}
+	for _, ev := range evs {
+		if ev.Version == "" {
+			ev.Version = byRun[ev.RunID]
+		}
+	}
+	return nil
 }
 
 // publish judges final runs, sends the batch and records each event's outcome.
@@ -429,7 +463,7 @@ func fitting(entries []ebtypes.PutEventsRequestEntry) int {
 
 // detail builds an event's detail, judging the run first when the event is its final one.
 func (p *Publisher) detail(ctx context.Context, ev *event, res *Result) (*Detail, error) {
-	d := &Detail{RunID: ev.RunID, Spider: ev.Spider, Version: ev.snap.version(), State: ev.State, PreviousState: ev.PrevState,
+	d := &Detail{RunID: ev.RunID, Spider: ev.Spider, Version: ev.Version, State: ev.State, PreviousState: ev.PrevState,
 		Sequence: ev.ID, Time: ev.At, Stats: ev.snap.stats()}
 	if ev.snap.Error != nil {
 		d.Error = *ev.snap.Error
@@ -437,7 +471,7 @@ func (p *Publisher) detail(ctx context.Context, ev *event, res *Result) (*Detail
 	if !IsFinal(ev.State) {
 		return d, nil
 	}
-	rep, fresh, err := judge(ctx, p.cfg.Pool, p.cfg.Monitors(ev.Spider), ev)
+	rep, fresh, err := judge(ctx, p.cfg.Pool, func() (spider.Monitors, error) { return p.monitors(ev) }, ev)
 	if err != nil {
 		return nil, err
 	}
@@ -449,6 +483,21 @@ func (p *Publisher) detail(ctx context.Context, ev *event, res *Result) (*Detail
 	d.Monitors = &MonitorsDetail{Status: rep.Monitors, Results: rep.Results}
 	d.FieldCoverage, d.ItemsStored = rep.Coverage, rep.ItemsStored
 	return d, nil
+}
+
+// monitors returns the monitors of the version ev's run ran.
+func (p *Publisher) monitors(ev *event) (spider.Monitors, error) {
+	m, err := p.cfg.Monitors(ev.Spider, ev.Version)
+	if errors.Is(err, spider.ErrUnknownSpider) || errors.Is(err, spider.ErrUnknownVersion) {
+		// Deleted since the run (or never known to this process): a retry would not find it.
+		p.log.Warn("events: the spider version a run ran is not known here; judging the run without monitors",
+			"run", ev.RunID, "spider", ev.Spider, "version", ev.Version, "err", err)
+		return spider.Monitors{}, nil
+	}
+	if err != nil {
+		return spider.Monitors{}, fmt.Errorf("monitors of spider %s version %q: %w", ev.Spider, ev.Version, err)
+	}
+	return m, nil
 }
 
 // recordVerdict writes a freshly judged run's monitor metrics and log lines. Both are reports of

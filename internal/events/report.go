@@ -152,14 +152,18 @@ func Reports(ctx context.Context, db DB, ids []int64) (map[int64]*Report, error)
 }
 
 // judge returns the run's report, computing and storing it if this is the first time its final
-// event is seen (fresh is then true).
-func judge(ctx context.Context, db DB, mons spider.Monitors, ev *event) (rep *Report, fresh bool, err error) {
+// event is seen (fresh is then true). monitors is asked only then.
+func judge(ctx context.Context, db DB, monitors func() (spider.Monitors, error), ev *event) (rep *Report, fresh bool, err error) {
 	got, err := Reports(ctx, db, []int64{ev.RunID})
 	if err != nil {
 		return nil, false, err
 	}
 	if r := got[ev.RunID]; r != nil {
 		return r, false, nil
+	}
+	mons, err := monitors()
+	if err != nil {
+		return nil, false, err
 	}
 	st := ev.snap.stats()
 	f := monitor.Facts{State: ev.State, Items: st.Items, Pages: st.Pages, Errors: st.Errors}

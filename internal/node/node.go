@@ -134,7 +134,7 @@ func New(cfg Config) (*Node, error) {
 		}
 	}
 	if !reg.HasSource() {
-		reg.SetSource(store, 0)
+		reg.SetSource(spider.SourceConfig{Source: store, Logger: cfg.Logger})
 	}
 	sink := cfg.Sink
 	var txSink items.TxSink

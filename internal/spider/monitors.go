@@ -125,11 +125,21 @@ type Monitored interface {
 	Monitors() Monitors
 }
 
-// Monitors returns the monitors the spider called name declares (zero when it declares none or
-// is unknown).
-func (r *Registry) Monitors(name string) Monitors {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
+// Monitors returns the monitors that a version of the spider called name declares (version "":
+// the spider name resolves to now, as Resolve). A run is judged by the monitors of the version it
+// ran: a stored spec's own monitors block, a loaded spec's, or a Go spider's (Monitored). Its
+// errors are Resolve's: ErrUnknownSpider or ErrUnknownVersion when no one has that version, else
+// the spider store's failure.
+func (r *Registry) Monitors(name, version string) (Monitors, error) {
+	res, err := r.Resolve(name, version)
+	if err != nil {
+		return Monitors{}, err
+	}
+	return res.Monitors, nil
+}
+
+// inProcessMonitors returns what an in-process spider declares; the caller holds r.mu.
+func (r *Registry) inProcessMonitors(name string) Monitors {
 	if m, ok := r.monitors[name]; ok {
 		return m
 	}

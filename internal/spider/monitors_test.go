@@ -38,11 +38,11 @@ monitors:
 	if err := reg.LoadFS(fstest.MapFS{"shop.yaml": {Data: []byte(monitoredSpec + "monitors: {min_items: 5}\n")}}); err != nil {
 		t.Fatal(err)
 	}
-	if got := reg.Monitors("shop"); got.MinItems == nil || *got.MinItems != 5 {
-		t.Fatalf("registry monitors %+v", got)
+	if got, err := reg.Monitors("shop", ""); err != nil || got.MinItems == nil || *got.MinItems != 5 {
+		t.Fatalf("registry monitors %+v %v", got, err)
 	}
-	if !reg.Monitors("nobody").Empty() {
-		t.Fatal("an unknown spider has monitors")
+	if got, err := reg.Monitors("nobody", ""); !errors.Is(err, spider.ErrUnknownSpider) || !got.Empty() {
+		t.Fatalf("an unknown spider's monitors: %+v %v", got, err)
 	}
 }
 

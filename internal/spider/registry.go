@@ -2,15 +2,19 @@ package spider
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,16 +22,23 @@ import (
 // With a Source (SetSource), names are resolved at run time from stored spiders first, so a
 // spider pushed while the process runs is seen within the source's TTL, without a restart; the
 // spiders registered in-process (built-in specs, --spiders DIR, Go spiders) are the fallback
-// for names the source does not hold. It is safe for concurrent use.
+// for names the source does not hold. A stored version can be asked for by name (Resolve), so a
+// run keeps the version it started with. It is safe for concurrent use.
 type Registry struct {
 	mu       sync.RWMutex
 	spiders  map[string]Spider
 	commands map[string]commandEntry
 	monitors map[string]Monitors // declared by loaded specs (monitors.go)
 
-	src    Source
-	ttl    time.Duration
-	cached map[string]*resolved // by name; guarded by mu
+	src      Source
+	ttl      time.Duration
+	log      *slog.Logger
+	cached   map[cacheKey]*resolved // guarded by mu
+	compiled map[[32]byte]*built    // by the SHA-256 of a stored spec; guarded by mu
+
+	// failing counts the source's failed calls since it last answered: the first one of a streak
+	// is logged, and the next answer says the source is back.
+	failing atomic.Int64
 }
 
 // Stored is a spider as a Source holds it: one version of a spec, or of a command.
@@ -42,24 +53,45 @@ type Stored struct {
 	Settings Settings
 }
 
-// Source supplies stored spiders (internal/spiderstore). Resolve returns the newest version of
-// name, or an error wrapping ErrUnknownSpider when the source holds none.
+// Source supplies stored spiders (internal/spiderstore). Resolve returns one version of name,
+// the newest when version is "": an error wrapping ErrUnknownSpider when the source holds no
+// such name, ErrUnknownVersion when it holds the name but not that version.
 type Source interface {
-	Resolve(ctx context.Context, name string) (Stored, error)
+	Resolve(ctx context.Context, name, version string) (Stored, error)
 	Names(ctx context.Context) ([]string, error)
 }
 
 // DefaultSourceTTL is how long a name resolved from a Source is used before asking again.
 const DefaultSourceTTL = 2 * time.Second
 
+// SourceConfig says where a Registry finds stored spiders (SetSource).
+type SourceConfig struct {
+	// Source holds the stored spiders. Required.
+	Source Source
+	// TTL is how long an answer of the source is used before asking again. Default
+	// DefaultSourceTTL (2s).
+	TTL time.Duration
+	// Logger receives a warning when the source starts failing (once per outage, not per call)
+	// and a line when it answers again. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// cacheKey is a name and a version; version "" is whatever is newest.
+type cacheKey struct{ name, version string }
+
 // resolved is one cached answer of the source.
 type resolved struct {
 	at      time.Time
-	missing bool // the source holds no such name
+	missing error // the source holds no such name or version: its error, else nil
 	version string
-	sha     string // of the spec, to reuse a compiled spider across versions of equal content
-	spider  Spider
-	command *commandEntry
+	built   *built
+}
+
+// built is what one stored spider compiles to: versions of equal content share it.
+type built struct {
+	spider   Spider // nil for a command spider
+	command  *commandEntry
+	monitors Monitors
 }
 
 type commandEntry struct {
@@ -67,22 +99,39 @@ type commandEntry struct {
 	settings Settings
 }
 
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry {
-	return &Registry{spiders: map[string]Spider{}, commands: map[string]commandEntry{}, cached: map[string]*resolved{}}
+// Resolved is one version of a spider, as the registry found it.
+type Resolved struct {
+	Name string
+	// Version is the stored version; "" for a spider known only in-process.
+	Version string
+	// Spider is the in-process spider; nil for a command spider.
+	Spider Spider
+	// Command and Settings describe a command spider; Command is nil for the others.
+	Command  *CommandSpec
+	Settings Settings
+	// Monitors are the checks this version declares on its runs.
+	Monitors Monitors
 }
 
-// SetSource makes the registry resolve names from src first, asking again after ttl (0:
-// DefaultSourceTTL). A source that fails is logged by nobody here: the registry answers from its
-// last good answer or its in-process spiders, and the error reaches the caller only when it knows
-// the name nowhere.
-func (r *Registry) SetSource(src Source, ttl time.Duration) {
-	if ttl <= 0 {
-		ttl = DefaultSourceTTL
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{spiders: map[string]Spider{}, commands: map[string]commandEntry{},
+		cached: map[cacheKey]*resolved{}, compiled: map[[32]byte]*built{}}
+}
+
+// SetSource makes the registry resolve names from cfg.Source first. While the source fails, the
+// registry answers from its last good answers and its in-process spiders, and says so in one
+// warning per outage; the error reaches a caller only when it knows the name nowhere.
+func (r *Registry) SetSource(cfg SourceConfig) {
+	if cfg.TTL <= 0 {
+		cfg.TTL = DefaultSourceTTL
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.src, r.ttl = src, ttl
+	r.src, r.ttl, r.log = cfg.Source, cfg.TTL, cfg.Logger
 	clear(r.cached)
 }
 
@@ -93,11 +142,34 @@ func (r *Registry) HasSource() bool {
 	return r.src != nil
 }
 
-// resolve returns the source's current answer for name (nil without a source, or when the
-// source fails and has never answered for name).
-func (r *Registry) resolve(name string) (*resolved, error) {
+// sourceFailed notes a failed call of the source; the first of a streak is logged.
+func (r *Registry) sourceFailed(op string, err error) {
+	if r.failing.Add(1) != 1 {
+		return
+	}
 	r.mu.RLock()
-	src, ttl, c := r.src, r.ttl, r.cached[name]
+	log := r.log
+	r.mu.RUnlock()
+	log.Warn("spider store unreachable: answering from cached and in-process spiders until it answers "+
+		"(stored spiders not cached here are unknown meanwhile, and spider listings leave them out)", "op", op, "err", err)
+}
+
+// sourceAnswered notes an answer of the source, ending a streak of failures.
+func (r *Registry) sourceAnswered() {
+	if n := r.failing.Swap(0); n > 0 {
+		r.mu.RLock()
+		log := r.log
+		r.mu.RUnlock()
+		log.Info("spider store answers again", "failed_calls", n)
+	}
+}
+
+// resolve returns the source's current answer for a version of name ("" the newest): nil without
+// a source, or when the source fails and has never answered for it.
+func (r *Registry) resolve(name, version string) (*resolved, error) {
+	key := cacheKey{name, version}
+	r.mu.RLock()
+	src, ttl, c := r.src, r.ttl, r.cached[key]
 	r.mu.RUnlock()
 	if src == nil {
 		return nil, nil
@@ -107,63 +179,150 @@ func (r *Registry) resolve(name string) (*resolved, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := src.Resolve(ctx, name)
-	if errors.Is(err, ErrUnknownSpider) {
-		n := &resolved{at: time.Now(), missing: true}
-		r.store(name, n)
+	st, err := src.Resolve(ctx, name, version)
+	if errors.Is(err, ErrUnknownSpider) || errors.Is(err, ErrUnknownVersion) {
+		r.sourceAnswered()
+		n := &resolved{at: time.Now(), missing: err}
+		r.store(key, n)
 		return n, nil
 	}
 	if err != nil {
+		r.sourceFailed("resolve "+name, err)
 		if c != nil {
 			return c, nil // stale beats nothing while the store is unreachable
 		}
 		return nil, fmt.Errorf("resolve spider %q: %w", name, err)
 	}
-	n := &resolved{at: time.Now(), version: st.Version}
-	switch {
-	case st.Command != nil:
-		cmd := *st.Command
-		cmd.Command = append([]string(nil), cmd.Command...)
-		n.command = &commandEntry{spec: cmd, settings: st.Settings}
-	default:
-		n.sha = string(st.Spec)
-		if c != nil && !c.missing && c.sha == n.sha && (c.spider != nil || c.command != nil) {
-			n.spider, n.command = c.spider, c.command
-			break
-		}
-		spec, err := ParseSpec(st.Spec, name+"@"+st.Version)
-		if err != nil {
-			return nil, fmt.Errorf("resolve spider %q: stored version %s is not usable: %w: %w", name, st.Version, ErrUnknownSpider, err)
-		}
-		if spec.IsCommand() {
-			cs, _ := spec.CommandSpec()
-			set, _ := spec.Settings()
-			n.command = &commandEntry{spec: cs, settings: set}
-		} else if n.spider, err = Compile(spec); err != nil {
-			return nil, fmt.Errorf("resolve spider %q: stored version %s is not usable: %w: %w", name, st.Version, ErrUnknownSpider, err)
-		}
+	r.sourceAnswered()
+	b, err := r.build(name, st)
+	if err != nil {
+		return nil, err
 	}
-	r.store(name, n)
+	n := &resolved{at: time.Now(), version: st.Version, built: b}
+	r.store(key, n)
 	return n, nil
 }
 
-func (r *Registry) store(name string, n *resolved) {
+// build compiles a stored spider, or reuses what an earlier version of equal content compiled to.
+func (r *Registry) build(name string, st Stored) (*built, error) {
+	if st.Command != nil {
+		cmd := *st.Command
+		cmd.Command = append([]string(nil), cmd.Command...)
+		cmd.Env = maps.Clone(cmd.Env)
+		return &built{command: &commandEntry{spec: cmd, settings: st.Settings}}, nil
+	}
+	sum := sha256.Sum256(st.Spec)
+	r.mu.RLock()
+	b := r.compiled[sum]
+	r.mu.RUnlock()
+	if b != nil {
+		return b, nil
+	}
+	unusable := func(err error) error {
+		return fmt.Errorf("spider %q version %s: %w (%w): %w", name, st.Version, ErrUnusableSpider, ErrUnknownSpider, err)
+	}
+	spec, err := ParseSpec(st.Spec, name+"@"+st.Version)
+	if err != nil {
+		return nil, unusable(err)
+	}
+	b = &built{}
+	if spec.Monitors != nil {
+		b.monitors = *spec.Monitors
+	}
+	if spec.IsCommand() {
+		cs, _ := spec.CommandSpec()
+		set, _ := spec.Settings()
+		b.command = &commandEntry{spec: cs, settings: set}
+	} else if b.spider, err = Compile(spec); err != nil {
+		return nil, unusable(err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.compiled) > 1000 { // a bound, not an LRU: specs are few and compile cheaply
+		clear(r.compiled)
+	}
+	r.compiled[sum] = b
+	return b, nil
+}
+
+func (r *Registry) store(key cacheKey, n *resolved) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.cached) > 10000 { // a bound, not an LRU: names are few and reload cheaply
 		clear(r.cached)
 	}
-	r.cached[name] = n
+	r.cached[key] = n
+}
+
+// Resolve returns a version of the spider called name. Version "" is the newest: the source's
+// when it holds name, else the in-process spider. Any other version must be stored: a version
+// the source does not hold is an error wrapping ErrUnknownVersion that names it. A name known
+// nowhere is ErrUnknownSpider; a stored spec that no longer compiles is ErrUnusableSpider (and
+// ErrUnknownSpider); any other error is the source's (it failed and the name is known nowhere
+// else), worth a retry.
+func (r *Registry) Resolve(name, version string) (Resolved, error) {
+	n, err := r.resolve(name, version)
+	if version != "" {
+		switch {
+		case err != nil:
+			return Resolved{}, err
+		case (n == nil || errors.Is(n.missing, ErrUnknownSpider)) && r.inProcess(name):
+			return Resolved{}, fmt.Errorf("%w %q of spider %q: it is not stored, only loaded in this process; push it to pin versions",
+				ErrUnknownVersion, version, name)
+		case n == nil:
+			return Resolved{}, fmt.Errorf("spider %q: %w", name, ErrUnknownSpider)
+		case n.missing != nil:
+			return Resolved{}, n.missing
+		}
+		return n.resolved(name), nil
+	}
+	if n != nil && n.missing == nil {
+		return n.resolved(name), nil
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if s, ok := r.spiders[name]; ok {
+		return Resolved{Name: name, Spider: s, Settings: s.Settings(), Monitors: r.inProcessMonitors(name)}, nil
+	}
+	if e, ok := r.commands[name]; ok {
+		cmd := e.spec
+		cmd.Command = append([]string(nil), cmd.Command...)
+		return Resolved{Name: name, Command: &cmd, Settings: e.settings, Monitors: r.inProcessMonitors(name)}, nil
+	}
+	if err != nil {
+		return Resolved{}, err
+	}
+	return Resolved{}, fmt.Errorf("spider %q: %w", name, ErrUnknownSpider)
+}
+
+// inProcess reports whether name is registered in this process.
+func (r *Registry) inProcess(name string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.taken(name)
+}
+
+// resolved is the answer as callers see it.
+func (n *resolved) resolved(name string) Resolved {
+	out := Resolved{Name: name, Version: n.version, Monitors: n.built.monitors}
+	if n.built.spider != nil {
+		out.Spider, out.Settings = n.built.spider, n.built.spider.Settings()
+		return out
+	}
+	cmd := n.built.command.spec
+	cmd.Command = append([]string(nil), cmd.Command...)
+	out.Command, out.Settings = &cmd, n.built.command.settings
+	return out
 }
 
 // Version returns the stored version that name currently resolves to ("" for a spider known
 // only in-process).
 func (r *Registry) Version(name string) string {
-	n, err := r.resolve(name)
-	if err != nil || n == nil || n.missing {
+	res, err := r.Resolve(name, "")
+	if err != nil {
 		return ""
 	}
-	return n.version
+	return res.Version
 }
 
 // Register adds an in-process spider after checking its name and settings.
@@ -217,51 +376,31 @@ func (r *Registry) taken(name string) bool {
 	return a || b
 }
 
-// Lookup returns the in-process spider called name: ErrUnknownSpider if there is none,
-// ErrCommandSpider if name is a command spider.
+// Lookup returns the in-process spider called name (its newest version): ErrUnknownSpider if
+// there is none, ErrCommandSpider if name is a command spider.
 func (r *Registry) Lookup(name string) (Spider, error) {
-	n, err := r.resolve(name)
-	if n != nil && !n.missing {
-		if n.spider != nil {
-			return n.spider, nil
-		}
-		return nil, fmt.Errorf("look up spider %q: %w: run it with the ECS runner", name, ErrCommandSpider)
-	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if s, ok := r.spiders[name]; ok {
-		return s, nil
-	}
-	if _, ok := r.commands[name]; ok {
-		return nil, fmt.Errorf("look up spider %q: %w: run it with the ECS runner", name, ErrCommandSpider)
-	}
+	res, err := r.Resolve(name, "")
 	if err != nil {
 		return nil, err
 	}
-	return nil, fmt.Errorf("look up spider %q: %w", name, ErrUnknownSpider)
+	if res.Spider == nil {
+		return nil, fmt.Errorf("look up spider %q: %w: run it with the ECS runner", name, ErrCommandSpider)
+	}
+	return res.Spider, nil
 }
 
-// Command returns the command spider called name.
+// Command returns the command spider called name (its newest version).
 func (r *Registry) Command(name string) (CommandSpec, Settings, bool) {
-	if n, _ := r.resolve(name); n != nil && !n.missing {
-		if n.command == nil {
-			return CommandSpec{}, Settings{}, false
-		}
-		e := *n.command
-		e.spec.Command = append([]string(nil), e.spec.Command...)
-		return e.spec, e.settings, true
-	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	e, ok := r.commands[name]
-	if !ok {
+	res, err := r.Resolve(name, "")
+	if err != nil || res.Command == nil {
 		return CommandSpec{}, Settings{}, false
 	}
-	e.spec.Command = append([]string(nil), e.spec.Command...)
-	return e.spec, e.settings, true
+	return *res.Command, res.Settings, true
 }
 
-// Names returns every name, sorted: the source's (when it answers) and the in-process ones.
+// Names returns every name, sorted: the source's (when it answers; a failure is logged once per
+// outage) and the in-process ones. It asks the source for every name: to check one name, use
+// Resolve, which is cached.
 func (r *Registry) Names() []string {
 	r.mu.RLock()
 	src := r.src
@@ -277,7 +416,10 @@ func (r *Registry) Names() []string {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		stored, err := src.Names(ctx)
 		cancel()
-		if err == nil {
+		if err != nil {
+			r.sourceFailed("list names", err)
+		} else {
+			r.sourceAnswered()
 			for _, n := range stored {
 				set[n] = true
 			}

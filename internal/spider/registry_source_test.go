@@ -3,6 +3,10 @@ package spider_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,26 +14,37 @@ import (
 	"crawlq/internal/spider"
 )
 
+// discard is a logger for tests that do not look at the log.
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
 // memSource is a Source in memory; the Postgres one is tested in internal/spiderstore.
 type memSource struct {
 	mu    sync.Mutex
-	specs map[string]spider.Stored
+	specs map[string][]spider.Stored // each name's versions, oldest first
 	fail  error
 	calls int
 }
 
-func (m *memSource) Resolve(_ context.Context, name string) (spider.Stored, error) {
+func (m *memSource) Resolve(_ context.Context, name, version string) (spider.Stored, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.calls++
 	if m.fail != nil {
 		return spider.Stored{}, m.fail
 	}
-	st, ok := m.specs[name]
+	vs, ok := m.specs[name]
 	if !ok {
-		return spider.Stored{}, spider.ErrUnknownSpider
+		return spider.Stored{}, fmt.Errorf("spider %q: %w", name, spider.ErrUnknownSpider)
 	}
-	return st, nil
+	if version == "" {
+		return vs[len(vs)-1], nil
+	}
+	for _, st := range vs {
+		if st.Version == version {
+			return st, nil
+		}
+	}
+	return spider.Stored{}, fmt.Errorf("%w %q of spider %q", spider.ErrUnknownVersion, version, name)
 }
 
 func (m *memSource) Names(context.Context) ([]string, error) {
@@ -62,12 +77,12 @@ func TestRegistrySource(t *testing.T) {
 	if err := reg.Register(sp); err != nil {
 		t.Fatal(err)
 	}
-	src := &memSource{specs: map[string]spider.Stored{
-		"local":  {Name: "local", Version: "3", Spec: []byte("name: local\nstart_urls: [http://127.0.0.1:10/]\nmax_pages: 7\n")},
-		"cmd":    {Name: "cmd", Version: "1", Command: &spider.CommandSpec{Command: []string{"scrapy", "crawl", "x"}}, Settings: spider.DefaultSettings()},
-		"broken": {Name: "broken", Version: "2", Spec: []byte("name: broken\n")},
+	src := &memSource{specs: map[string][]spider.Stored{
+		"local":  {{Name: "local", Version: "3", Spec: []byte("name: local\nstart_urls: [http://127.0.0.1:10/]\nmax_pages: 7\n")}},
+		"cmd":    {{Name: "cmd", Version: "1", Command: &spider.CommandSpec{Command: []string{"scrapy", "crawl", "x"}}, Settings: spider.DefaultSettings()}},
+		"broken": {{Name: "broken", Version: "2", Spec: []byte("name: broken\n")}},
 	}}
-	reg.SetSource(src, 50*time.Millisecond)
+	reg.SetSource(spider.SourceConfig{Source: src, TTL: 50 * time.Millisecond, Logger: discard})
 
 	got, err := reg.Lookup("local")
 	if err != nil || got.Settings().MaxPages != 7 || reg.Version("local") != "3" {
@@ -79,7 +94,7 @@ func TestRegistrySource(t *testing.T) {
 	if c, _, ok := reg.Command("cmd"); !ok || c.Command[1] != "crawl" {
 		t.Fatalf("Command: %v %v", c, ok)
 	}
-	if _, err := reg.Lookup("broken"); !errors.Is(err, spider.ErrUnknownSpider) {
+	if _, err := reg.Lookup("broken"); !errors.Is(err, spider.ErrUnknownSpider) || !errors.Is(err, spider.ErrUnusableSpider) {
 		t.Fatalf("a stored spec that no longer validates: %v, want ErrUnknownSpider", err)
 	}
 	if _, err := reg.Lookup("nope"); !errors.Is(err, spider.ErrUnknownSpider) {
@@ -97,7 +112,7 @@ func TestRegistrySource(t *testing.T) {
 	}
 	// A new version is seen after the TTL.
 	src.set(func(m *memSource) {
-		m.specs["local"] = spider.Stored{Name: "local", Version: "4", Spec: []byte("name: local\nstart_urls: [http://127.0.0.1:10/]\nmax_pages: 9\n")}
+		m.specs["local"] = append(m.specs["local"], spider.Stored{Name: "local", Version: "4", Spec: []byte("name: local\nstart_urls: [http://127.0.0.1:10/]\nmax_pages: 9\n")})
 	})
 	for deadline := time.Now().Add(5 * time.Second); reg.Version("local") != "4"; time.Sleep(10 * time.Millisecond) { // paces a poll
 		if time.Now().After(deadline) {
@@ -132,5 +147,158 @@ func TestRegistrySource(t *testing.T) {
 	}
 	if names := reg.Names(); len(names) != 1 || names[0] != "local" {
 		t.Fatalf("names while the source is down: %v (the in-process ones)", names)
+	}
+}
+
+// A stored version is resolved by name and version, whatever is newest; versions of equal content
+// share one compiled spider; each version brings its own monitors; a version the source lacks is
+// an error naming it.
+func TestRegistryResolvesAVersion(t *testing.T) {
+	t.Parallel()
+	v1 := "name: shop\nstart_urls: [http://127.0.0.1:9/]\nmax_pages: 1\nmonitors: {min_items: 1}\n"
+	v2 := "name: shop\nstart_urls: [http://127.0.0.1:9/]\nmax_pages: 2\nmonitors: {min_items: 2}\n"
+	src := &memSource{specs: map[string][]spider.Stored{"shop": {
+		{Name: "shop", Version: "1", Spec: []byte(v1)},
+		{Name: "shop", Version: "2", Spec: []byte(v2)},
+		{Name: "shop", Version: "3", Spec: []byte(v1)}, // v1 pushed again
+	}}}
+	reg := spider.NewRegistry()
+	reg.SetSource(spider.SourceConfig{Source: src, Logger: discard})
+
+	for version, pages := range map[string]int{"1": 1, "2": 2, "3": 1, "": 1} {
+		res, err := reg.Resolve("shop", version)
+		if err != nil {
+			t.Fatalf("version %q: %v", version, err)
+		}
+		want := version
+		if version == "" {
+			want = "3"
+		}
+		if res.Version != want || res.Spider == nil || res.Spider.Settings().MaxPages != pages || *res.Monitors.MinItems != int64(pages) {
+			t.Fatalf("version %q: got version %q, max_pages %d, monitors %+v", version, res.Version, res.Spider.Settings().MaxPages, res.Monitors)
+		}
+	}
+	one, err := reg.Resolve("shop", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	three, err := reg.Resolve("shop", "3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if one.Spider != three.Spider {
+		t.Fatal("versions 1 and 3 have equal content but were compiled twice")
+	}
+	if m, err := reg.Monitors("shop", "2"); err != nil || *m.MinItems != 2 {
+		t.Fatalf("monitors of version 2: %+v %v", m, err)
+	}
+	_, err = reg.Resolve("shop", "7")
+	if !errors.Is(err, spider.ErrUnknownVersion) || !strings.Contains(err.Error(), `"7"`) {
+		t.Fatalf("version 7: %v, want ErrUnknownVersion naming it", err)
+	}
+	if _, err := reg.Monitors("shop", "7"); !errors.Is(err, spider.ErrUnknownVersion) {
+		t.Fatalf("monitors of version 7: %v", err)
+	}
+	if _, err := reg.Resolve("nope", "1"); !errors.Is(err, spider.ErrUnknownSpider) {
+		t.Fatalf("a version of an unknown spider: %v", err)
+	}
+	// Without a source, only in-process spiders exist, and they have no versions.
+	local := spider.NewRegistry()
+	sp, err := spider.Compile(mustSpec(t, v1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := local.Register(sp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := local.Resolve("shop", "1"); !errors.Is(err, spider.ErrUnknownVersion) || !strings.Contains(err.Error(), "not stored") {
+		t.Fatalf("a version without a store: %v", err)
+	}
+	if res, err := local.Resolve("shop", ""); err != nil || res.Version != "" || res.Spider != sp {
+		t.Fatalf("the in-process spider: %+v %v", res, err)
+	}
+}
+
+func mustSpec(t *testing.T, yaml string) *spider.Spec {
+	t.Helper()
+	spec, err := spider.ParseSpec([]byte(yaml), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+// logRecords is a slog.Handler that keeps what is logged.
+type logRecords struct {
+	mu  sync.Mutex
+	got []slog.Record
+}
+
+func (h *logRecords) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logRecords) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.got = append(h.got, r.Clone())
+	return nil
+}
+func (h *logRecords) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *logRecords) WithGroup(string) slog.Handler      { return h }
+
+// at returns the messages logged at level, with their err attribute.
+func (h *logRecords) at(level slog.Level) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, r := range h.got {
+		if r.Level != level {
+			continue
+		}
+		line := r.Message
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "err" {
+				line += " err=" + a.Value.String()
+			}
+			return true
+		})
+		out = append(out, line)
+	}
+	return out
+}
+
+// A failing source is logged once per outage, not per call, with its error; its end too.
+func TestRegistrySourceOutageLoggedOnce(t *testing.T) {
+	t.Parallel()
+	logs := &logRecords{}
+	src := &memSource{specs: map[string][]spider.Stored{"shop": {{Name: "shop", Version: "1", Spec: []byte("name: shop\nstart_urls: [http://127.0.0.1:9/]\n")}}}}
+	reg := spider.NewRegistry()
+	reg.SetSource(spider.SourceConfig{Source: src, TTL: time.Nanosecond, Logger: slog.New(logs)})
+	if _, err := reg.Lookup("shop"); err != nil {
+		t.Fatal(err)
+	}
+	down := errors.New("connection refused")
+	for outage := 1; outage <= 2; outage++ {
+		src.set(func(m *memSource) { m.fail = down })
+		for range 5 {
+			if _, err := reg.Lookup("shop"); err != nil {
+				t.Fatalf("the cached shop while the source is down: %v", err)
+			}
+			if _, err := reg.Lookup("other"); !errors.Is(err, down) {
+				t.Fatalf("a name never resolved while the source is down: %v", err)
+			}
+			if names := reg.Names(); len(names) != 0 {
+				t.Fatalf("names while the source is down: %v", names)
+			}
+		}
+		warns := logs.at(slog.LevelWarn)
+		if len(warns) != outage || !strings.Contains(warns[outage-1], "spider store unreachable") || !strings.Contains(warns[outage-1], "connection refused") {
+			t.Fatalf("outage %d: warnings %q, want one per outage naming the error", outage, warns)
+		}
+		src.set(func(m *memSource) { m.fail = nil })
+		if names := reg.Names(); len(names) != 1 {
+			t.Fatalf("names once the source answers: %v", names)
+		}
+		if infos := logs.at(slog.LevelInfo); len(infos) != outage || !strings.Contains(infos[outage-1], "answers again") {
+			t.Fatalf("outage %d: info lines %q, want one saying the store is back", outage, infos)
+		}
 	}
 }

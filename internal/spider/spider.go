@@ -33,6 +33,12 @@ const (
 var (
 	// ErrUnknownSpider is returned by Registry.Lookup for a name nobody registered.
 	ErrUnknownSpider = errors.New("unknown spider")
+	// ErrUnknownVersion is returned by Registry.Resolve for a version of a spider that is not
+	// stored.
+	ErrUnknownVersion = errors.New("unknown version")
+	// ErrUnusableSpider is returned (with ErrUnknownSpider) for a stored spec that no longer
+	// compiles, such as one stored before a check it fails was added.
+	ErrUnusableSpider = errors.New("stored spec is not usable")
 	// ErrDuplicate is returned when a name is registered twice.
 	ErrDuplicate = errors.New("duplicate spider")
 	// ErrCommandSpider is returned by Registry.Lookup and Compile for command spiders,

@@ -21,6 +21,7 @@ import (
 	"io/fs"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -564,30 +565,74 @@ func ScrapyCommand(project, name string) spider.CommandSpec {
 	return spider.CommandSpec{Command: []string{"scrapy", "crawl", name}, Env: map[string]string{ScrapyProjectEnv: project}}
 }
 
-// Resolve implements spider.Source: the newest spec of name, or the newest project version
-// holding the spider for "<project>.<spider>".
-func (s *Store) Resolve(ctx context.Context, name string) (spider.Stored, error) {
+// Resolve implements spider.Source: a version of a spec ("" the newest), or for
+// "<project>.<spider>" a version of the project holding the spider ("" the newest that does). A
+// version the spider lacks wraps spider.ErrUnknownVersion and says which versions there are.
+func (s *Store) Resolve(ctx context.Context, name, version string) (spider.Stored, error) {
 	if project, sp, ok := SplitName(name); ok {
-		version, err := s.db.LatestVersionWithSpider(ctx, dbsqlc.LatestVersionWithSpiderParams{Project: project, Spider: sp})
-		if errors.Is(err, pgx.ErrNoRows) {
+		return s.resolveProject(ctx, name, project, sp, version)
+	}
+	var row dbsqlc.CrawlqSpider
+	var err error
+	if version == "" {
+		row, err = s.db.LatestSpec(ctx, name)
+	} else {
+		row, err = s.db.SpecVersion(ctx, dbsqlc.SpecVersionParams{Name: name, Version: version})
+	}
+	sp, err := specFrom(row, err)
+	if errors.Is(err, ErrNotFound) {
+		if version == "" {
 			return spider.Stored{}, fmt.Errorf("spider %q: %w", clip(name), spider.ErrUnknownSpider)
 		}
+		vs, err := s.Versions(ctx, name)
 		if err != nil {
 			return spider.Stored{}, fmt.Errorf("resolve %s: %w", name, err)
 		}
-		cmd := ScrapyCommand(project, sp)
-		set := spider.DefaultSettings()
-		set.Runtime, set.Queue = spider.RuntimeECS, ""
-		return spider.Stored{Name: name, Version: version, Command: &cmd, Settings: set}, nil
-	}
-	sp, err := specFrom(s.db.LatestSpec(ctx, name))
-	if errors.Is(err, ErrNotFound) {
-		return spider.Stored{}, fmt.Errorf("spider %q: %w", clip(name), spider.ErrUnknownSpider)
+		if len(vs) == 0 {
+			return spider.Stored{}, fmt.Errorf("spider %q: %w", clip(name), spider.ErrUnknownSpider)
+		}
+		return spider.Stored{}, fmt.Errorf("%w %q of spider %q (its versions: %s)", spider.ErrUnknownVersion, clip(version), clip(name), listVersions(vs))
 	}
 	if err != nil {
 		return spider.Stored{}, fmt.Errorf("resolve %s: %w", name, err)
 	}
 	return spider.Stored{Name: name, Version: sp.Version, Spec: sp.Data}, nil
+}
+
+// resolveProject resolves a spider of an uploaded project.
+func (s *Store) resolveProject(ctx context.Context, name, project, sp, version string) (spider.Stored, error) {
+	latest, err := s.db.LatestVersionWithSpider(ctx, dbsqlc.LatestVersionWithSpiderParams{Project: project, Spider: sp})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return spider.Stored{}, fmt.Errorf("spider %q: %w", clip(name), spider.ErrUnknownSpider)
+	}
+	if err != nil {
+		return spider.Stored{}, fmt.Errorf("resolve %s: %w", name, err)
+	}
+	if version != "" && version != latest {
+		pv, err := s.GetProjectVersion(ctx, project, version)
+		if errors.Is(err, ErrNotFound) {
+			return spider.Stored{}, fmt.Errorf("%w %q of project %q", spider.ErrUnknownVersion, clip(version), project)
+		}
+		if err != nil {
+			return spider.Stored{}, fmt.Errorf("resolve %s: %w", name, err)
+		}
+		if !slices.Contains(pv.Spiders, sp) {
+			return spider.Stored{}, fmt.Errorf("%w %q of project %q: it has no spider %q (its spiders: %v)", spider.ErrUnknownVersion, clip(version), project, clip(sp), pv.Spiders)
+		}
+		latest = version
+	}
+	cmd := ScrapyCommand(project, sp)
+	set := spider.DefaultSettings()
+	set.Runtime, set.Queue = spider.RuntimeECS, ""
+	return spider.Stored{Name: name, Version: latest, Command: &cmd, Settings: set}, nil
+}
+
+// listVersions shows a spider's versions in an error: the last ten, newest last.
+func listVersions(vs []string) string {
+	if len(vs) > 10 {
+		return "..., " + strings.Join(vs[len(vs)-10:], ", ")
+	}
+	return strings.Join(vs, ", ")
 }
 
 // Names implements spider.Source.
@@ -622,7 +667,9 @@ type RunRecord struct {
 	PID      int               `json:"pid,omitempty"`
 }
 
-// RecordRun stores what a run was scheduled with. A job id already used is ErrExists.
+// RecordRun stores what a run was scheduled with. The crawl may have recorded the run's version
+// already (pinned when it scheduled the run, or the one it started with): that version is kept.
+// A job id already used is ErrExists.
 func (s *Store) RecordRun(ctx context.Context, r RunRecord) error {
 	set := r.Settings
 	if set == nil {

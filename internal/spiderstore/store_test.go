@@ -119,6 +119,20 @@ func TestVersions(t *testing.T) {
 	if vs, err := st.Versions(ctx, "shop"); err != nil || strings.Join(vs, ",") != "1,2" {
 		t.Fatalf("versions: %v", vs)
 	}
+	// The source of the registry: any version by name, the newest by default.
+	for version, want := range map[string]string{"1": goodSpec, "2": changed, "": changed} {
+		res, err := st.Resolve(ctx, "shop", version)
+		if err != nil || string(res.Spec) != want || (version != "" && res.Version != version) {
+			t.Fatalf("resolve version %q: %+v %v", version, res, err)
+		}
+	}
+	_, err = st.Resolve(ctx, "shop", "7")
+	if !errors.Is(err, spider.ErrUnknownVersion) || !strings.Contains(err.Error(), `unknown version "7" of spider "shop" (its versions: 1, 2)`) {
+		t.Fatalf("resolve version 7: %v", err)
+	}
+	if _, err := st.Resolve(ctx, "nope", "1"); !errors.Is(err, spider.ErrUnknownSpider) {
+		t.Fatalf("resolve a version of an unknown spider: %v", err)
+	}
 	if n, err := st.Delete(ctx, "shop", "2"); err != nil || n != 1 {
 		t.Fatalf("delete version: %d %v", n, err)
 	}
@@ -217,17 +231,36 @@ func TestProjectVersions(t *testing.T) {
 	if err != nil || !bytes.Equal(b, good) {
 		t.Fatalf("egg round trip: %v", err)
 	}
-	res, err := st.Resolve(ctx, "shop.beta")
+	res, err := st.Resolve(ctx, "shop.beta", "")
 	if err != nil || res.Command == nil || res.Version != "r1" || strings.Join(res.Command.Command, " ") != "scrapy crawl beta" {
 		t.Fatalf("resolve shop.beta: %+v %v", res, err)
 	}
-	if _, err := st.Resolve(ctx, "shop.gamma"); !errors.Is(err, spider.ErrUnknownSpider) {
+	if _, err := st.Resolve(ctx, "shop.gamma", ""); !errors.Is(err, spider.ErrUnknownSpider) {
 		t.Fatalf("resolve unknown: %v", err)
+	}
+	// A pinned project version: the one asked for, if it holds the spider.
+	only := egg(t, "[scrapy]\nsettings = shop.settings\n", map[string]string{"shop/spiders/a.py": "class A(scrapy.Spider):\n    name = 'alpha'\n"})
+	if _, err := st.AddVersion(ctx, "shop", "r2", only); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := st.Resolve(ctx, "shop.alpha", "r1"); err != nil || res.Version != "r1" {
+		t.Fatalf("resolve shop.alpha at r1: %+v %v", res, err)
+	}
+	if res, err := st.Resolve(ctx, "shop.alpha", ""); err != nil || res.Version != "r2" {
+		t.Fatalf("resolve shop.alpha, the newest: %+v %v", res, err)
+	}
+	if res, err := st.Resolve(ctx, "shop.beta", ""); err != nil || res.Version != "r1" {
+		t.Fatalf("resolve shop.beta, the newest version holding it: %+v %v", res, err)
+	}
+	for _, v := range []string{"r2", "r9"} {
+		if _, err := st.Resolve(ctx, "shop.beta", v); !errors.Is(err, spider.ErrUnknownVersion) || !strings.Contains(err.Error(), `"`+v+`"`) {
+			t.Fatalf("resolve shop.beta at %s: %v, want ErrUnknownVersion naming it", v, err)
+		}
 	}
 	if err := st.DeleteProject(ctx, "shop", ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Resolve(ctx, "shop.beta"); !errors.Is(err, spider.ErrUnknownSpider) {
+	if _, err := st.Resolve(ctx, "shop.beta", ""); !errors.Is(err, spider.ErrUnknownSpider) {
 		t.Fatalf("resolve after delete: %v", err)
 	}
 }
