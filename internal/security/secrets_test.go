@@ -166,6 +166,17 @@ func TestSecretsNeverLogged(t *testing.T) {
 	runFor("crawlq worker (normal run)", []string{"worker", "--queues", "crawl"}, nil)
 	port := closedPort(t)
 	runFor("crawlq local (normal run)", []string{"local", "--addr", fmt.Sprintf("127.0.0.1:%d", port), "--tick", "200ms"}, func() {
+		// It prints before it listens (pushing the built-in spiders comes first): wait for the port.
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) { // paces a poll
+			c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+			if err == nil {
+				c.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("crawlq local did not listen within 30s: %v", err)
+			}
+		}
 		for _, body := range []string{`{"action":"schedule","spider":"nope"}`, `{"action":"daemonstatus"}`, `not json`} {
 			resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/2015-03-31/functions/crawlq-api/invocations", port), "application/json", strings.NewReader(body))
 			if err != nil {
