@@ -138,8 +138,11 @@ func TestHostilePages(t *testing.T) {
 	if got["/bomb"] != 1 || got["/huge"] != 1 {
 		t.Errorf("bomb fetched %d times, huge page %d; want once each (a body over the cap is not retried)", got["/bomb"], got["/huge"])
 	}
-	if got["/loop/a"] != 1 || got["/loop/b"] != 1 {
-		t.Errorf("redirect loop fetched a=%d b=%d times, want once each (URLs are deduplicated per run)", got["/loop/a"], got["/loop/b"])
+	// /loop/a is linked from the start page, so it is within the budget; /loop/b, the page its
+	// redirect leads to, gets a page job only if the endless pagination has not spent the
+	// budget first, which depends on the order pages run in.
+	if got["/loop/a"] != 1 || got["/loop/b"] > 1 {
+		t.Errorf("redirect loop fetched a=%d b=%d times, want a once and b at most once (URLs are deduplicated per run)", got["/loop/a"], got["/loop/b"])
 	}
 	var pages, chain int
 	for p, c := range got {
