@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // A Worker's parts, one file each (the Client calls they make are in lease.go):
@@ -142,68 +141,24 @@ func (w *Worker) Run(ctx context.Context) error {
 	workCtx, stopWork := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stopWork(nil)
 
-	ready := w.ready
 	done := make(chan Lease, w.cfg.CompleteBatch*2)
-
-	var handlers sync.WaitGroup
-	for range w.cfg.Concurrency {
-		handlers.Add(1)
-		go func() {
-			defer handlers.Done()
-			for j := range ready {
-				w.wakeClaimer()
-				w.mu.Lock()
-				w.busy++
-				w.mu.Unlock()
-				w.work(workCtx, ctx, j, done)
-				w.mu.Lock()
-				w.busy--
-				w.mu.Unlock()
-			}
-		}()
-	}
-	completerDone := make(chan struct{})
-	go func() {
-		defer close(completerDone)
-		w.complete(workCtx, done)
-	}()
+	handlersDone := w.startHandlers(workCtx, ctx, done)
+	completerDone := w.startCompleter(workCtx, done)
 	// Register before the first claim, so a job is never running on a worker that
 	// LiveWorkers (the dispatcher's and operators' view) does not count yet.
 	w.register(workCtx)
-	hbCtx, stopHB := context.WithCancel(workCtx)
-	hbDone := make(chan struct{})
-	go func() {
-		defer close(hbDone)
-		w.heartbeatLoop(hbCtx)
-	}()
+	stopHeartbeat := w.startHeartbeat(workCtx)
 
 	w.claimLoop(ctx)
-	w.mu.Lock()
-	w.stopped = true
-	close(ready)
-	w.mu.Unlock()
 
-	// Release what is buffered but unstarted: the handlers skip jobs once ctx is done.
-	finished := make(chan struct{})
-	go func() { handlers.Wait(); close(finished) }()
-	select {
-	case <-finished:
-	case <-time.After(w.cfg.StopGrace):
-		w.log.Warn("grace period over; cancelling running jobs", "grace", w.cfg.StopGrace)
-		w.cancelAll(ErrWorkerStopping)
-		<-finished
-	}
+	w.stopHandlers(handlersDone)
+	// The handlers have returned, so nothing sends on done any more.
 	close(done)
 	<-completerDone
-	stopHB()
-	<-hbDone
+	stopHeartbeat()
 	// Anything still held (a completion that failed to write) is released for someone else.
 	w.releaseAll(workCtx)
-	gctx, cancel := context.WithTimeout(workCtx, 5*time.Second)
-	defer cancel()
-	if err := w.c.q.WorkerGone(gctx, w.cfg.ID); err != nil {
-		w.log.Warn("unregister worker", "err", err)
-	}
+	w.unregister(workCtx)
 	if n := w.unrecorded.Load(); n > 0 {
 		return fmt.Errorf("worker %s: the outcome of %d job(s) was not recorded; the rescue returns them once their leases expire", w.cfg.ID, n)
 	}

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"time"
 
 	"crawlq/internal/dbsqlc"
 )
@@ -18,5 +19,15 @@ func (w *Worker) register(ctx context.Context) {
 	defer cancel()
 	if err := w.c.q.WorkerBeat(hctx, dbsqlc.WorkerBeatParams{ID: w.cfg.ID, Queue: w.cfg.Queue, Kind: w.cfg.Kind, JobsDone: w.succeeded.Load(), Now: w.c.now()}); err != nil && ctx.Err() == nil {
 		w.log.Warn("worker heartbeat failed", "err", err)
+	}
+}
+
+// unregister deletes the worker's row as Run returns; a failure is logged, and the row falls
+// out of LiveWorkers' horizon and PruneWorkers deletes it.
+func (w *Worker) unregister(ctx context.Context) {
+	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := w.c.q.WorkerGone(gctx, w.cfg.ID); err != nil {
+		w.log.Warn("unregister worker", "err", err)
 	}
 }

@@ -5,6 +5,24 @@ import (
 	"time"
 )
 
+// stopHandlers is the first step of a stop, once the claim loop has returned: it closes the ready
+// buffer (the handlers release the jobs in it unstarted, since Run's context is done), waits for
+// the running handlers for StopGrace, then cancels them with ErrWorkerStopping (their jobs are
+// released) and waits for them to return. handlersDone is startHandlers' channel.
+func (w *Worker) stopHandlers(handlersDone <-chan struct{}) {
+	w.mu.Lock()
+	w.stopped = true
+	close(w.ready)
+	w.mu.Unlock()
+	select {
+	case <-handlersDone:
+	case <-time.After(w.cfg.StopGrace):
+		w.log.Warn("grace period over; cancelling running jobs", "grace", w.cfg.StopGrace)
+		w.cancelAll(ErrWorkerStopping)
+		<-handlersDone
+	}
+}
+
 // isStopped reports whether Run is stopping: outcome writes then give up sooner, so a stop is not
 // held up by a database that is down (the leases expire and the rescue returns the jobs).
 func (w *Worker) isStopped() bool {
@@ -13,6 +31,7 @@ func (w *Worker) isStopped() bool {
 	return w.stopped
 }
 
+// cancelAll ends the context of every running handler with cause.
 func (w *Worker) cancelAll(cause error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -23,6 +42,7 @@ func (w *Worker) cancelAll(cause error) {
 	}
 }
 
+// releaseAll releases every job the worker still holds and has not lost, as Run returns.
 func (w *Worker) releaseAll(ctx context.Context) {
 	w.mu.Lock()
 	var leases []Lease
