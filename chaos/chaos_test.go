@@ -173,6 +173,66 @@ func (w *workerProc) exited() bool {
 	}
 }
 
+// logSize is the length of the worker's log so far.
+func (w *workerProc) logSize(t *testing.T) int64 {
+	t.Helper()
+	st, err := os.Stat(w.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+// logSince returns what the worker logged past offset at.
+func (w *workerProc) logSince(t *testing.T, at int64) string {
+	t.Helper()
+	f, err := os.Open(w.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, at, 1<<40))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// refused is how a worker's log shows a connection attempt the database refused (pgconn's dial
+// error, within a claim, heartbeat or handler error).
+const refused = "connect: connection refused"
+
+// waitRefused waits until the log of every worker, past its offset in at, shows a refused
+// connection, and returns when each did, measured from since. It fails the test after d.
+func waitRefused(t *testing.T, ws []*workerProc, at []int64, since time.Time, d time.Duration) []time.Duration {
+	t.Helper()
+	saw := make([]time.Duration, len(ws))
+	seen := make([]bool, len(ws))
+	for {
+		left := 0
+		for i, w := range ws {
+			if !seen[i] && strings.Contains(w.logSince(t, at[i]), refused) {
+				seen[i], saw[i] = true, time.Since(since).Round(10*time.Millisecond)
+			}
+			if !seen[i] {
+				left++
+			}
+		}
+		if left == 0 {
+			return saw
+		}
+		if time.Since(since) > d {
+			for i, w := range ws {
+				if !seen[i] {
+					t.Errorf("worker %d logged no refused connection within %s of the database stopping:\n%s", i, d, w.logTail())
+				}
+			}
+			t.FailNow()
+		}
+		time.Sleep(20 * time.Millisecond) // paces a poll of the logs
+	}
+}
+
 func (w *workerProc) logTail() string {
 	b, _ := os.ReadFile(w.logPath)
 	return tail(string(b), 15)
@@ -390,9 +450,19 @@ func databaseRestart(t *testing.T, bin string, sum *summary) {
 		time.Sleep(50 * time.Millisecond) // paces a poll
 	}
 	atStop := site.TotalHits()
+	logAt := make([]int64, len(ws))
+	for i, w := range ws {
+		logAt[i] = w.logSize(t)
+	}
+	stopped := time.Now()
 	pg.stopImmediate(t)
-	down := 5 * time.Second
-	time.Sleep(down) // TODO(issue 14): the outage as a length of time (a stimulus); wait for every worker to see it instead
+	// The outage lasts until every worker process has seen it: its log shows a connection the
+	// stopped server refused, so it lost its connections and tried to make new ones (in a claim, a
+	// handler's write or a heartbeat; the heartbeat, every 20 s with 60 s leases, bounds the wait).
+	// No minimum length: the leases must not expire while the database is down (the scenario is
+	// that the workers record what their held jobs did themselves), so nothing needs time to pass.
+	saw := waitRefused(t, ws, logAt, stopped, time.Minute)
+	down := time.Since(stopped)
 	pg.start(t)
 	restarted := time.Now()
 	// Progress: a page fetched after the restart. Fetches still in flight at the crash add to the
@@ -429,8 +499,8 @@ func databaseRestart(t *testing.T, bin string, sum *summary) {
 	if moving > 5*time.Second {
 		t.Errorf("the crawl moved again %s after the restart; want within 5 s", moving.Round(10*time.Millisecond))
 	}
-	sum.add("database restart: %d item pages (%d pages), 2 worker processes, 60 s leases; pg_ctl stop -m immediate after %d fetches, down %s, restarted: first fetch %s after the restart, %d jobs rescued after their lease expired; run %s in %s; items %d / stats %d (want %d); duplicate succeeded page jobs %d; jobs left running %d; final-state transitions %d; %d claim retries logged; %d re-fetches",
-		exp.Items, exp.Pages, atStop, down, moving.Round(10*time.Millisecond), rescued, r.State, elapsed.Round(time.Second), rc.items, rc.statItems, exp.Items,
+	sum.add("database restart: %d item pages (%d pages), 2 worker processes, 60 s leases; pg_ctl stop -m immediate after %d fetches, down %s (until every worker had a connection refused: %s after the stop), restarted: first fetch %s after the restart, %d jobs rescued after their lease expired; run %s in %s; items %d / stats %d (want %d); duplicate succeeded page jobs %d; jobs left running %d; final-state transitions %d; %d claim retries logged; %d re-fetches",
+		exp.Items, exp.Pages, atStop, down.Round(10*time.Millisecond), saw, moving.Round(10*time.Millisecond), rescued, r.State, elapsed.Round(time.Second), rc.items, rc.statItems, exp.Items,
 		rc.dupSucceeded, rc.leftRunning, rc.finals, claimWarn, extra)
 }
 

@@ -25,6 +25,9 @@ import (
 //   - admin.go: an operator's reads and changes (get, list, cancel, redrive).
 //   - maintenance.go: promotion, rescue, retention, purges, recount, worker pruning.
 //   - stats.go: counts per queue and live workers.
+//
+// The Worker, which claims and runs jobs through these calls, is in worker*.go (worker.go lists
+// its parts); reserve.go is how a process hands jobs it inserts to its own worker.
 
 // DB is what the client needs from a pool or a transaction.
 type DB interface {

@@ -38,6 +38,31 @@ func (c *Client) EnqueueMany(ctx context.Context, ps []EnqueueParams) ([]Enqueue
 
 // EnqueueManyTx is EnqueueMany through db, typically the caller's transaction.
 func (c *Client) EnqueueManyTx(ctx context.Context, db DB, ps []EnqueueParams) ([]EnqueueResult, error) {
+	if err := validateBatch(ps); err != nil {
+		return nil, err
+	}
+	results := make([]EnqueueResult, len(ps))
+	b := planBatch(ps)
+	for mode, idx := range b.send {
+		if len(idx) == 0 {
+			continue
+		}
+		if err := c.insert(ctx, db, DuplicateMode(mode), b.sent, idx, results); err != nil {
+			return nil, err
+		}
+	}
+	if len(b.once) > 0 {
+		if err := c.insertOnceNow(ctx, db, ps, b.once, 0, results); err != nil {
+			return nil, err
+		}
+	}
+	b.answerDuplicates(results)
+	return results, nil
+}
+
+// validateBatch checks every job of an EnqueueManyTx batch and reports all that are invalid,
+// each by its index when there is more than one.
+func validateBatch(ps []EnqueueParams) error {
 	var errs []error
 	seen := names{}
 	for i := range ps {
@@ -48,41 +73,49 @@ func (c *Client) EnqueueManyTx(ctx context.Context, db DB, ps []EnqueueParams) (
 			errs = append(errs, err)
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	results := make([]EnqueueResult, len(ps))
-	// ON CONFLICT DO UPDATE cannot touch one row twice in a statement, so a key repeated within
-	// the batch is resolved here by the same rule the database applies between statements.
-	type slot struct {
-		first int   // the index sent to the database
-		dups  []int // later indexes folded into it
-	}
-	byKey := map[[2]string]*slot{}
-	var send [3][]int // indexes to send, per duplicate mode
-	var once []int    // indexes with once keys, sent in a statement of their own
+	return errors.Join(errs...)
+}
+
+// batchPlan is how EnqueueManyTx sends a batch. ON CONFLICT DO UPDATE cannot touch one row twice
+// in a statement, so a unique key repeated within the batch is resolved here by the same rule the
+// database applies between statements: the later jobs with the key are folded into the first.
+type batchPlan struct {
+	sent  []EnqueueParams        // the batch with the folded jobs' changes applied to the first of their key
+	send  [3][]int               // indexes to send, per duplicate mode
+	once  []int                  // indexes with once keys, sent in a statement of their own
+	byKey map[[2]string]*keySlot // queue and unique key to the jobs that have it
+}
+
+// keySlot is the jobs of a batch that share a unique key.
+type keySlot struct {
+	first int   // the index sent to the database
+	dups  []int // later indexes folded into it
+}
+
+// planBatch groups ps by statement and folds in-batch duplicates into the job that is sent.
+func planBatch(ps []EnqueueParams) batchPlan {
+	b := batchPlan{byKey: map[[2]string]*keySlot{}}
 	for i := range ps {
 		p := &ps[i]
 		if p.OnceKey != "" {
-			once = append(once, i)
+			b.once = append(b.once, i)
 			continue
 		}
 		if p.UniqueKey != "" {
 			k := [2]string{p.Queue, p.UniqueKey}
-			if s, ok := byKey[k]; ok {
+			if s, ok := b.byKey[k]; ok {
 				s.dups = append(s.dups, i)
 				continue
 			}
-			byKey[k] = &slot{first: i}
+			b.byKey[k] = &keySlot{first: i}
 		}
-		send[p.OnDuplicate] = append(send[p.OnDuplicate], i)
+		b.send[p.OnDuplicate] = append(b.send[p.OnDuplicate], i)
 	}
-	// Fold in-batch duplicates into the row that is sent.
-	sent := make([]EnqueueParams, len(ps))
-	copy(sent, ps)
-	for _, s := range byKey {
+	b.sent = make([]EnqueueParams, len(ps))
+	copy(b.sent, ps)
+	for _, s := range b.byKey {
 		for _, d := range s.dups {
-			f, p := &sent[s.first], &ps[d]
+			f, p := &b.sent[s.first], &ps[d]
 			switch p.OnDuplicate {
 			case Replace:
 				f.RunAt, f.Delay, f.Priority = p.RunAt, p.Delay, p.Priority
@@ -93,30 +126,16 @@ func (c *Client) EnqueueManyTx(ctx context.Context, db DB, ps []EnqueueParams) (
 			}
 		}
 	}
-	for mode, idx := range send {
-		if len(idx) == 0 {
-			continue
-		}
-		if err := c.insert(ctx, db, DuplicateMode(mode), sent, idx, results); err != nil {
-			return nil, err
-		}
-	}
-	if len(once) > 0 {
-		arg, read := c.insertOnce(ps, once, 0, results)
-		rows, err := dbsqlc.New(db).InsertJobsOnce(ctx, arg)
-		if err != nil {
-			return nil, fmt.Errorf("enqueue: %w", err)
-		}
-		if err := read(rows); err != nil {
-			return nil, err
-		}
-	}
-	for _, s := range byKey {
+	return b
+}
+
+// answerDuplicates gives each folded job the result of the job it was folded into.
+func (b *batchPlan) answerDuplicates(results []EnqueueResult) {
+	for _, s := range b.byKey {
 		for _, d := range s.dups {
 			results[d] = EnqueueResult{ID: results[s.first].ID, Duplicate: true}
 		}
 	}
-	return results, nil
 }
 
 // validateOnceBatch checks jobs to insert with InsertJobsOnce in a caller's round trip (Tx.Enqueue,
@@ -152,15 +171,21 @@ func (c *Client) EnqueueLimitedTx(ctx context.Context, db DB, ps []EnqueueParams
 	if len(ps) == 0 {
 		return out, nil
 	}
-	arg, read := c.insertOnce(ps, allOf(ps), limit, out)
-	rows, err := dbsqlc.New(db).InsertJobsOnce(ctx, arg)
-	if err != nil {
-		return nil, fmt.Errorf("enqueue: %w", err)
-	}
-	if err := read(rows); err != nil {
+	if err := c.insertOnceNow(ctx, db, ps, allOf(ps), limit, out); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// insertOnceNow runs InsertJobsOnce through db for the jobs ps[idx] (see insertOnce) and puts
+// their results in out.
+func (c *Client) insertOnceNow(ctx context.Context, db DB, ps []EnqueueParams, idx []int, limit int, out []EnqueueResult) error {
+	arg, read := c.insertOnce(ps, idx, limit, out)
+	rows, err := dbsqlc.New(db).InsertJobsOnce(ctx, arg)
+	if err != nil {
+		return fmt.Errorf("enqueue: %w", err)
+	}
+	return read(rows)
 }
 
 // allOf returns the indexes of ps.

@@ -114,11 +114,7 @@ func (r *Reservation) Hand() {
 	if r.w.hand(r.jobs, r.n, true) {
 		return
 	}
-	leases := make([]Lease, len(r.jobs))
-	for i, j := range r.jobs {
-		leases[i] = j.Lease()
-	}
-	r.w.releaseLeases(context.Background(), leases)
+	r.w.releaseLeases(context.Background(), leasesOf(r.jobs))
 }
 
 // Cancel frees the room; call it when the transaction did not commit.

@@ -24,7 +24,8 @@ import (
 
 // The runner tests run real runner processes: this test binary re-executed with
 // CRAWLQ_RUNNER_CHILD=1, which makes TestMain run a runner instead of the tests. The child
-// works a "sleep" job kind that sleeps CHILD_SLEEP (or until its context ends).
+// works a "sleep" job kind that prints "job <id> started" and sleeps CHILD_SLEEP (or until its
+// context ends).
 func TestMain(m *testing.M) {
 	if os.Getenv("CRAWLQ_RUNNER_CHILD") == "1" {
 		os.Exit(childMain())
@@ -57,6 +58,7 @@ func childMain() int {
 		Lease: envDur("CHILD_LEASE"), StopGrace: envDur("CHILD_GRACE"), MaxJobs: envInt("CHILD_MAX_JOBS"),
 		MaxMemory: int64(envInt("CHILD_MAX_MEMORY")), MemoryInterval: 50 * time.Millisecond, Upkeep: 200 * time.Millisecond,
 		Handlers: map[string]queue.Handler{"sleep": func(ctx context.Context, j *queue.Job) error {
+			fmt.Printf("job %d started\n", j.ID)
 			select {
 			case <-time.After(sleep):
 				return nil
@@ -124,6 +126,20 @@ func (c *child) wait(t *testing.T, within time.Duration) error {
 	case <-time.After(within):
 		t.Fatalf("runner did not exit within %s", within)
 		return nil
+	}
+}
+
+// waitStarted waits until the child's handler has started job id. A job the database shows
+// running is only claimed: its handler may not have begun yet.
+func (c *child) waitStarted(t *testing.T, id int64) {
+	t.Helper()
+	line := fmt.Sprintf("job %d started\n", id)
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(c.out.String(), line) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the runner did not start job %d within 60s:\n%s", id, c.out.String())
+		}
+		time.Sleep(25 * time.Millisecond) // paces a poll of the output
 	}
 }
 
@@ -236,7 +252,9 @@ func TestSIGTERMLetsRunningJobFinish(t *testing.T) {
 	url, qc := setup(t)
 	ids := enqueue(t, qc, 2)
 	a := startChild(t, url, "runner-a", "CHILD_SLEEP=2s", "CHILD_CONCURRENCY=1", "CHILD_GRACE=60s")
-	waitJob(t, qc, ids[0], "running on runner-a", runningOn("runner-a"))
+	// The handler must have begun: a job claimed but not yet started when SIGTERM comes is
+	// released unstarted, as it should be, and this test would fail under load.
+	a.waitStarted(t, ids[0])
 	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
