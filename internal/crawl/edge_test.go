@@ -69,7 +69,12 @@ func TestRetriesTimeoutsAndOversizedBodies(t *testing.T) {
 			page("429")
 		case "/p/slow":
 			if n == 1 {
-				time.Sleep(1500 * time.Millisecond) // a slow server: the fetch times out (ReadTimeout)
+				// A server that never answers: the fetch times out (ReadTimeout) and gives up.
+				select {
+				case <-r.Context().Done():
+				case <-time.After(time.Minute):
+				}
+				return
 			}
 			page("slow")
 		case "/p/503":
@@ -89,7 +94,9 @@ func TestRetriesTimeoutsAndOversizedBodies(t *testing.T) {
 	pool := dbtest.Pool(t)
 	n, _ := startNode(t, pool, node.Config{Spiders: registry(t, edgeSpec), Workers: 1, Worker: queue.WorkerConfig{Concurrency: 8},
 		Queue: queue.Config{RetryBase: 100 * time.Millisecond, RetryMax: 200 * time.Millisecond},
-		Fetch: fetch.Config{ReadTimeout: 500 * time.Millisecond, MaxBodyBytes: 100 << 10}})
+		// A timeout long enough that only the silent page reaches it on a loaded machine (at
+		// 500 ms, the 200 KiB page timed out under load and was retried).
+		Fetch: fetch.Config{ReadTimeout: 3 * time.Second, MaxBodyBytes: 100 << 10}})
 	s, err := n.Crawler.Schedule(context.Background(), crawl.ScheduleParams{Spider: "edge", Args: map[string]string{"base_url": base}})
 	if err != nil {
 		t.Fatal(err)

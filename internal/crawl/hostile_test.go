@@ -119,12 +119,14 @@ func TestHostilePages(t *testing.T) {
 	n, _ := startNode(t, pool, node.Config{Spiders: registry(t, hostileSpec), Workers: 1, // _: stop, run by Cleanup
 		Worker: queue.WorkerConfig{Concurrency: 8},
 		Queue:  queue.Config{RetryBase: 50 * time.Millisecond, RetryMax: 100 * time.Millisecond},
-		Fetch:  fetch.Config{ReadTimeout: 10 * time.Second}})
+		// Long enough for the 12 MiB page under -race on a loaded machine (10 s was not: the
+		// page timed out, was retried and fetched twice).
+		Fetch: fetch.Config{ReadTimeout: 45 * time.Second}})
 	s, err := n.Crawler.Schedule(context.Background(), crawl.ScheduleParams{Spider: "hostile", Args: map[string]string{"base_url": base}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := waitRun(t, n.Crawler, s.RunID, 50*time.Second)
+	r := waitRun(t, n.Crawler, s.RunID, 2*time.Minute)
 	if !r.Finished() || r.State == "cancelled" {
 		t.Fatalf("run %s, want it finished by itself", r.State)
 	}
