@@ -10,7 +10,8 @@ import (
 )
 
 const FoldCounts = `-- name: FoldCounts :exec
-WITH d AS (DELETE FROM crawlq_job_count_delta RETURNING queue, state, n),
+WITH l AS (SELECT pg_try_advisory_xact_lock(hashtext(current_schema() || '.crawlq_job_count_fold')) AS got),
+     d AS (DELETE FROM crawlq_job_count_delta WHERE (SELECT got FROM l) RETURNING queue, state, n),
      s AS (SELECT queue, state, sum(n)::bigint AS n FROM d GROUP BY queue, state)
 INSERT INTO crawlq_job_count AS c (queue, state, n)
 SELECT queue, state, n FROM s ORDER BY queue, state
@@ -19,7 +20,11 @@ ON CONFLICT (queue, state) DO UPDATE SET n = c.n + EXCLUDED.n
 
 // Moves the per-statement count deltas into the totals. Concurrent folds are safe: a delta row is
 // deleted, and so counted, by one fold only; totals are updated in key order so two folds never
-// deadlock. Index: crawlq_job_count's primary key.
+// deadlock. A fold that finds another one running (its transaction-level advisory lock, one per
+// schema) leaves the deltas to it rather than queue behind it on the same rows: ReadCounts adds
+// the deltas not yet folded, so the counts are exact either way, and a burst of Stats calls (a
+// poke per schedule) no longer runs its folds one after the other. Index: crawlq_job_count's
+// primary key.
 func (q *Queries) FoldCounts(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, FoldCounts)
 	return err
