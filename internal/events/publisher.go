@@ -5,7 +5,13 @@
 // When it first meets a run's final event it judges the run against the monitors of the spider
 // version the run ran (internal/monitor), stores the verdict with the run's field coverage and
 // figures (crawlq_run_report), writes the monitor metrics (EMF), and only then publishes the
-// event, so the event carries the verdict. Dispatch's tick and `crawlq local` run it.
+// event, so the event carries the verdict.
+//
+// Events go out as soon as the process that changed a run can publish them: a long-running
+// process (`crawlq worker`, `crawlq runner`, a worker Lambda's invocation) runs a Loop that its
+// own state changes poke, and the api function publishes before it answers. The ticks (the
+// dispatch function's, a worker's upkeep) drain what is left: changes made by processes that do
+// not publish, and events whose publish failed. Concurrent publishers claim different events.
 package events
 
 import (
@@ -188,6 +194,9 @@ type Detail struct {
 	Truncated bool `json:"truncated,omitempty"`
 }
 
+// bookkeepingTimeout bounds the statements that record a batch's outcome.
+const bookkeepingTimeout = 10 * time.Second
+
 // maxDetail bounds one event's detail; PutEvents takes at most 256 KB per call, all entries
 // together, and put splits batches to stay under that.
 const (
@@ -237,7 +246,7 @@ func Outcome(state, monitors string) string {
 	return state
 }
 
-// Result says what a Drain did.
+// Result says what a Drain or Publish did.
 type Result struct {
 	Published int `json:"published"`
 	Failed    int `json:"failed"` // events whose publish failed this time (retried later)
@@ -245,31 +254,33 @@ type Result struct {
 	Pruned    int `json:"pruned"`
 }
 
-// Drain publishes the due events, a batch at a time, until none is due or MaxCalls is reached.
-// A failed batch is put back with backoff and the error returned; the runs are never touched.
-func (p *Publisher) Drain(ctx context.Context) (Result, error) {
+// Publish publishes the due events, a batch at a time, until none is due or MaxCalls is reached:
+// what a process runs right after it changed a run's state. A failed batch is put back with
+// backoff and the error returned; the runs are never touched.
+func (p *Publisher) Publish(ctx context.Context) (Result, error) {
 	var res Result
-	var errs []error
 	for call := 0; call < p.cfg.MaxCalls; call++ {
 		evs, err := p.claim(ctx)
 		if err != nil {
-			errs = append(errs, err)
-			break
+			return res, err
 		}
 		if len(evs) == 0 {
 			break
 		}
 		if err := p.publish(ctx, evs, &res); err != nil {
-			errs = append(errs, err)
-			break // EventBridge is failing: the rest waits for the backoff
+			return res, err // EventBridge is failing: the rest waits for the backoff
 		}
 	}
-	if n, err := p.prune(ctx); err != nil {
-		errs = append(errs, err)
-	} else {
-		res.Pruned = n
-	}
-	return res, errors.Join(errs...)
+	return res, nil
+}
+
+// Drain is Publish, then the deletion of events published more than Retention ago: what a tick
+// runs.
+func (p *Publisher) Drain(ctx context.Context) (Result, error) {
+	res, err := p.Publish(ctx)
+	n, perr := p.prune(ctx)
+	res.Pruned = n
+	return res, errors.Join(err, perr)
 }
 
 func (p *Publisher) claim(ctx context.Context) ([]*event, error) {
@@ -367,13 +378,18 @@ func (p *Publisher) publish(ctx context.Context, evs []*event, res *Result) erro
 			}
 		}
 	}
+	// What EventBridge answered is recorded even when ctx ends meanwhile (a prompt publish's
+	// short timeout, a stopping process): an accepted event left unmarked would go out again
+	// after its lease.
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeepingTimeout)
+	defer cancel()
 	if len(ok) > 0 {
-		if err := dbsqlc.New(p.cfg.Pool).MarkRunEventsPublished(ctx, dbsqlc.MarkRunEventsPublishedParams{Ids: ok, Note: note}); err != nil {
+		if err := dbsqlc.New(p.cfg.Pool).MarkRunEventsPublished(bctx, dbsqlc.MarkRunEventsPublishedParams{Ids: ok, Note: note}); err != nil {
 			// Published but not marked: they go out again after the lease (at least once).
 			return fmt.Errorf("mark run events published: %w", err)
 		}
 		res.Published += len(ok)
-		p.logEvents(ctx, details, ok)
+		p.logEvents(bctx, details, ok)
 	}
 	if len(bad) > 0 {
 		res.Failed += len(bad)
@@ -383,7 +399,11 @@ func (p *Publisher) publish(ctx context.Context, evs []*event, res *Result) erro
 		}
 		for i, id := range bad {
 			wait := p.cfg.Backoff(byAttempt[id])
-			err := dbsqlc.New(p.cfg.Pool).RetryRunEvents(ctx, dbsqlc.RetryRunEventsParams{
+			if ctx.Err() != nil {
+				// Our caller ran out of time, EventBridge refused nothing: due again at once.
+				wait = 0
+			}
+			err := dbsqlc.New(p.cfg.Pool).RetryRunEvents(bctx, dbsqlc.RetryRunEventsParams{
 				Ids: []int64{id}, WaitUs: wait.Microseconds(), LastError: truncate(badErr[i]),
 			})
 			if err != nil {
