@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 
@@ -28,6 +29,23 @@ func (d *Deps) Events(metricsOut io.Writer) (*events.Publisher, error) {
 		cfg.Putter = eventbridge.NewFromConfig(d.AWS)
 	}
 	return events.New(cfg)
+}
+
+// promptTimeout bounds the publish the api makes before it answers a schedule, cancel or
+// redrive: a slow or failing EventBridge delays the answer by at most this, and what is left
+// waits in the outbox for the dispatch tick.
+const promptTimeout = 5 * time.Second
+
+// PublishEvents publishes the run events waiting in the outbox, within promptTimeout: what a
+// function calls after it changed runs, before it returns (a Lambda is frozen once it has). A
+// failure is logged at Warn and not returned: it must not fail the invocation, whose change is
+// committed with its events, which the dispatch tick publishes later.
+func (d *Deps) PublishEvents(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, promptTimeout)
+	defer cancel()
+	if _, err := d.Publisher.Publish(ctx); err != nil {
+		d.Logger.Warn("events: run events not published now; the dispatch tick retries them", "err", err)
+	}
 }
 
 // drainEvents adapts a publisher to dispatch.Config.Events.
