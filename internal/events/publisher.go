@@ -79,8 +79,8 @@ type Config struct {
 	Log RunLog
 	// Batch is events per PutEvents call, 1..10. Default 10.
 	Batch int
-	// MaxCalls bounds the PutEvents calls of one Drain (so a tick publishes at most 10x this many
-	// events; the rest go at the next). Default 200.
+	// MaxCalls bounds the PutEvents calls of one Drain or Publish (so one publishes at most 10x
+	// this many events; the rest go at the next). Default 200.
 	MaxCalls int
 	// Lease is how long a claimed event is kept from other publishers while this one publishes
 	// it. Default 1m.
@@ -110,8 +110,8 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// Publisher drains the run-event outbox. Safe for concurrent use; concurrent Drains (two ticks)
-// take different events.
+// Publisher drains the run-event outbox. Safe for concurrent use; concurrent Drains and
+// Publishes (ticks, and pokes in several processes) take different events.
 type Publisher struct {
 	cfg Config
 	log *slog.Logger
