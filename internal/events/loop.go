@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 )
@@ -11,10 +12,10 @@ import (
 // LoopConfig describes a Loop. Publisher is required.
 type LoopConfig struct {
 	Publisher *Publisher
-	// Interval is how often the loop drains by itself (Publisher.Drain, from its start): the
-	// fallback for state changes other processes made and for events whose publish failed.
-	// Default 0: never; pokes only, for a process beside which something else ticks (a worker
-	// Lambda's invocation, with the dispatch function's tick).
+	// Interval is how often the loop drains the whole outbox by itself (Publisher.Drain, from its
+	// start): the fallback for state changes other processes made and for events whose publish
+	// failed. Default 0: never; pokes only, for a process beside which something else ticks (a
+	// worker Lambda's invocation, with the dispatch function's tick).
 	Interval time.Duration
 	// Timeout bounds each publish the loop makes, the one Stop makes included. A publish is never
 	// cut short by Stop or by the end of Start's context, only by this. Default 30s.
@@ -23,20 +24,21 @@ type LoopConfig struct {
 	Logger *slog.Logger
 }
 
-// Loop publishes run events in the background of a long-running process: at once when poked
-// (the process changed a run's state: Poke after the change commits), every Interval by itself,
-// and once more when it stops, so the events of the process's last changes do not wait for
-// another process's tick. It follows the house pattern of background services: Start is safe to
-// call twice, Stop waits for the loop to end.
+// Loop publishes run events in the background of a long-running process: those of a run at once
+// when the process pokes it (it changed the run's state: Poke after the change commits), the
+// whole outbox every Interval, and the poked runs' once more when it stops, so the events of the
+// process's last changes do not wait for another process's tick. It follows the house pattern
+// of background services: Start is safe to call twice, Stop waits for the loop to end.
 type Loop struct {
 	cfg  LoopConfig
 	log  *slog.Logger
-	poke chan struct{}
+	wake chan struct{} // one slot: pokes made while a publish runs coalesce into one more
 
-	mu   sync.Mutex
-	stop chan struct{} // closed by Stop; nil while not running
-	done chan struct{} // closed when the loop has returned
-	ctx  context.Context
+	mu     sync.Mutex
+	poked  map[int64]struct{} // runs changed since the last publish took them
+	stop   chan struct{}      // closed by Stop; nil while not running
+	done   chan struct{}      // closed when the loop has returned
+	runCtx context.Context
 }
 
 // NewLoop returns a Loop; Start runs it.
@@ -55,16 +57,19 @@ func NewLoop(cfg LoopConfig) (*Loop, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	// One slot: pokes made while a publish runs coalesce into one more publish after it, and
-	// that publish starts after every one of them, so it sees every change they announce.
-	return &Loop{cfg: cfg, log: cfg.Logger, poke: make(chan struct{}, 1)}, nil
+	return &Loop{cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1), poked: map[int64]struct{}{}}, nil
 }
 
-// Poke asks the loop to publish now. It never blocks. A poke before Start is kept for it.
-func (l *Loop) Poke() {
+// Poke asks the loop to publish run's events now. It never blocks: the runs poked while a
+// publish runs are taken together by the next one, which starts after all of them. A poke
+// before Start is kept for it.
+func (l *Loop) Poke(run int64) {
+	l.mu.Lock()
+	l.poked[run] = struct{}{}
+	l.mu.Unlock()
 	select {
-	case l.poke <- struct{}{}:
-	default: // a publish is already asked for and has not started yet
+	case l.wake <- struct{}{}:
+	default: // a publish is already asked for and has not taken the runs yet
 	}
 }
 
@@ -75,16 +80,16 @@ func (l *Loop) Start(ctx context.Context) {
 	if l.stop != nil {
 		return
 	}
-	l.stop, l.done, l.ctx = make(chan struct{}), make(chan struct{}), ctx
+	l.stop, l.done, l.runCtx = make(chan struct{}), make(chan struct{}), ctx
 	go l.run(ctx, l.stop, l.done)
 }
 
-// Stop ends the loop, waits for a publish in progress, then publishes once more: what this
-// process changed until now goes out before it exits. Safe to call without Start, or twice.
+// Stop ends the loop, waits for a publish in progress, then publishes the runs poked since: what
+// this process changed until now goes out before it exits. Safe to call without Start, or twice.
 func (l *Loop) Stop() {
 	l.mu.Lock()
-	stop, done, ctx := l.stop, l.done, l.ctx
-	l.stop, l.done, l.ctx = nil, nil, nil
+	stop, done, ctx := l.stop, l.done, l.runCtx
+	l.stop, l.done, l.runCtx = nil, nil, nil
 	l.mu.Unlock()
 	if stop == nil {
 		return
@@ -104,12 +109,19 @@ func (l *Loop) run(ctx context.Context, stop, done chan struct{}) {
 		l.publish(ctx, true)
 	}
 	for {
+		select { // first, so a stopped loop leaves the last pokes to Stop's publish
+		case <-ctx.Done():
+			return
+		case <-stop:
+			return
+		default:
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-stop:
 			return
-		case <-l.poke:
+		case <-l.wake:
 			l.publish(ctx, false)
 		case <-tick:
 			l.publish(ctx, true)
@@ -117,9 +129,9 @@ func (l *Loop) run(ctx context.Context, stop, done chan struct{}) {
 	}
 }
 
-// publish runs one Publish (or, for a tick, a Drain) under ctx's values but not its end: a
-// stopping process lets the publish in progress finish, within Timeout, rather than put back
-// events EventBridge may already have taken.
+// publish publishes the poked runs' events (PublishRuns) or, for a tick, the whole outbox
+// (Drain), under ctx's values but not its end: a stopping process lets the publish in progress
+// finish, within Timeout, rather than put back events EventBridge may already have taken.
 func (l *Loop) publish(ctx context.Context, tick bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.Timeout)
 	defer cancel()
@@ -127,7 +139,18 @@ func (l *Loop) publish(ctx context.Context, tick bool) {
 	if tick {
 		_, err = l.cfg.Publisher.Drain(ctx)
 	} else {
-		_, err = l.cfg.Publisher.Publish(ctx)
+		l.mu.Lock()
+		runs := make([]int64, 0, len(l.poked))
+		for r := range l.poked {
+			runs = append(runs, r)
+		}
+		clear(l.poked)
+		l.mu.Unlock()
+		if len(runs) == 0 {
+			return
+		}
+		slices.Sort(runs)
+		_, err = l.cfg.Publisher.PublishRuns(ctx, runs)
 	}
 	if err != nil {
 		l.log.Warn("events: run events not published now; the outbox keeps them for the next try", "err", err)

@@ -70,26 +70,37 @@ func TestLoopPublishesWhenPoked(t *testing.T) {
 	l.Start(context.Background())
 	t.Cleanup(l.Stop)
 
+	other := fixtureRun(t, pool, "shop", 1, 1, "running")
 	id := fixtureRun(t, pool, "shop", 3, 3, "running", "succeeded")
-	l.Poke()
+	l.Poke(id)
 	got := b.collect(t, id, "pending,running,succeeded", 30*time.Second)
 	if len(got) != 3 {
 		t.Fatalf("%d events, want 3: %+v", len(got), got)
 	}
-	if n, _, err := events.Backlog(context.Background(), pool); err != nil || n != 0 {
-		t.Fatalf("backlog %d %v", n, err)
+	// The poke published the poked run's events only: the rest of the outbox is the ticks'.
+	evs, err := events.RunEvents(context.Background(), pool, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs {
+		if e.PublishedAt != nil || e.Attempts != 0 {
+			t.Fatalf("run %d was not poked, yet its event %+v was taken", other, e)
+		}
 	}
 }
 
-// Stop publishes what was changed since the last publish, so a process that exits right after
+// Stop publishes the runs poked since the last publish, so a process that exits right after
 // finishing a run does not leave its events to another process's tick.
 func TestLoopStopPublishes(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.Pool(t)
 	l := newLoop(t, events.LoopConfig{Publisher: newPublisher(t, events.Config{Pool: pool})})
-	l.Start(context.Background())
+	ended, cancel := context.WithCancel(context.Background())
+	cancel() // the process is stopping: the loop itself publishes nothing more
+	l.Start(ended)
 	id := fixtureRun(t, pool, "shop", 1, 1, "running", "succeeded")
-	l.Stop() // no poke: only the final publish can take them
+	l.Poke(id)
+	l.Stop() // only its final publish can take them
 	evs, err := events.RunEvents(context.Background(), pool, id)
 	if err != nil {
 		t.Fatal(err)
@@ -99,9 +110,9 @@ func TestLoopStopPublishes(t *testing.T) {
 			t.Fatalf("event %+v left after Stop", e)
 		}
 	}
-	l.Stop() // twice: nothing
-	l.Poke() // after Stop: kept for a later Start, never blocks
-	l.Poke()
+	l.Stop()   // twice: nothing
+	l.Poke(id) // after Stop: kept for a later Start, never blocks
+	l.Poke(id)
 }
 
 type lockedBuf struct {
@@ -138,7 +149,7 @@ func TestLoopPublishFailureLeftForLaterDrain(t *testing.T) {
 
 	id := fixtureRun(t, pool, "shop", 2, 2, "running", "succeeded")
 	before := runRow(t, pool, id)
-	l.Poke()
+	l.Poke(id)
 	until(t, 30*time.Second, "the loop's warning", func() bool { return strings.Contains(logs.String(), "run events not published now") })
 	if !strings.Contains(logs.String(), "level=WARN") {
 		t.Fatalf("log:\n%s", logs.String())
@@ -191,12 +202,13 @@ func TestConcurrentLoopsPublishOnce(t *testing.T) {
 	var ids []int64
 	var wg sync.WaitGroup
 	for i := range runs {
-		ids = append(ids, fixtureRun(t, pool, "shop", 1, 1, "running", "succeeded"))
+		id := fixtureRun(t, pool, "shop", 1, 1, "running", "succeeded")
+		ids = append(ids, id)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for range 50 {
-				poked.Poke()
+				poked.Poke(id)
 			}
 			if i%5 == 0 {
 				if _, err := tick.Drain(context.Background()); err != nil {

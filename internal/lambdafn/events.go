@@ -36,15 +36,15 @@ func (d *Deps) Events(metricsOut io.Writer) (*events.Publisher, error) {
 // waits in the outbox for the dispatch tick.
 const promptTimeout = 5 * time.Second
 
-// PublishEvents publishes the run events waiting in the outbox, within promptTimeout: what a
-// function calls after it changed runs, before it returns (a Lambda is frozen once it has). A
-// failure is logged at Warn and not returned: it must not fail the invocation, whose change is
-// committed with its events, which the dispatch tick publishes later.
-func (d *Deps) PublishEvents(ctx context.Context) {
+// PublishRunEvents publishes the events of a run this invocation changed, within promptTimeout,
+// before it returns (a Lambda is frozen once it has). A failure is logged at Warn and not
+// returned: it must not fail the invocation, whose change is committed with its events, which
+// the dispatch tick publishes later.
+func (d *Deps) PublishRunEvents(ctx context.Context, runID int64) {
 	ctx, cancel := context.WithTimeout(ctx, promptTimeout)
 	defer cancel()
-	if _, err := d.Publisher.Publish(ctx); err != nil {
-		d.Logger.Warn("events: run events not published now; the dispatch tick retries them", "err", err)
+	if _, err := d.Publisher.PublishRuns(ctx, []int64{runID}); err != nil {
+		d.Logger.Warn("events: run events not published now; the dispatch tick retries them", "run", runID, "err", err)
 	}
 }
 

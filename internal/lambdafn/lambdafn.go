@@ -49,7 +49,7 @@ type Deps struct {
 	Control *node.Node
 	// Publisher publishes run events, to the bus Events reads from the environment: the api and
 	// worker functions publish the events of the changes they make before they return (see
-	// PublishEvents), the dispatch tick what is left.
+	// PublishRunEvents), the dispatch tick what is left.
 	Publisher *events.Publisher
 	Getenv    func(string) string
 	Logger    *slog.Logger
@@ -185,7 +185,7 @@ func (d *Deps) APIConfig(invoker dispatch.Invoker) api.Config {
 	if c.TargetARN != "" && c.RoleARN != "" {
 		c.Scheduler = scheduler.NewFromConfig(d.AWS)
 	}
-	c.OnRunChange = d.PublishEvents
+	c.OnRunChange = d.PublishRunEvents
 	if invoker != nil {
 		fn := d.Names().Dispatch
 		c.Poke = func(ctx context.Context) error {

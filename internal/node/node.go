@@ -229,15 +229,15 @@ func (n *Node) Run(ctx context.Context) error {
 
 // started and finished announce this node's run state changes to the events loop (and
 // finished to Config.OnFinish).
-func (n *Node) started(int64) {
+func (n *Node) started(runID int64) {
 	if n.cfg.Events != nil {
-		n.cfg.Events.Poke()
+		n.cfg.Events.Poke(runID)
 	}
 }
 
 func (n *Node) finished(runID int64, state string) {
 	if n.cfg.Events != nil {
-		n.cfg.Events.Poke()
+		n.cfg.Events.Poke(runID)
 	}
 	if n.cfg.OnFinish != nil {
 		n.cfg.OnFinish(runID, state)
