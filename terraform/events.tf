@@ -1,9 +1,12 @@
-# Run events and monitors (internal/events): the dispatch function publishes every run state
-# change to the default EventBridge bus (source "crawlq", detail-type "Run State Change") and a
-# MonitorFailed metric per judged monitor. This file is self-contained so it merges on its own:
-# the publishing permission, an example rule sending failed runs to the alarm topic, and one
-# alarm per monitor kind. Route other events with more rules, e.g. chain a run on another's
-# success with detail = { spider = ["a"], outcome = ["succeeded"] } and the api function as target.
+# Run events and monitors (internal/events): every run state change goes to the default
+# EventBridge bus (source "crawlq", detail-type "Run State Change"), with a MonitorFailed metric
+# per judged monitor. Whoever changes a run publishes its events at once (the api after a
+# schedule, cancel or redrive; worker Lambdas and runner tasks as their runs start and end), and
+# the dispatch tick publishes what is left, so all four may put events. This file is
+# self-contained so it merges on its own: the publishing permissions, an example rule sending
+# failed runs to the alarm topic, and one alarm per monitor kind. Route other events with more
+# rules, e.g. chain a run on another's success with
+# detail = { spider = ["a"], outcome = ["succeeded"] } and the api function as target.
 
 locals {
   # internal/spider MonitorKinds(); the Monitor dimension of the MonitorFailed metric.
@@ -11,7 +14,16 @@ locals {
   event_bus_arn = "arn:${local.partition}:events:${local.region}:${local.account}:event-bus/default"
 }
 
-# The dispatch function's role (modules/functions names it <name>-dispatch) may publish run events.
+# The roles that publish run events (the modules' own role names).
+locals {
+  run_event_publishers = {
+    api      = "${var.name}-api"
+    worker   = "${var.name}-worker"
+    dispatch = "${var.name}-dispatch"
+    runner   = "${var.name}-runner-task"
+  }
+}
+
 data "aws_iam_policy_document" "put_run_events" {
   statement {
     sid       = "PublishRunEvents"
@@ -20,12 +32,19 @@ data "aws_iam_policy_document" "put_run_events" {
   }
 }
 
-resource "aws_iam_role_policy" "dispatch_put_run_events" {
-  name   = "${var.name}-put-run-events"
-  role   = "${var.name}-dispatch"
-  policy = data.aws_iam_policy_document.put_run_events.json
+resource "aws_iam_role_policy" "put_run_events" {
+  for_each = local.run_event_publishers
+  name     = "${var.name}-put-run-events"
+  role     = each.value
+  policy   = data.aws_iam_policy_document.put_run_events.json
 
-  depends_on = [module.functions]
+  depends_on = [module.ecs, module.functions]
+}
+
+# Only dispatch published before; its policy keeps its place in existing states.
+moved {
+  from = aws_iam_role_policy.dispatch_put_run_events
+  to   = aws_iam_role_policy.put_run_events["dispatch"]
 }
 
 # Example rule: runs that failed, ended incomplete, or succeeded while a monitor failed go to the

@@ -68,6 +68,8 @@ locals {
     CRAWLQ_RETAIN_RUN_DATA   = var.retain_run_data
     CRAWLQ_RETAIN_IDLE_HOSTS = var.retain_idle_hosts
     CRAWLQ_RUN_LOG_GROUP     = local.run_log_group
+    # Run events (events.tf): named for the runners, whose CLI publishes nowhere by default.
+    CRAWLQ_EVENT_BUS = "default"
     },
     # An emulator's RDS serves no certificate to verify; on AWS, TLS is verify-full (internal/db).
     local.emulated ? { CRAWLQ_DB_TLS = "false" } : {},

@@ -1,7 +1,8 @@
 # Run logs (internal/runlog): one CloudWatch Logs stream per run in one group, named in every
 # function's and runner's environment as CRAWLQ_RUN_LOG_GROUP (main.tf), so what runners and
-# the dispatch tick write (a command spider's output; the run's state changes and monitor
-# verdicts) is what `crawlq logs`, the api and the Scrapyd /logs.json read back.
+# the functions that publish run events write (a command spider's output; the run's state
+# changes and monitor verdicts) is what `crawlq logs`, the api and the Scrapyd /logs.json read
+# back.
 
 resource "aws_cloudwatch_log_group" "runs" {
   name              = local.run_log_group
@@ -9,11 +10,14 @@ resource "aws_cloudwatch_log_group" "runs" {
 }
 
 locals {
-  # Who writes run logs (the runner task: command spiders' output; dispatch: run events) and
-  # who reads them (api). The role names are the modules' own.
+  # Who writes run logs (the runner task: command spiders' output; it and the functions that
+  # publish run events: a line per event) and who reads them (api). The role names are the
+  # modules' own.
   run_log_writers = {
     runner   = "${var.name}-runner-task"
     dispatch = "${var.name}-dispatch"
+    api      = "${var.name}-api"
+    worker   = "${var.name}-worker"
   }
 }
 

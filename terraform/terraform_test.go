@@ -342,6 +342,7 @@ func checkPlan(t *testing.T, plan *tfjson.Plan) {
 
 	checkFindings(t, plan)
 	checkRunLogs(t, plan)
+	checkRunEvents(t, plan)
 
 	pabs := resources(plan, "aws_s3_bucket_public_access_block")
 	if len(pabs) != 1 {
@@ -421,9 +422,46 @@ func checkRunLogs(t *testing.T, plan *tfjson.Plan) {
 			roles[str(t, p, "role")] += str(t, p, "policy")
 		}
 	}
-	for role, action := range map[string]string{"crawlq-runner-task": "logs:PutLogEvents", "crawlq-dispatch": "logs:PutLogEvents", "crawlq-api": "logs:GetLogEvents"} {
-		if !strings.Contains(roles[role], action) {
-			t.Errorf("role %s may not %s on the run log group (run-log policies: %v)", role, action, roles)
+	for role, actions := range map[string][]string{
+		"crawlq-runner-task": {"logs:PutLogEvents"}, "crawlq-dispatch": {"logs:PutLogEvents"},
+		"crawlq-worker": {"logs:PutLogEvents"}, "crawlq-api": {"logs:PutLogEvents", "logs:GetLogEvents"},
+	} {
+		for _, action := range actions {
+			if !strings.Contains(roles[role], action) {
+				t.Errorf("role %s may not %s on the run log group (run-log policies: %v)", role, action, roles)
+			}
+		}
+	}
+}
+
+// checkRunEvents: every process that publishes the events of its own run changes (api, worker,
+// runner task) and the dispatch tick may put events on the bus their environment names.
+func checkRunEvents(t *testing.T, plan *tfjson.Plan) {
+	t.Helper()
+	roles := map[string]string{}
+	for _, p := range resources(plan, "aws_iam_role_policy") {
+		if strings.Contains(p.Address, "put_run_events") {
+			roles[str(t, p, "role")] += str(t, p, "policy")
+		}
+	}
+	for _, role := range []string{"crawlq-api", "crawlq-worker", "crawlq-dispatch", "crawlq-runner-task"} {
+		if !strings.Contains(roles[role], "events:PutEvents") || !strings.Contains(roles[role], ":event-bus/default") {
+			t.Errorf("role %s may not put run events on the default bus (policies: %v)", role, roles)
+		}
+	}
+	for _, f := range resources(plan, "aws_lambda_function") {
+		env, _ := f.AttributeValues["environment"].([]any)
+		var vars map[string]any
+		if len(env) == 1 {
+			vars, _ = env[0].(map[string]any)["variables"].(map[string]any)
+		}
+		if vars["CRAWLQ_EVENT_BUS"] != "default" {
+			t.Errorf("%s: CRAWLQ_EVENT_BUS = %v, want default", f.Address, vars["CRAWLQ_EVENT_BUS"])
+		}
+	}
+	for _, td := range resources(plan, "aws_ecs_task_definition") {
+		if defs := str(t, td, "container_definitions"); !strings.Contains(defs, `"CRAWLQ_EVENT_BUS"`) {
+			t.Errorf("%s: the runner's environment lacks CRAWLQ_EVENT_BUS (its CLI would publish nowhere)", td.Address)
 		}
 	}
 }

@@ -45,6 +45,11 @@ type Config struct {
 	// tick (an async invoke of the dispatch function). Its error is logged, not returned: the
 	// run is stored and the next tick starts it anyway. Default none.
 	Poke func(ctx context.Context) error
+	// OnRunChange, when set, is called with the run before answering a schedule, cancel or
+	// redrive that changed it, so the run's events are published before the invocation returns
+	// (lambdafn publishes them in it). It cannot fail the request: the events are in the outbox
+	// already. Default none.
+	OnRunChange func(ctx context.Context, runID int64)
 	// WorkerHorizon is how recently a worker must have heartbeated to count as running in
 	// daemonstatus. Default 2m.
 	WorkerHorizon time.Duration
@@ -313,6 +318,9 @@ func (a *API) schedule(ctx context.Context, r *Request) (Response, error) {
 			a.log.Warn("api: poke dispatch", "err", err)
 		}
 	}
+	if !s.Duplicate {
+		a.runChanged(ctx, s.RunID)
+	}
 	jobid := strconv.FormatInt(s.RunID, 10)
 	if r.JobID != "" {
 		jobid = r.JobID
@@ -366,6 +374,7 @@ func (a *API) cancel(ctx context.Context, r *Request) (Response, error) {
 	case err != nil:
 		return nil, err
 	}
+	a.runChanged(ctx, r.Job)
 	return Response{"prevstate": prev}, nil
 }
 
@@ -390,7 +399,15 @@ func (a *API) redrive(ctx context.Context, r *Request) (Response, error) {
 			a.log.Warn("api: poke dispatch", "err", err)
 		}
 	}
+	a.runChanged(ctx, r.Job)
 	return Response{"prevstate": run.State, "pages": n, "currstate": "running"}, nil
+}
+
+// runChanged tells Config.OnRunChange that this request changed a run.
+func (a *API) runChanged(ctx context.Context, runID int64) {
+	if a.cfg.OnRunChange != nil {
+		a.cfg.OnRunChange(ctx, runID)
+	}
 }
 
 func (a *API) status(ctx context.Context, r *Request) (Response, error) {

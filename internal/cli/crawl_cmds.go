@@ -22,6 +22,7 @@ import (
 	"crawlq/internal/items"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
+	"crawlq/internal/runlog"
 	"crawlq/internal/view"
 )
 
@@ -46,9 +47,10 @@ then stops claiming, releases the jobs it has not started and lets running ones 
 Also runs the upkeep every second (expired leases, due delayed jobs, finished runs) unless
 --upkeep 0, and with it automatic maintenance (retention of finished jobs and of what finished
 runs leave behind, once a minute across all processes; settings: CRAWLQ_MAINTAIN=off and the
-CRAWLQ_RETAIN_* variables, see the README); with upkeep, finished runs are also judged against
-their monitors and run events are published (--event-bus). Spiders: the built-in specs plus those
-in --spiders.`,
+CRAWLQ_RETAIN_* variables, see the README). With upkeep, finished runs are also judged against
+their monitors and run events are published (--event-bus): those of the runs this worker starts
+or finishes at once, the others' at each upkeep. Spiders: the built-in specs plus those in
+--spiders.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			pg := dbFlag(fs, env)
 			queues := fs.String("queues", "crawl", "queues to work, comma-separated")
@@ -66,17 +68,21 @@ in --spiders.`,
 					if err != nil {
 						return err
 					}
-					n, err := node.New(node.Config{Pool: pool, SpiderDir: *dir, Queues: strings.Split(*queues, ","), Workers: *workers,
-						Worker: queue.WorkerConfig{Concurrency: *conc, Lease: *lease}, Upkeep: up, Maintain: mc})
+					reg, err := node.LoadSpiders(*dir)
 					if err != nil {
 						return err
 					}
+					var evs *events.Loop
 					if up > 0 {
-						stopEvents, err := publishEvents(ctx, pool, n, localEventBus(*eventBus, env.Getenv), up, env.Stdout)
-						if err != nil {
+						if evs, err = eventLoop(ctx, pool, reg, localEventBus(*eventBus, env.Getenv), up, env.Stdout,
+							runlog.Postgres{Pool: pool}, nil); err != nil {
 							return err
 						}
-						defer stopEvents()
+					}
+					n, err := node.New(node.Config{Pool: pool, Spiders: reg, Queues: strings.Split(*queues, ","), Workers: *workers,
+						Worker: queue.WorkerConfig{Concurrency: *conc, Lease: *lease}, Upkeep: up, Maintain: mc, Events: evs})
+					if err != nil {
+						return err
 					}
 					return n.Run(ctx)
 				})

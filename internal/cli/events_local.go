@@ -13,14 +13,14 @@ import (
 	"crawlq/internal/awsx"
 	"crawlq/internal/events"
 	"crawlq/internal/lambdafn"
-	"crawlq/internal/node"
 	"crawlq/internal/runlog"
+	"crawlq/internal/spider"
 )
 
-// localEventBus picks the event bus of `crawlq local` and `crawlq worker`: the flag, else
-// $CRAWLQ_EVENT_BUS, else the emulator's default bus when AWS_ENDPOINT_URL names one, else off (a
-// laptop without an emulator has no EventBridge to publish to, and retrying against AWS every
-// tick would only fill the log).
+// localEventBus picks the event bus of `crawlq local`, `crawlq worker` and `crawlq runner`: the
+// flag, else $CRAWLQ_EVENT_BUS (the AWS stack sets it for its runners), else the emulator's
+// default bus when AWS_ENDPOINT_URL names one, else off (a laptop without an emulator has no
+// EventBridge to publish to, and retrying against AWS every tick would only fill the log).
 func localEventBus(flag string, getenv func(string) string) string {
 	switch {
 	case flag != "":
@@ -33,12 +33,14 @@ func localEventBus(flag string, getenv func(string) string) string {
 	return lambdafn.EventsOff
 }
 
-// publishEvents judges finished runs and publishes run events every interval, as the dispatch
-// tick does on AWS, until ctx ends or the returned stop is called (which waits for it). Monitor
-// metrics go to metricsOut as EMF lines.
-func publishEvents(ctx context.Context, pool *pgxpool.Pool, n *node.Node, bus string, every time.Duration, metricsOut io.Writer) (func(), error) {
-	cfg := events.Config{Pool: pool, Bus: bus, Monitors: n.Spiders.Monitors, Metrics: metricsOut,
-		Log: runlog.EventLog{Store: runlog.Postgres{Pool: pool}}}
+// eventLoop returns the loop through which a worker or runner process judges finished runs and
+// publishes run events to bus: at once for each run the process starts or finishes (the node
+// pokes it), and every interval for the changes of other processes and the retries, as the
+// dispatch tick does on AWS. Monitor metrics go to metricsOut as EMF lines, a line per event to
+// the run log; logger (nil: slog's default) gets the loop's own lines.
+func eventLoop(ctx context.Context, pool *pgxpool.Pool, reg *spider.Registry, bus string, every time.Duration,
+	metricsOut io.Writer, log runlog.Store, logger *slog.Logger) (*events.Loop, error) {
+	cfg := events.Config{Pool: pool, Bus: bus, Monitors: reg.Monitors, Metrics: metricsOut, Log: runlog.EventLog{Store: log}, Logger: logger}
 	if strings.EqualFold(bus, lambdafn.EventsOff) {
 		cfg.Bus = ""
 	} else {
@@ -52,22 +54,5 @@ func publishEvents(ctx context.Context, pool *pgxpool.Pool, n *node.Node, bus st
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			if _, err := p.Drain(ctx); err != nil && ctx.Err() == nil {
-				slog.Error("worker: publish run events", "err", err)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func() { cancel(); <-done }, nil
+	return events.NewLoop(events.LoopConfig{Publisher: p, Interval: every, Logger: logger})
 }

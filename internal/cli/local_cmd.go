@@ -34,8 +34,9 @@ the Lambda Invoke REST API, so the AWS CLI works against it as against AWS:
 listens on --scrapyd-addr (scrapyd-deploy, ScrapydWeb and curl work against it unchanged). Dispatch
 ticks every --tick and right after each schedule; the long-crawl queue (command and Scrapy spiders)
 is worked by an in-process runner of --runners concurrency, as an always-on ECS task would. The
-database schema is migrated at start. Each dispatch tick also judges finished runs against their
-spiders' monitors and publishes run events to EventBridge (--event-bus). Stops on SIGINT/SIGTERM,
+database schema is migrated at start. Finished runs are judged against their spiders' monitors
+and run events go to EventBridge (--event-bus) as on AWS: the api, worker and runner publish
+those of the runs they change at once, each dispatch tick the rest. Stops on SIGINT/SIGTERM,
 releasing every claimed job.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			addr := fs.String("addr", "127.0.0.1:3001", "address of the Lambda Invoke API")

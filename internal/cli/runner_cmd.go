@@ -14,6 +14,9 @@ import (
 
 	"crawlq/internal/command"
 	"crawlq/internal/ecsrun"
+	"crawlq/internal/events"
+	"crawlq/internal/node"
+	"crawlq/internal/runlog"
 	"crawlq/internal/runner"
 )
 
@@ -30,6 +33,9 @@ attempt; keep --grace plus --kill-grace below the task's stopTimeout (at most 12
 It recycles itself, exiting with status 0, after --max-jobs jobs or when its resident memory
 passes --max-memory-mib, so that a fresh task replaces it.
 
+With upkeep, it judges finished runs against their monitors and publishes run events
+(--event-bus): those of the runs it starts or finishes at once, the others' at each upkeep.
+
 Flags not given default to the environment the dispatcher's RunTask overrides set:
 CRAWLQ_QUEUE, CRAWLQ_CONCURRENCY, CRAWLQ_MAX_JOBS, CRAWLQ_MAX_MEMORY_MIB, CRAWLQ_STOP_GRACE,
 and CRAWLQ_SPIDER_DIR.`,
@@ -42,7 +48,8 @@ and CRAWLQ_SPIDER_DIR.`,
 			maxMem := fs.Int64("max-memory-mib", 0, "exit when resident memory passes this many MiB; 0: no limit ($"+ecsrun.EnvMaxMemory+")")
 			dir := fs.String("spiders", "", "directory of extra spider specs ($CRAWLQ_SPIDER_DIR)")
 			lease := fs.Duration("lease", 30*time.Second, "job lease (heartbeats renew it every third of it)")
-			upkeep := fs.Duration("upkeep", 10*time.Second, "how often to rescue expired leases and sweep finished runs; 0: never (and no automatic maintenance)")
+			upkeep := fs.Duration("upkeep", 10*time.Second, "how often to rescue expired leases, sweep finished runs and publish run events; 0: never (and no automatic maintenance, no run events)")
+			eventBus := fs.String("event-bus", "", "with upkeep: EventBridge bus for run events, or off (default $CRAWLQ_EVENT_BUS, else \"default\" when AWS_ENDPOINT_URL names an emulator, else off)")
 			cmdTimeout := fs.Duration("command-timeout", 12*time.Hour, "kill a command spider after this, unless its spec sets a timeout")
 			killGrace := fs.Duration("kill-grace", 10*time.Second, "between SIGTERM and SIGKILL to a command spider's processes")
 			fromEnv := map[string]string{"queue": ecsrun.EnvQueue, "concurrency": ecsrun.EnvConcurrency, "grace": ecsrun.EnvStopGrace,
@@ -67,15 +74,27 @@ and CRAWLQ_SPIDER_DIR.`,
 				return pg.withPool(ctx, func(pool *pgxpool.Pool) error {
 					log := slog.New(slog.NewJSONHandler(env.Stderr, nil))
 					cc := command.Config{Timeout: *cmdTimeout, KillGrace: *killGrace}
+					var runLog runlog.Store = runlog.Postgres{Pool: pool}
 					if g := env.Getenv("CRAWLQ_RUN_LOG_GROUP"); g != "" { // the AWS stack: run logs in CloudWatch
 						var err error
-						if cc.RunLog, err = cloudWatchLog(ctx, g); err != nil {
+						if runLog, err = cloudWatchLog(ctx, g); err != nil {
+							return err
+						}
+						cc.RunLog = runLog
+					}
+					reg, err := node.LoadSpiders(*dir)
+					if err != nil {
+						return err
+					}
+					var evs *events.Loop
+					if up > 0 {
+						if evs, err = eventLoop(ctx, pool, reg, localEventBus(*eventBus, env.Getenv), up, env.Stdout, runLog, log); err != nil {
 							return err
 						}
 					}
 					r, err := runner.New(runner.Config{
 						Pool: pool, Queue: *q, Concurrency: *conc, Lease: *lease, StopGrace: *grace, MaxJobs: *maxJobs,
-						MaxMemory: *maxMem << 20, Upkeep: up, Maintain: mc, SpiderDir: *dir, Logger: log,
+						MaxMemory: *maxMem << 20, Upkeep: up, Maintain: mc, Spiders: reg, Events: evs, Logger: log,
 						Command: cc,
 					})
 					if err != nil {

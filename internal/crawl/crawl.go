@@ -72,8 +72,12 @@ type Config struct {
 	// page is put back to run again later (its items are idempotent by key), so a stalled sink
 	// slows the crawl without holding workers indefinitely. Default 60s.
 	ItemTimeout time.Duration
-	// OnFinish, when set, is called once for each run this process finishes (tests, progress).
+	// OnFinish, when set, is called once for each run this process finishes (tests, progress,
+	// publishing its events at once), after the change committed.
 	OnFinish func(runID int64, state string)
+	// OnStart, when set, is called after this process committed a run's start (its state
+	// running; again when a command run's retry starts it again).
+	OnStart func(runID int64)
 	// OnEnqueue, when set, is called after this process committed new jobs to a queue, so local
 	// idle workers can claim them at once.
 	OnEnqueue func(queue string)

@@ -89,6 +89,7 @@ func (c *Crawler) workRun(ctx context.Context, job *queue.Job) error {
 		return err
 	}
 	c.log.Info("run started", "run", ri.id, "spider", ri.name, "start_pages", added)
+	c.started(ri.id)
 	c.enqueued(ri, added)
 	return queue.ErrCompleted
 }
@@ -109,6 +110,7 @@ func (c *Crawler) runCommand(ctx context.Context, job *queue.Job, ri *runInfo) e
 	if err := c.recordVersion(ctx, c.db, ri); err != nil {
 		return err
 	}
+	c.started(ri.id)
 	spec := *ri.command
 	spec.Command = append([]string(nil), spec.Command...)
 	if err := run(ctx, ri.run, spec, ri.settings); err != nil { // settings with the run's overrides
@@ -135,6 +137,13 @@ func (c *Crawler) recordVersion(ctx context.Context, db *dbsqlc.Queries, ri *run
 		return fmt.Errorf("record run %d version: %w", ri.id, err)
 	}
 	return nil
+}
+
+// started tells Config.OnStart that a run's start committed.
+func (c *Crawler) started(runID int64) {
+	if c.cfg.OnStart != nil {
+		c.cfg.OnStart(runID)
+	}
 }
 
 // RecordItems adds n items and bytes to a run's stats (command spiders report through this).

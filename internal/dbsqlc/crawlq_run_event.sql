@@ -22,6 +22,22 @@ FROM due
 WHERE e.id = due.id AND e.published_at IS NULL AND e.next_attempt_at <= now()
 RETURNING e.id, e.run_id, e.spider, e.state, COALESCE(e.prev_state, '')::text AS prev_state, e.run, e.created_at, e.attempts;
 
+-- name: ClaimRunEventsOf :many
+-- Takes, of each run in run_ids, its oldest unpublished event if that one is due (so its events
+-- still go out in order), and leases it as ClaimRunEvents does, with the same re-check on the
+-- locked row: what a process that has just changed these runs publishes, without taking other
+-- processes' events. Index: crawlq_run_event_pending gives each run's oldest unpublished event.
+WITH first AS (
+    SELECT DISTINCT ON (f.run_id) f.id FROM crawlq_run_event f
+    WHERE f.run_id = ANY(sqlc.arg(run_ids)::bigint[]) AND f.published_at IS NULL
+    ORDER BY f.run_id, f.id
+)
+UPDATE crawlq_run_event e
+SET next_attempt_at = now() + sqlc.arg(lease_us)::bigint * interval '1 microsecond', attempts = e.attempts + 1
+FROM first
+WHERE e.id = first.id AND e.published_at IS NULL AND e.next_attempt_at <= now()
+RETURNING e.id, e.run_id, e.spider, e.state, COALESCE(e.prev_state, '')::text AS prev_state, e.run, e.created_at, e.attempts;
+
 -- name: MarkRunEventsPublished :exec
 -- Marks events accepted by EventBridge (note: why they were not sent, e.g. publishing is off;
 -- '' for none). Primary key lookups.

@@ -80,6 +80,68 @@ func (q *Queries) ClaimRunEvents(ctx context.Context, arg ClaimRunEventsParams) 
 	return items, nil
 }
 
+const ClaimRunEventsOf = `-- name: ClaimRunEventsOf :many
+WITH first AS (
+    SELECT DISTINCT ON (f.run_id) f.id FROM crawlq_run_event f
+    WHERE f.run_id = ANY($2::bigint[]) AND f.published_at IS NULL
+    ORDER BY f.run_id, f.id
+)
+UPDATE crawlq_run_event e
+SET next_attempt_at = now() + $1::bigint * interval '1 microsecond', attempts = e.attempts + 1
+FROM first
+WHERE e.id = first.id AND e.published_at IS NULL AND e.next_attempt_at <= now()
+RETURNING e.id, e.run_id, e.spider, e.state, COALESCE(e.prev_state, '')::text AS prev_state, e.run, e.created_at, e.attempts
+`
+
+type ClaimRunEventsOfParams struct {
+	LeaseUs int64
+	RunIds  []int64
+}
+
+type ClaimRunEventsOfRow struct {
+	ID        int64
+	RunID     int64
+	Spider    string
+	State     string
+	PrevState string
+	Run       []byte
+	CreatedAt time.Time
+	Attempts  int32
+}
+
+// Takes, of each run in run_ids, its oldest unpublished event if that one is due (so its events
+// still go out in order), and leases it as ClaimRunEvents does, with the same re-check on the
+// locked row: what a process that has just changed these runs publishes, without taking other
+// processes' events. Index: crawlq_run_event_pending gives each run's oldest unpublished event.
+func (q *Queries) ClaimRunEventsOf(ctx context.Context, arg ClaimRunEventsOfParams) ([]ClaimRunEventsOfRow, error) {
+	rows, err := q.db.Query(ctx, ClaimRunEventsOf, arg.LeaseUs, arg.RunIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ClaimRunEventsOfRow{}
+	for rows.Next() {
+		var i ClaimRunEventsOfRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.RunID,
+			&i.Spider,
+			&i.State,
+			&i.PrevState,
+			&i.Run,
+			&i.CreatedAt,
+			&i.Attempts,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const MarkRunEventsPublished = `-- name: MarkRunEventsPublished :exec
 UPDATE crawlq_run_event SET published_at = now(), last_error = NULLIF($1::text, '')
 WHERE id = ANY($2::bigint[]) AND published_at IS NULL

@@ -75,8 +75,9 @@ type Config struct {
 	Lookahead time.Duration
 	// DeadlineMargin is kept free before the context's deadline. Default 3s.
 	DeadlineMargin time.Duration
-	// Events, when set, publishes the run events recorded since the last tick (events.Publisher's
-	// Drain, wired by lambdafn) and returns how many went out. Its error is logged and shown in
+	// Events, when set, publishes the run events still waiting (events.Publisher's Drain, wired
+	// by lambdafn: those whose process did not publish them at once, such as this tick's sweep's,
+	// and the retries) and returns how many went out. Its error is logged and shown in
 	// Result.EventsError, never fails the tick: events wait in their outbox and are retried,
 	// while a failed tick would also hold back the fan-out. Default none.
 	Events func(ctx context.Context) (published int, err error)

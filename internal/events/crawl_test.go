@@ -57,6 +57,12 @@ type crawlEnv struct {
 
 func startCrawl(t *testing.T, site demosite.Config) *crawlEnv {
 	t.Helper()
+	return startCrawlWith(t, site, nil)
+}
+
+// startCrawlWith is startCrawl with the node's config adjusted by adjust (nil: as is).
+func startCrawlWith(t *testing.T, site demosite.Config, adjust func(*pgxpool.Pool, *node.Config)) *crawlEnv {
+	t.Helper()
 	e := &crawlEnv{pool: dbtest.Pool(t), reg: spider.NewRegistry(), site: demosite.New(site)}
 	if err := e.reg.LoadFS(fstest.MapFS{"shop.yaml": {Data: []byte(shopSpec)}}); err != nil {
 		t.Fatal(err)
@@ -67,7 +73,11 @@ func startCrawl(t *testing.T, site demosite.Config) *crawlEnv {
 		t.Fatal(err)
 	}
 	e.base = "http://" + addr.String()
-	n, err := node.New(node.Config{Pool: e.pool, Spiders: e.reg, Workers: 1, Worker: queue.WorkerConfig{Concurrency: 8}})
+	nc := node.Config{Pool: e.pool, Spiders: e.reg, Workers: 1, Worker: queue.WorkerConfig{Concurrency: 8}}
+	if adjust != nil {
+		adjust(e.pool, &nc)
+	}
+	n, err := node.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,5 +215,22 @@ func TestBrokenSpiderFailsMonitors(t *testing.T) {
 	}
 	if !strings.Contains(emf.String(), `"Monitor":"min_items","MonitorFailed":1`) {
 		t.Errorf("no MonitorFailed metric for min_items:\n%s", emf.String())
+	}
+}
+
+// A node with an events loop whose tick is an hour away publishes a real run's events as the
+// run starts and finishes: no tick is needed.
+func TestNodePublishesRunEventsAtOnce(t *testing.T) {
+	awstest.Moto(t)
+	b := newBus(t, "all-runs", `{"source":["crawlq"]}`)
+	e := startCrawlWith(t, demosite.Config{Items: 20, SlowDelay: time.Millisecond}, func(pool *pgxpool.Pool, c *node.Config) {
+		c.Events = newLoop(t, events.LoopConfig{Interval: time.Hour,
+			Publisher: newPublisher(t, events.Config{Pool: pool, Putter: motoEventBridge(t), Monitors: c.Spiders.Monitors})})
+	})
+	r := e.crawl(t)
+	got := b.collect(t, r.ID, "pending,running,succeeded", 30*time.Second)
+	final := got[len(got)-1].Detail
+	if final.Outcome != "succeeded" || final.Stats.Items != 20 || final.Monitors == nil {
+		t.Fatalf("final event %+v", final)
 	}
 }

@@ -5,7 +5,14 @@
 // When it first meets a run's final event it judges the run against the monitors of the spider
 // version the run ran (internal/monitor), stores the verdict with the run's field coverage and
 // figures (crawlq_run_report), writes the monitor metrics (EMF), and only then publishes the
-// event, so the event carries the verdict. Dispatch's tick and `crawlq local` run it.
+// event, so the event carries the verdict.
+//
+// Events go out as soon as the process that changed a run can publish them (PublishRuns, for
+// the runs it changed): a long-running process (`crawlq worker`, `crawlq runner`, a worker
+// Lambda's invocation) runs a Loop that its own state changes poke, and the api function
+// publishes before it answers. The ticks (the dispatch function's, a worker's upkeep) drain
+// what is left (Drain): changes made by processes that do not publish, and events whose publish
+// failed. Concurrent publishers claim different events.
 package events
 
 import (
@@ -73,8 +80,8 @@ type Config struct {
 	Log RunLog
 	// Batch is events per PutEvents call, 1..10. Default 10.
 	Batch int
-	// MaxCalls bounds the PutEvents calls of one Drain (so a tick publishes at most 10x this many
-	// events; the rest go at the next). Default 200.
+	// MaxCalls bounds the PutEvents calls of one Drain or PublishRuns (so one publishes at most
+	// 10x this many events; the rest go at the next). Default 200.
 	MaxCalls int
 	// Lease is how long a claimed event is kept from other publishers while this one publishes
 	// it. Default 1m.
@@ -104,8 +111,8 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// Publisher drains the run-event outbox. Safe for concurrent use; concurrent Drains (two ticks)
-// take different events.
+// Publisher drains the run-event outbox. Safe for concurrent use; concurrent Drains and
+// PublishRuns (ticks, and pokes in several processes) take different events.
 type Publisher struct {
 	cfg Config
 	log *slog.Logger
@@ -188,6 +195,9 @@ type Detail struct {
 	Truncated bool `json:"truncated,omitempty"`
 }
 
+// bookkeepingTimeout bounds the statements that record a batch's outcome.
+const bookkeepingTimeout = 10 * time.Second
+
 // maxDetail bounds one event's detail; PutEvents takes at most 256 KB per call, all entries
 // together, and put splits batches to stay under that.
 const (
@@ -237,7 +247,7 @@ func Outcome(state, monitors string) string {
 	return state
 }
 
-// Result says what a Drain did.
+// Result says what a Drain or PublishRuns did.
 type Result struct {
 	Published int `json:"published"`
 	Failed    int `json:"failed"` // events whose publish failed this time (retried later)
@@ -245,37 +255,69 @@ type Result struct {
 	Pruned    int `json:"pruned"`
 }
 
-// Drain publishes the due events, a batch at a time, until none is due or MaxCalls is reached.
-// A failed batch is put back with backoff and the error returned; the runs are never touched.
+// Drain publishes the due events, a batch at a time, until none is due or MaxCalls is reached,
+// then deletes events published more than Retention ago: what a tick runs. A failed batch is put
+// back with backoff and the error returned; the runs are never touched.
 func (p *Publisher) Drain(ctx context.Context) (Result, error) {
 	var res Result
-	var errs []error
+	var err error
 	for call := 0; call < p.cfg.MaxCalls; call++ {
-		evs, err := p.claim(ctx)
-		if err != nil {
-			errs = append(errs, err)
+		var evs []*event
+		if evs, err = p.claim(ctx, nil); err != nil || len(evs) == 0 {
 			break
 		}
-		if len(evs) == 0 {
-			break
-		}
-		if err := p.publish(ctx, evs, &res); err != nil {
-			errs = append(errs, err)
+		if err = p.publish(ctx, evs, &res); err != nil {
 			break // EventBridge is failing: the rest waits for the backoff
 		}
 	}
-	if n, err := p.prune(ctx); err != nil {
-		errs = append(errs, err)
-	} else {
-		res.Pruned = n
-	}
-	return res, errors.Join(errs...)
+	n, perr := p.prune(ctx)
+	res.Pruned = n
+	return res, errors.Join(err, perr)
 }
 
-func (p *Publisher) claim(ctx context.Context) ([]*event, error) {
-	rows, err := dbsqlc.New(p.cfg.Pool).ClaimRunEvents(ctx, dbsqlc.ClaimRunEventsParams{
-		MaxEvents: int32(p.cfg.Batch), LeaseUs: p.cfg.Lease.Microseconds(),
-	})
+// PublishRuns publishes the due events of the given runs, in order per run, until none of them
+// has one left or MaxCalls is reached: what a process runs right after it changed these runs.
+// It takes no other run's events, so concurrent callers do not queue on each other's rows and
+// none publishes a backlog it did not make; that is the ticks' (Drain). A run whose oldest
+// unpublished event is not due (another publisher has it, or it waits for a retry) is left to
+// them too. A failed batch is put back with backoff and the error returned.
+func (p *Publisher) PublishRuns(ctx context.Context, runIDs []int64) (Result, error) {
+	var res Result
+	calls := 0
+	for len(runIDs) > 0 && calls < p.cfg.MaxCalls {
+		part := runIDs[:min(len(runIDs), p.cfg.Batch)] // one event per run per claim: a batch
+		runIDs = runIDs[len(part):]
+		for ; calls < p.cfg.MaxCalls; calls++ {
+			evs, err := p.claim(ctx, part)
+			if err != nil {
+				return res, err
+			}
+			if len(evs) == 0 {
+				break
+			}
+			if err := p.publish(ctx, evs, &res); err != nil {
+				return res, err
+			}
+		}
+	}
+	return res, nil
+}
+
+// claim leases a batch of due events: any run's (runIDs nil) or the oldest unpublished one of
+// each of runIDs.
+func (p *Publisher) claim(ctx context.Context, runIDs []int64) ([]*event, error) {
+	q := dbsqlc.New(p.cfg.Pool)
+	var rows []dbsqlc.ClaimRunEventsRow
+	var err error
+	if runIDs == nil {
+		rows, err = q.ClaimRunEvents(ctx, dbsqlc.ClaimRunEventsParams{MaxEvents: int32(p.cfg.Batch), LeaseUs: p.cfg.Lease.Microseconds()})
+	} else {
+		var of []dbsqlc.ClaimRunEventsOfRow
+		of, err = q.ClaimRunEventsOf(ctx, dbsqlc.ClaimRunEventsOfParams{RunIds: runIDs, LeaseUs: p.cfg.Lease.Microseconds()})
+		for _, r := range of {
+			rows = append(rows, dbsqlc.ClaimRunEventsRow(r))
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("claim run events: %w", err)
 	}
@@ -367,13 +409,18 @@ func (p *Publisher) publish(ctx context.Context, evs []*event, res *Result) erro
 			}
 		}
 	}
+	// What EventBridge answered is recorded even when ctx ends meanwhile (a prompt publish's
+	// short timeout, a stopping process): an accepted event left unmarked would go out again
+	// after its lease.
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeepingTimeout)
+	defer cancel()
 	if len(ok) > 0 {
-		if err := dbsqlc.New(p.cfg.Pool).MarkRunEventsPublished(ctx, dbsqlc.MarkRunEventsPublishedParams{Ids: ok, Note: note}); err != nil {
+		if err := dbsqlc.New(p.cfg.Pool).MarkRunEventsPublished(bctx, dbsqlc.MarkRunEventsPublishedParams{Ids: ok, Note: note}); err != nil {
 			// Published but not marked: they go out again after the lease (at least once).
 			return fmt.Errorf("mark run events published: %w", err)
 		}
 		res.Published += len(ok)
-		p.logEvents(ctx, details, ok)
+		p.logEvents(bctx, details, ok)
 	}
 	if len(bad) > 0 {
 		res.Failed += len(bad)
@@ -383,7 +430,11 @@ func (p *Publisher) publish(ctx context.Context, evs []*event, res *Result) erro
 		}
 		for i, id := range bad {
 			wait := p.cfg.Backoff(byAttempt[id])
-			err := dbsqlc.New(p.cfg.Pool).RetryRunEvents(ctx, dbsqlc.RetryRunEventsParams{
+			if ctx.Err() != nil {
+				// Our caller ran out of time, EventBridge refused nothing: due again at once.
+				wait = 0
+			}
+			err := dbsqlc.New(p.cfg.Pool).RetryRunEvents(bctx, dbsqlc.RetryRunEventsParams{
 				Ids: []int64{id}, WaitUs: wait.Microseconds(), LastError: truncate(badErr[i]),
 			})
 			if err != nil {

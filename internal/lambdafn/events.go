@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 
@@ -28,6 +29,23 @@ func (d *Deps) Events(metricsOut io.Writer) (*events.Publisher, error) {
 		cfg.Putter = eventbridge.NewFromConfig(d.AWS)
 	}
 	return events.New(cfg)
+}
+
+// promptTimeout bounds the publish the api makes before it answers a schedule, cancel or
+// redrive: a slow or failing EventBridge delays the answer by at most this, and what is left
+// waits in the outbox for the dispatch tick.
+const promptTimeout = 5 * time.Second
+
+// PublishRunEvents publishes the events of a run this invocation changed, within promptTimeout,
+// before it returns (a Lambda is frozen once it has). A failure is logged at Warn and not
+// returned: it must not fail the invocation, whose change is committed with its events, which
+// the dispatch tick publishes later.
+func (d *Deps) PublishRunEvents(ctx context.Context, runID int64) {
+	ctx, cancel := context.WithTimeout(ctx, promptTimeout)
+	defer cancel()
+	if _, err := d.Publisher.PublishRuns(ctx, []int64{runID}); err != nil {
+		d.Logger.Warn("events: run events not published now; the dispatch tick retries them", "run", runID, "err", err)
+	}
 }
 
 // drainEvents adapts a publisher to dispatch.Config.Events.

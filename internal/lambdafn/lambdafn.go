@@ -29,6 +29,7 @@ import (
 	"crawlq/internal/db"
 	"crawlq/internal/dispatch"
 	"crawlq/internal/ecsrun"
+	"crawlq/internal/events"
 	"crawlq/internal/items"
 	"crawlq/internal/maintain"
 	"crawlq/internal/metrics"
@@ -46,8 +47,12 @@ type Deps struct {
 	// Control is a node that is never run: its queue client and crawler serve the api, dispatch
 	// and metrics (scheduling, listing, upkeep) without working any queue.
 	Control *node.Node
-	Getenv  func(string) string
-	Logger  *slog.Logger
+	// Publisher publishes run events, to the bus Events reads from the environment: the api and
+	// worker functions publish the events of the changes they make before they return (see
+	// PublishRunEvents), the dispatch tick what is left.
+	Publisher *events.Publisher
+	Getenv    func(string) string
+	Logger    *slog.Logger
 }
 
 // Setup builds Deps from the environment (see db.FromEnv for the database variables;
@@ -108,7 +113,13 @@ func NewDeps(pool *pgxpool.Pool, awsCfg aws.Config, reg *spider.Registry, getenv
 	if err != nil {
 		return nil, fmt.Errorf("assemble node: %w", err)
 	}
-	return &Deps{Pool: pool, AWS: awsCfg, Spiders: reg, Control: ctl, Getenv: getenv, Logger: logger}, nil
+	d := &Deps{Pool: pool, AWS: awsCfg, Spiders: reg, Control: ctl, Getenv: getenv, Logger: logger}
+	// Monitor metrics go to stdout, which Lambda sends to CloudWatch Logs as EMF.
+	if d.Publisher, err = d.Events(os.Stdout); err != nil {
+		ctl.Pipeline.Close(context.Background())
+		return nil, fmt.Errorf("run events: %w", err)
+	}
+	return d, nil
 }
 
 // Close releases the control node's pipeline and the pool.
@@ -174,6 +185,7 @@ func (d *Deps) APIConfig(invoker dispatch.Invoker) api.Config {
 	if c.TargetARN != "" && c.RoleARN != "" {
 		c.Scheduler = scheduler.NewFromConfig(d.AWS)
 	}
+	c.OnRunChange = d.PublishRunEvents
 	if invoker != nil {
 		fn := d.Names().Dispatch
 		c.Poke = func(ctx context.Context) error {
@@ -215,13 +227,9 @@ func (d *Deps) DispatchConfig(invoker dispatch.Invoker, launcher dispatch.TaskLa
 			return dispatch.Config{}, err
 		}
 	}
-	pub, err := d.Events(os.Stdout)
-	if err != nil {
-		return dispatch.Config{}, err
-	}
 	return dispatch.Config{Queue: d.Control.Queue, Crawler: d.Control.Crawler, Invoker: invoker,
 		WorkerFunction: d.Names().Worker, WorkerMax: wmax, Launcher: launcher, LongMax: lmax, Maintain: mt, Logger: d.Logger,
-		Events: drainEvents(pub)}, nil
+		Events: drainEvents(d.Publisher)}, nil
 }
 
 // Dispatch returns the dispatch handler: the api's poke ({"source":"api"}) runs
@@ -306,8 +314,15 @@ func (d *Deps) Worker(opt WorkerOptions) func(ctx context.Context, ev dispatch.W
 		if opt.ItemsBucket != "" {
 			sink = items.NewS3Sink(s3.NewFromConfig(d.AWS, awsx.S3Options()...), opt.ItemsBucket, "items/")
 		}
+		// The runs this invocation starts and finishes have their events published at once, and
+		// the last ones before it returns, within a quarter of the margin (what the margin leaves
+		// after StopGrace and the pipeline's drain); the dispatch tick publishes the rest.
+		evs, err := events.NewLoop(events.LoopConfig{Publisher: d.Publisher, Timeout: opt.Margin / 4, Logger: d.Logger})
+		if err != nil {
+			return res, fmt.Errorf("assemble worker: %w", err)
+		}
 		n, err := node.New(node.Config{Pool: d.Pool, Spiders: d.Spiders, Queues: []string{ev.Queue}, Worker: wc,
-			Upkeep: -1, Sink: sink, Logger: d.Logger})
+			Upkeep: -1, Sink: sink, Events: evs, Logger: d.Logger})
 		if err != nil {
 			return res, fmt.Errorf("assemble worker: %w", err)
 		}

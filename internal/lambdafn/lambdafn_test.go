@@ -23,7 +23,7 @@ import (
 func deps(t *testing.T) *lambdafn.Deps {
 	t.Helper()
 	pool := dbtest.Pool(t)
-	env := map[string]string{"CRAWLQ_WORKER_FUNCTION": "x-worker"}
+	env := map[string]string{"CRAWLQ_WORKER_FUNCTION": "x-worker", "CRAWLQ_EVENT_BUS": "off"}
 	d, err := lambdafn.NewDeps(pool, aws.Config{Region: "us-east-1"}, nil, func(k string) string { return env[k] }, nil)
 	if err != nil {
 		t.Fatal(err)

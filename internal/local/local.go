@@ -2,7 +2,9 @@
 // Invoke REST API (POST /2015-03-31/functions/{name}/invocations, synchronous or
 // X-Amz-Invocation-Type: Event), so `aws lambda invoke --endpoint-url http://127.0.0.1:3001`
 // works as against AWS; a dispatch tick on a timer, as EventBridge's minute schedule would;
-// and the long-crawl tier as in-process runners in place of ECS tasks. Beside it, on a port of its
+// and the long-crawl tier as in-process runners in place of ECS tasks. Run events are published
+// as in AWS: by the api and worker functions and the runner for the changes they make, at once,
+// and by the dispatch tick for the rest. Beside it, on a port of its
 // own, the Scrapyd-compatible HTTP API (ServeScrapyd).
 package local
 
@@ -28,6 +30,7 @@ import (
 
 	"crawlq/internal/api"
 	"crawlq/internal/dispatch"
+	"crawlq/internal/events"
 	"crawlq/internal/lambdafn"
 	"crawlq/internal/runner"
 	"crawlq/internal/scrapyd"
@@ -144,8 +147,14 @@ func New(cfg Config) (*Stack, error) {
 		return nil, errors.New("local: Runners must not be negative")
 	}
 	if cfg.Runners > 0 {
+		// The runner publishes the events of the runs it starts and finishes at once (the
+		// api and worker functions do the same for theirs); the dispatch tick publishes the rest.
+		evs, err := events.NewLoop(events.LoopConfig{Publisher: d.Publisher, Logger: s.log})
+		if err != nil {
+			return nil, err
+		}
 		r, err := runner.New(runner.Config{Pool: d.Pool, Queue: cfg.LongQueue, Concurrency: cfg.Runners, Upkeep: -1,
-			StopGrace: 10 * time.Second, Logger: s.log})
+			StopGrace: 10 * time.Second, Events: evs, Logger: s.log})
 		if err != nil {
 			return nil, err
 		}

@@ -1,5 +1,6 @@
 // Package node assembles one crawlq worker process: the queue client, the spider registry, the
-// item pipeline and its sink, the crawler, a set of queue workers and the upkeep loop. The CLI's
+// item pipeline and its sink, the crawler, a set of queue workers, the upkeep loop and, when
+// given one, the loop that publishes run events as this process changes runs. The CLI's
 // worker and demo, the Lambda worker and the ECS runner all start workers through it, so they
 // behave the same.
 package node
@@ -14,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"crawlq/internal/crawl"
+	"crawlq/internal/events"
 	"crawlq/internal/fetch"
 	"crawlq/internal/items"
 	"crawlq/internal/maintain"
@@ -60,7 +62,11 @@ type Config struct {
 	Queue queue.Config
 	// OnFinish is called when this node finishes a run.
 	OnFinish func(runID int64, state string)
-	Logger   *slog.Logger
+	// Events, when set, publishes run events: Run starts it and stops it as it returns (its last
+	// publish included), and each run this node starts or finishes pokes it, so the run's events
+	// go out at once instead of at the next tick. Default none.
+	Events *events.Loop
+	Logger *slog.Logger
 }
 
 // Node is an assembled worker process.
@@ -154,7 +160,7 @@ func New(cfg Config) (*Node, error) {
 		countItems = c.CountRun // a run's items stat is what its sink holds
 	}
 	cr, err := crawl.New(crawl.Config{Pool: cfg.Pool, Queue: qc, Spiders: reg, Pipeline: pl, TxSink: txSink, Fetch: cfg.Fetch,
-		OnFinish: cfg.OnFinish, OnEnqueue: n.poke, Reserve: n.reserve, ItemTimeout: cfg.ItemTimeout, Logger: cfg.Logger,
+		OnFinish: n.finished, OnStart: n.started, OnEnqueue: n.poke, Reserve: n.reserve, ItemTimeout: cfg.ItemTimeout, Logger: cfg.Logger,
 		CountItems: countItems})
 	if err != nil {
 		return nil, err
@@ -201,6 +207,11 @@ func (n *Node) Run(ctx context.Context) error {
 		n.Maintainer.Start(ctx)
 		defer n.Maintainer.Stop()
 	}
+	if ev := n.cfg.Events; ev != nil {
+		ev.Start(ctx)
+		// After the workers and the pipeline: the runs finished last are published too.
+		defer ev.Stop()
+	}
 	upkeepDone := make(chan struct{})
 	go func() {
 		defer close(upkeepDone)
@@ -214,6 +225,23 @@ func (n *Node) Run(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	return n.Pipeline.Close(cctx)
+}
+
+// started and finished announce this node's run state changes to the events loop (and
+// finished to Config.OnFinish).
+func (n *Node) started(runID int64) {
+	if n.cfg.Events != nil {
+		n.cfg.Events.Poke(runID)
+	}
+}
+
+func (n *Node) finished(runID int64, state string) {
+	if n.cfg.Events != nil {
+		n.cfg.Events.Poke(runID)
+	}
+	if n.cfg.OnFinish != nil {
+		n.cfg.OnFinish(runID, state)
+	}
 }
 
 // poke wakes this node's idle workers of queue q.

@@ -27,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"crawlq/internal/command"
+	"crawlq/internal/events"
 	"crawlq/internal/items"
 	"crawlq/internal/maintain"
 	"crawlq/internal/node"
@@ -81,6 +82,10 @@ type Config struct {
 	// Maintain, when set, runs maintenance passes (internal/maintain) while the runner runs; with
 	// a dispatcher doing the same, the lease lets one pass run at a time. Default none.
 	Maintain *maintain.Config
+	// Events, when set, publishes run events while the runner runs: at once for each run it
+	// starts or finishes, and by the loop's own interval for the rest (see node.Config.Events).
+	// Default none (the dispatcher's tick publishes them).
+	Events *events.Loop
 	// SpiderDir holds extra spider specs. Default none (the embedded specs only).
 	SpiderDir string
 	// Spiders, when set, replaces the embedded specs and SpiderDir (tests, embedding).
@@ -170,7 +175,7 @@ func New(cfg Config) (*Runner, error) {
 		return nil, err
 	}
 	n, err := node.New(node.Config{Pool: cfg.Pool, Spiders: cfg.Spiders, SpiderDir: cfg.SpiderDir, Queues: []string{cfg.Queue},
-		Upkeep: -1, Maintain: cfg.Maintain, Sink: cfg.Sink, Pipeline: cfg.Pipeline, Logger: cfg.Logger})
+		Upkeep: -1, Maintain: cfg.Maintain, Sink: cfg.Sink, Pipeline: cfg.Pipeline, Events: cfg.Events, Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("assemble runner: %w", err)
 	}
@@ -227,6 +232,10 @@ func (r *Runner) Run(ctx context.Context) (Reason, error) {
 	if m := r.node.Maintainer; m != nil {
 		m.Start(bg)
 		defer m.Stop()
+	}
+	if ev := r.cfg.Events; ev != nil {
+		ev.Start(bg)
+		defer ev.Stop() // last, after the pipeline: the runs finished last are published too
 	}
 	if r.cfg.MaxMemory > 0 {
 		wg.Add(1)

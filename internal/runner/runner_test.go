@@ -13,13 +13,18 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"crawlq/internal/crawl"
 	"crawlq/internal/dbtest"
+	"crawlq/internal/demosite"
+	"crawlq/internal/events"
 	"crawlq/internal/queue"
 	"crawlq/internal/runner"
+	"crawlq/internal/spider"
 )
 
 // The runner tests run real runner processes: this test binary re-executed with
@@ -332,5 +337,81 @@ func TestConfigValidation(t *testing.T) {
 		if _, err := runner.New(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want an error naming %s", c.cfg, err, c.want)
 		}
+	}
+}
+
+// longSpec is a spider the runner works: runtime ecs puts its runs on the long queue.
+const longSpec = `
+name: long
+start_urls: ["http://127.0.0.1:8088/"]
+allowed_domains: ["127.0.0.1"]
+follow: [{css: a}]
+items:
+  - match: '/catalogue/item-\d+\.html$'
+    css: div.product
+    key: sku
+    fields:
+      sku: {css: span.sku, required: true}
+runtime: ecs
+concurrency: 4
+`
+
+// A runner with an events loop and no tick at all (no upkeep, no interval) publishes the events
+// of the run it works as the run starts and finishes. Publishing is off here: the events are
+// marked done with a note, which only a publish does.
+func TestRunnerPublishesRunEvents(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	reg := spider.NewRegistry()
+	if err := reg.LoadFS(fstest.MapFS{"long.yaml": {Data: []byte(longSpec)}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addr, err := demosite.New(demosite.Config{Items: 10, SlowDelay: time.Millisecond}).Serve(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := events.New(events.Config{Pool: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop, err := events.NewLoop(events.LoopConfig{Publisher: pub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := runner.New(runner.Config{Pool: pool, Spiders: reg, Concurrency: 4, Upkeep: -1, Events: loop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := r.Run(ctx); done <- err }()
+	s, err := r.Node().Crawler.Schedule(ctx, crawl.ScheduleParams{Spider: "long", Args: map[string]string{"base_url": "http://" + addr.String()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		evs, err := events.RunEvents(ctx, pool, s.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		published := 0
+		for _, e := range evs {
+			if e.PublishedAt != nil {
+				published++
+			}
+		}
+		if len(evs) == 3 && published == 3 && evs[2].State == "succeeded" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %d events %+v: not all published within 60s", s.RunID, evs)
+		}
+		time.Sleep(25 * time.Millisecond) // paces a poll of the events
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
