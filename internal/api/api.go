@@ -47,8 +47,8 @@ type Config struct {
 	Poke func(ctx context.Context) error
 	// OnRunChange, when set, is called with the run before answering a schedule, cancel or
 	// redrive that changed it, so the run's events are published before the invocation returns
-	// (lambdafn publishes them in it). It cannot fail the request: the events are in the outbox
-	// already. Default none.
+	// (lambdafn publishes them in it); a schedule that poked dispatch leaves them to the poke. It
+	// cannot fail the request: the events are in the outbox already. Default none.
 	OnRunChange func(ctx context.Context, runID int64)
 	// WorkerHorizon is how recently a worker must have heartbeated to count as running in
 	// daemonstatus. Default 2m.
@@ -313,12 +313,18 @@ func (a *API) schedule(ctx context.Context, r *Request) (Response, error) {
 			return nil, err
 		}
 	}
+	// The poke's dispatch invocation publishes the run's events (Dispatcher.Poke), so the answer
+	// does not wait for EventBridge: publishing in the request made a burst of 200 schedules
+	// answer at p50 1.5 s instead of 1.0 s. Without a poke, or when it fails, the api publishes.
+	poked := false
 	if a.cfg.Poke != nil {
 		if err := a.cfg.Poke(ctx); err != nil {
 			a.log.Warn("api: poke dispatch", "err", err)
+		} else {
+			poked = true
 		}
 	}
-	if !s.Duplicate {
+	if !s.Duplicate && !poked {
 		a.runChanged(ctx, s.RunID)
 	}
 	jobid := strconv.FormatInt(s.RunID, 10)

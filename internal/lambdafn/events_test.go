@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -294,3 +295,58 @@ type syncBuf struct {
 
 func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
 func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// pokeRecorder is the api's Lambda client: it keeps the dispatch pokes instead of sending them.
+type pokeRecorder struct {
+	mu    sync.Mutex
+	pokes [][]byte
+}
+
+func (p *pokeRecorder) Invoke(_ context.Context, in *lambda.InvokeInput, _ ...func(*lambda.Options)) (*lambda.InvokeOutput, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pokes = append(p.pokes, in.Payload)
+	return &lambda.InvokeOutput{StatusCode: 202}, nil
+}
+
+// A schedule that pokes dispatch answers without publishing: the poke's dispatch invocation
+// publishes the run's event, and without a worker to start it still only fans out and publishes.
+func TestSchedulePokeLeavesEventsToDispatch(t *testing.T) {
+	awstest.Moto(t)
+	cfg, sq, q := eventQueue(t, "default")
+	pool := dbtest.Pool(t)
+	d, err := lambdafn.NewDeps(pool, cfg, nil, func(string) string { return "" }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Control.Pipeline.Close(context.Background()) })
+	rec := &pokeRecorder{}
+	a, err := api.New(d.APIConfig(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := callAPI(t, lambdafn.API(a), `{"action":"schedule","spider":"demo","args":{"base_url":"http://127.0.0.1:1"},"delay_seconds":3600}`)
+	if p := published(t, pool, r.RunID); len(p) != 1 || p[0] {
+		t.Fatalf("run %d events published %v when schedule answered; want one, left to the poke", r.RunID, p)
+	}
+	rec.mu.Lock()
+	pokes := rec.pokes
+	rec.mu.Unlock()
+	if len(pokes) != 1 {
+		t.Fatalf("%d pokes, want 1", len(pokes))
+	}
+	dc, err := d.DispatchConfig(rec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc.Lookahead = -1
+	dp, err := dispatch.New(dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := lambdafn.Dispatch(dp)(context.Background(), pokes[0])
+	if err != nil || res.Events != 1 {
+		t.Fatalf("poke: %+v %v; want the run's event published", res, err)
+	}
+	receiveStates(t, sq, q, r.RunID, "pending")
+}
