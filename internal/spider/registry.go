@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 )
 
 // Registry maps names to spiders: in-process ones (declarative and Go) and command ones.
@@ -35,6 +37,7 @@ type Registry struct {
 	log      *slog.Logger
 	cached   map[cacheKey]*resolved // guarded by mu
 	compiled map[[32]byte]*built    // by the SHA-256 of a stored spec; guarded by mu
+	flight   singleflight.Group     // loads from src, one per name and version at a time
 
 	// failing counts the source's failed calls since it last answered: the first one of a streak
 	// is logged, and the next answer says the source is back.
@@ -177,6 +180,19 @@ func (r *Registry) resolve(name, version string) (*resolved, error) {
 	if c != nil && time.Since(c.at) < ttl {
 		return c, nil
 	}
+	// One load per name and version at a time: when the cache expires under a burst (200
+	// schedules of one spider at once), the others wait for its answer instead of each querying
+	// the store and compiling the spec again.
+	v, err, _ := r.flight.Do(name+"\x00"+version, func() (any, error) { return r.load(src, key, c) })
+	if err != nil {
+		return nil, err
+	}
+	return v.(*resolved), nil
+}
+
+// load asks the source for key and caches its answer; c is the stale answer, if any.
+func (r *Registry) load(src Source, key cacheKey, c *resolved) (*resolved, error) {
+	name, version := key.name, key.version
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	st, err := src.Resolve(ctx, name, version)
