@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"crawlq/internal/logtest"
 	"crawlq/internal/spider"
 )
 
@@ -228,47 +229,10 @@ func mustSpec(t *testing.T, yaml string) *spider.Spec {
 	return spec
 }
 
-// logRecords is a slog.Handler that keeps what is logged.
-type logRecords struct {
-	mu  sync.Mutex
-	got []slog.Record
-}
-
-func (h *logRecords) Enabled(context.Context, slog.Level) bool { return true }
-func (h *logRecords) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.got = append(h.got, r.Clone())
-	return nil
-}
-func (h *logRecords) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *logRecords) WithGroup(string) slog.Handler      { return h }
-
-// at returns the messages logged at level, with their err attribute.
-func (h *logRecords) at(level slog.Level) []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []string
-	for _, r := range h.got {
-		if r.Level != level {
-			continue
-		}
-		line := r.Message
-		r.Attrs(func(a slog.Attr) bool {
-			if a.Key == "err" {
-				line += " err=" + a.Value.String()
-			}
-			return true
-		})
-		out = append(out, line)
-	}
-	return out
-}
-
 // A failing source is logged once per outage, not per call, with its error; its end too.
 func TestRegistrySourceOutageLoggedOnce(t *testing.T) {
 	t.Parallel()
-	logs := &logRecords{}
+	logs := &logtest.Records{}
 	src := &memSource{specs: map[string][]spider.Stored{"shop": {{Name: "shop", Version: "1", Spec: []byte("name: shop\nstart_urls: [http://127.0.0.1:9/]\n")}}}}
 	reg := spider.NewRegistry()
 	reg.SetSource(spider.SourceConfig{Source: src, TTL: time.Nanosecond, Logger: slog.New(logs)})
@@ -289,7 +253,7 @@ func TestRegistrySourceOutageLoggedOnce(t *testing.T) {
 				t.Fatalf("names while the source is down: %v", names)
 			}
 		}
-		warns := logs.at(slog.LevelWarn)
+		warns := logs.At(slog.LevelWarn)
 		if len(warns) != outage || !strings.Contains(warns[outage-1], "spider store unreachable") || !strings.Contains(warns[outage-1], "connection refused") {
 			t.Fatalf("outage %d: warnings %q, want one per outage naming the error", outage, warns)
 		}
@@ -297,7 +261,7 @@ func TestRegistrySourceOutageLoggedOnce(t *testing.T) {
 		if names := reg.Names(); len(names) != 1 {
 			t.Fatalf("names once the source answers: %v", names)
 		}
-		if infos := logs.at(slog.LevelInfo); len(infos) != outage || !strings.Contains(infos[outage-1], "answers again") {
+		if infos := logs.At(slog.LevelInfo); len(infos) != outage || !strings.Contains(infos[outage-1], "answers again") {
 			t.Fatalf("outage %d: info lines %q, want one saying the store is back", outage, infos)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"crawlq/internal/dbtest"
+	"crawlq/internal/logtest"
 	"crawlq/internal/spider"
 	"crawlq/internal/spiderstore"
 )
@@ -82,42 +83,6 @@ func (f *flakyDB) down() {
 	f.conns = nil
 }
 
-// logRecords is a slog.Handler that keeps what is logged.
-type logRecords struct {
-	mu  sync.Mutex
-	got []slog.Record
-}
-
-func (h *logRecords) Enabled(context.Context, slog.Level) bool { return true }
-func (h *logRecords) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.got = append(h.got, r.Clone())
-	return nil
-}
-func (h *logRecords) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *logRecords) WithGroup(string) slog.Handler      { return h }
-
-// at returns the lines logged at level: the message, then its err attribute.
-func (h *logRecords) at(level slog.Level) []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []string
-	for _, r := range h.got {
-		if r.Level == level {
-			line := r.Message
-			r.Attrs(func(a slog.Attr) bool {
-				if a.Key == "err" {
-					line += " err=" + a.Value.String()
-				}
-				return true
-			})
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
 // While the spider store's database is unreachable, a registry answers from what it resolved
 // before and from its in-process spiders, and says so once per outage, with the error: listing
 // names leaves the stored spiders out, but not silently.
@@ -151,7 +116,7 @@ func TestRegistryWhileTheStoreIsDown(t *testing.T) {
 	if err := reg.LoadFS(fstest.MapFS{"local.yaml": {Data: []byte("name: local\nstart_urls: [http://127.0.0.1:9/]\n")}}); err != nil {
 		t.Fatal(err)
 	}
-	logs := &logRecords{}
+	logs := &logtest.Records{}
 	// A TTL of 1ns: every call below asks the store.
 	reg.SetSource(spider.SourceConfig{Source: store, TTL: time.Nanosecond, Logger: slog.New(logs)})
 	if res, err := reg.Resolve("pushed", "1"); err != nil || res.Version != "1" {
@@ -183,7 +148,7 @@ func TestRegistryWhileTheStoreIsDown(t *testing.T) {
 				t.Fatalf("outage %d: names %v, want the in-process ones", outage, names)
 			}
 		}
-		warns := logs.at(slog.LevelWarn)
+		warns := logs.At(slog.LevelWarn)
 		if len(warns) != outage {
 			t.Fatalf("outage %d: %d warnings, want one per outage: %q", outage, len(warns), warns)
 		}
@@ -194,11 +159,11 @@ func TestRegistryWhileTheStoreIsDown(t *testing.T) {
 		if names := reg.Names(); !slices.Equal(names, []string{"local", "pushed"}) {
 			t.Fatalf("after outage %d: names %v", outage, names)
 		}
-		if infos := logs.at(slog.LevelInfo); len(infos) != outage || !strings.Contains(infos[outage-1], "spider store answers again") {
+		if infos := logs.At(slog.LevelInfo); len(infos) != outage || !strings.Contains(infos[outage-1], "spider store answers again") {
 			t.Fatalf("after outage %d: info lines %q", outage, infos)
 		}
 	}
-	t.Logf("the warning: %s", logs.at(slog.LevelWarn)[0])
+	t.Logf("the warning: %s", logs.At(slog.LevelWarn)[0])
 }
 
 // A store whose database was never reachable (a pool on a closed port): the registry answers with
@@ -224,7 +189,7 @@ func TestRegistryWithAStoreNeverReachable(t *testing.T) {
 	if err := reg.LoadFS(fstest.MapFS{"local.yaml": {Data: []byte("name: local\nstart_urls: [http://127.0.0.1:9/]\n")}}); err != nil {
 		t.Fatal(err)
 	}
-	logs := &logRecords{}
+	logs := &logtest.Records{}
 	reg.SetSource(spider.SourceConfig{Source: store, Logger: slog.New(logs)})
 	for range 3 {
 		if res, err := reg.Resolve("local", ""); err != nil || res.Spider == nil {
@@ -237,7 +202,7 @@ func TestRegistryWithAStoreNeverReachable(t *testing.T) {
 			t.Fatalf("names %v", names)
 		}
 	}
-	if warns := logs.at(slog.LevelWarn); len(warns) != 1 || !strings.Contains(warns[0], "connection refused") {
+	if warns := logs.At(slog.LevelWarn); len(warns) != 1 || !strings.Contains(warns[0], "connection refused") {
 		t.Fatalf("warnings %q, want one naming the refused connection", warns)
 	}
 }
