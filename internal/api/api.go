@@ -41,10 +41,11 @@ type Config struct {
 	TargetARN string
 	// RoleARN is the role EventBridge Scheduler assumes to invoke the target. Required with Scheduler.
 	RoleARN string
-	// Poke, when set, is called after a run is scheduled so dispatch starts it before its next
-	// tick (an async invoke of the dispatch function). Its error is logged, not returned: the
-	// run is stored and the next tick starts it anyway. Default none.
-	Poke func(ctx context.Context) error
+	// Poke, when set, is called with a run just scheduled (or redriven) so dispatch starts it
+	// before its next tick and publishes its events (an async invoke of the dispatch function).
+	// Its error is logged, not returned: the run is stored and the next tick starts it anyway.
+	// Default none.
+	Poke func(ctx context.Context, runID int64) error
 	// OnRunChange, when set, is called with the run before answering a schedule, cancel or
 	// redrive that changed it, so the run's events are published before the invocation returns
 	// (lambdafn publishes them in it); a schedule that poked dispatch leaves them to the poke. It
@@ -318,7 +319,7 @@ func (a *API) schedule(ctx context.Context, r *Request) (Response, error) {
 	// answer at p50 1.5 s instead of 1.0 s. Without a poke, or when it fails, the api publishes.
 	poked := false
 	if a.cfg.Poke != nil {
-		if err := a.cfg.Poke(ctx); err != nil {
+		if err := a.cfg.Poke(ctx, s.RunID); err != nil {
 			a.log.Warn("api: poke dispatch", "err", err)
 		} else {
 			poked = true
@@ -401,7 +402,7 @@ func (a *API) redrive(ctx context.Context, r *Request) (Response, error) {
 		return nil, err
 	}
 	if a.cfg.Poke != nil {
-		if err := a.cfg.Poke(ctx); err != nil {
+		if err := a.cfg.Poke(ctx, r.Job); err != nil {
 			a.log.Warn("api: poke dispatch", "err", err)
 		}
 	}

@@ -136,7 +136,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 func TestScheduleStatusListCancel(t *testing.T) {
 	t.Parallel()
 	pokes := 0
-	f := newFixture(t, func(c *api.Config) { c.Poke = func(context.Context) error { pokes++; return nil } })
+	f := newFixture(t, func(c *api.Config) { c.Poke = func(context.Context, int64) error { pokes++; return nil } })
 	spiders := f.ok(t, `{"action":"listspiders"}`)["spiders"].([]any)
 	if fmt.Sprint(spiders) == "[]" || !strings.Contains(fmt.Sprint(spiders), "demo") {
 		t.Fatalf("listspiders: %v", spiders)

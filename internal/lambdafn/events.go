@@ -48,6 +48,14 @@ func (d *Deps) PublishRunEvents(ctx context.Context, runID int64) {
 	}
 }
 
+// publishRuns adapts a publisher to dispatch.Config.PublishRuns.
+func publishRuns(p *events.Publisher) func(ctx context.Context, runIDs []int64) (int, error) {
+	return func(ctx context.Context, runIDs []int64) (int, error) {
+		r, err := p.PublishRuns(ctx, runIDs)
+		return r.Published, err
+	}
+}
+
 // drainEvents adapts a publisher to dispatch.Config.Events.
 func drainEvents(p *events.Publisher) func(ctx context.Context) (int, error) {
 	return func(ctx context.Context) (int, error) {

@@ -188,9 +188,13 @@ func (d *Deps) APIConfig(invoker dispatch.Invoker) api.Config {
 	c.OnRunChange = d.PublishRunEvents
 	if invoker != nil {
 		fn := d.Names().Dispatch
-		c.Poke = func(ctx context.Context) error {
-			_, err := invoker.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(fn),
-				InvocationType: lambdatypes.InvocationTypeEvent, Payload: []byte(`{"source":"` + dispatch.PokeSource + `"}`)})
+		c.Poke = func(ctx context.Context, runID int64) error {
+			payload, err := json.Marshal(dispatchEvent{Source: dispatch.PokeSource, Runs: []int64{runID}})
+			if err != nil {
+				return err
+			}
+			_, err = invoker.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(fn),
+				InvocationType: lambdatypes.InvocationTypeEvent, Payload: payload})
 			return err
 		}
 	}
@@ -229,19 +233,23 @@ func (d *Deps) DispatchConfig(invoker dispatch.Invoker, launcher dispatch.TaskLa
 	}
 	return dispatch.Config{Queue: d.Control.Queue, Crawler: d.Control.Crawler, Invoker: invoker,
 		WorkerFunction: d.Names().Worker, WorkerMax: wmax, Launcher: launcher, LongMax: lmax, Maintain: mt, Logger: d.Logger,
-		Events: drainEvents(d.Publisher)}, nil
+		Events: drainEvents(d.Publisher), PublishRuns: publishRuns(d.Publisher)}, nil
 }
 
-// Dispatch returns the dispatch handler: the api's poke ({"source":"api"}) runs
-// Dispatcher.Poke, anything else (the minute schedule's {"source":"schedule"}, a deploy's
-// {"source":"deploy"}, a payload that is not JSON) a full tick.
+// dispatchEvent is the dispatch function's payload: the minute schedule's {"source":"schedule"},
+// a deploy's {"source":"deploy"}, or the api's poke, which names the runs it changed.
+type dispatchEvent struct {
+	Source string  `json:"source"`
+	Runs   []int64 `json:"runs,omitempty"`
+}
+
+// Dispatch returns the dispatch handler: the api's poke runs Dispatcher.Poke for its runs,
+// anything else (a payload that is not JSON too) a full tick.
 func Dispatch(dp *dispatch.Dispatcher) func(ctx context.Context, payload json.RawMessage) (dispatch.Result, error) {
 	return func(ctx context.Context, payload json.RawMessage) (dispatch.Result, error) {
-		var ev struct {
-			Source string `json:"source"`
-		}
+		var ev dispatchEvent
 		if json.Unmarshal(payload, &ev) == nil && ev.Source == dispatch.PokeSource {
-			return dp.Poke(ctx)
+			return dp.Poke(ctx, ev.Runs)
 		}
 		return dp.Tick(ctx)
 	}
