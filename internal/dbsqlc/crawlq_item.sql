@@ -8,15 +8,12 @@
 -- Writes one batch in one round trip: the batch travels as five parallel arrays, unnest zips
 -- them back into rows, and ON CONFLICT DO NOTHING makes a re-sent item (a retried page, or a
 -- retried sink write whose reply was lost) a no-op. The first write of a key wins; a duplicate
--- key inside one batch is also just skipped. Data is sent as text and cast here, so the driver
+-- key inside one batch is also just skipped. Data is sent as text and cast there, so the driver
 -- needs no jsonb array codec and Postgres validates each document once. Index: the primary key
--- (the conflict target).
-INSERT INTO crawlq_item (run_id, key, spider, url, data)
-SELECT u.run_id, u.key, u.spider, u.url, u.data::jsonb
-FROM (SELECT unnest(sqlc.arg(run_ids)::bigint[]) AS run_id, unnest(sqlc.arg(keys)::text[]) AS key,
-             unnest(sqlc.arg(spiders)::text[]) AS spider, unnest(sqlc.arg(urls)::text[]) AS url,
-             unnest(sqlc.arg(data)::text[]) AS data) u
-ON CONFLICT (run_id, key) DO NOTHING;
+-- (the conflict target). The INSERT is in the PL/pgSQL function crawlq_insert_items (migration
+-- 0010: every batch of pages runs it, and a function's plan is made once per session).
+SELECT crawlq_insert_items(sqlc.arg(run_ids)::bigint[], sqlc.arg(keys)::text[], sqlc.arg(spiders)::text[],
+                           sqlc.arg(urls)::text[], sqlc.arg(data)::text[]);
 
 -- name: CountRunItems :one
 -- Counts one run's items. Index: the primary key, a range scan.

@@ -23,12 +23,8 @@ func (q *Queries) CountRunItems(ctx context.Context, runID int64) (int64, error)
 
 const InsertItems = `-- name: InsertItems :exec
 
-INSERT INTO crawlq_item (run_id, key, spider, url, data)
-SELECT u.run_id, u.key, u.spider, u.url, u.data::jsonb
-FROM (SELECT unnest($1::bigint[]) AS run_id, unnest($2::text[]) AS key,
-             unnest($3::text[]) AS spider, unnest($4::text[]) AS url,
-             unnest($5::text[]) AS data) u
-ON CONFLICT (run_id, key) DO NOTHING
+SELECT crawlq_insert_items($1::bigint[], $2::text[], $3::text[],
+                           $4::text[], $5::text[])
 `
 
 type InsertItemsParams struct {
@@ -47,9 +43,10 @@ type InsertItemsParams struct {
 // Writes one batch in one round trip: the batch travels as five parallel arrays, unnest zips
 // them back into rows, and ON CONFLICT DO NOTHING makes a re-sent item (a retried page, or a
 // retried sink write whose reply was lost) a no-op. The first write of a key wins; a duplicate
-// key inside one batch is also just skipped. Data is sent as text and cast here, so the driver
+// key inside one batch is also just skipped. Data is sent as text and cast there, so the driver
 // needs no jsonb array codec and Postgres validates each document once. Index: the primary key
-// (the conflict target).
+// (the conflict target). The INSERT is in the PL/pgSQL function crawlq_insert_items (migration
+// 0010: every batch of pages runs it, and a function's plan is made once per session).
 func (q *Queries) InsertItems(ctx context.Context, arg InsertItemsParams) error {
 	_, err := q.db.Exec(ctx, InsertItems,
 		arg.RunIds,

@@ -117,35 +117,13 @@ JOIN (SELECT o, row_number() OVER (ORDER BY o) AS n FROM pick) p USING (n);
 -- Inserts jobs that start out running, leased to @worker with @lease_token for @lease_ms
 -- milliseconds: work a process found for itself and hands to its own idle handlers, skipping the
 -- claim (queue.Reservation). They count as running from the start. Jobs whose once key (@hashes)
--- was used before are skipped (index: crawlq_job_once's primary key).
-WITH src AS (
-    SELECT unnest(sqlc.arg(queues)::text[]) AS q, unnest(sqlc.arg(kinds)::text[]) AS k,
-           unnest(sqlc.arg(priorities)::smallint[]) AS p, unnest(sqlc.arg(max_attempts)::int[]) AS m,
-           unnest(sqlc.arg(parent_ids)::bigint[]) AS par, unnest(sqlc.arg(args)::text[]) AS a,
-           unnest(sqlc.arg(hashes)::uuid[]) AS h, generate_series(1, cardinality(sqlc.arg(queues)::text[])) AS o
-), once AS (
-    INSERT INTO crawlq_job_once (parent_id, h)
-    SELECT par, h FROM src WHERE h IS NOT NULL
-    ON CONFLICT DO NOTHING
-    RETURNING parent_id, h
-), ins AS (
-INSERT INTO crawlq_job (queue, kind, state, priority, run_at, max_attempts, parent_id, args,
-                        attempt, lease_until, lease_token, worker, started_at)
-SELECT q, k, 'running', p, coalesce(sqlc.narg(now)::timestamptz, now()), m, NULLIF(par, 0), a::jsonb,
-       1, coalesce(sqlc.narg(now)::timestamptz, now()) + sqlc.arg(lease_ms)::bigint * interval '1 millisecond',
-       sqlc.arg(lease_token)::bigint, sqlc.arg(worker)::text, coalesce(sqlc.narg(now)::timestamptz, now())
-FROM src
-WHERE src.h IS NULL OR EXISTS (SELECT 1 FROM once WHERE once.parent_id = src.par AND once.h = src.h)
-ORDER BY o
-RETURNING id, queue, kind, state, priority, run_at, attempt, max_attempts, lease_until, lease_token, worker, unique_key,
-          parent_id, cancel_requested, args, errors, created_at, started_at, finished_at, prev_state
-), cnt AS (
-    INSERT INTO crawlq_job_count_delta (queue, state, n)
-    SELECT queue, state, count(*) FROM ins GROUP BY queue, state
-)
-SELECT id, queue, kind, state, priority, run_at, attempt, max_attempts, lease_until, lease_token, worker, unique_key,
-       parent_id, cancel_requested, args, errors, created_at, started_at, finished_at, prev_state
-FROM ins;
+-- was used before are skipped (index: crawlq_job_once's primary key). The statement is InsertJobsOnce's
+-- with the lease set, in the PL/pgSQL function crawlq_insert_held_jobs (migration 0010: each page's
+-- links run it, and a function's plan is made once per session, not on every call).
+SELECT * FROM crawlq_insert_held_jobs(
+    sqlc.arg(queues)::text[], sqlc.arg(kinds)::text[], sqlc.arg(priorities)::smallint[], sqlc.arg(max_attempts)::int[],
+    sqlc.arg(parent_ids)::bigint[], sqlc.arg(args)::text[], sqlc.arg(hashes)::uuid[],
+    sqlc.arg(lease_ms)::bigint, sqlc.arg(lease_token)::bigint, sqlc.arg(worker)::text, sqlc.narg(now)::timestamptz);
 
 -- name: NextJobIDs :many
 -- Draws ids for the COPY path from the identity sequence of crawlq_job.id (COPY returns no ids; the
@@ -246,28 +224,10 @@ SELECT done.id, done.token FROM done;
 -- name: CompleteJobsOrAbort :exec
 -- CompleteJobs for a transaction that must not commit without every completion (queue.Tx): when a
 -- lease was lost it calls crawlq_lease_lost, which raises SQLSTATE CQ001 naming the lost ids and
--- so aborts the transaction.
-WITH held AS (
-    SELECT j.id FROM crawlq_job j
-    JOIN (SELECT unnest(sqlc.arg(ids)::bigint[]) AS id, unnest(sqlc.arg(tokens)::bigint[]) AS token) l
-      ON j.id = l.id AND j.lease_token = l.token
-    WHERE j.state = 'running'
-    ORDER BY j.id
-    FOR UPDATE OF j
-), done AS (
-    UPDATE crawlq_job j
-    SET state = 'succeeded', finished_at = coalesce(sqlc.narg(now)::timestamptz, now()), lease_until = NULL, lease_token = NULL
-    WHERE j.id = ANY (ARRAY(SELECT id FROM held))
-    RETURNING j.id, j.queue
-), cnt AS (
-    INSERT INTO crawlq_job_count_delta (queue, state, n)
-    SELECT queue, 'succeeded'::crawlq_job_state, count(*) FROM done GROUP BY queue
-    UNION ALL
-    SELECT queue, 'running'::crawlq_job_state, -count(*) FROM done GROUP BY queue
-)
-SELECT crawlq_lease_lost(array_agg(l.id)) FROM unnest(sqlc.arg(ids)::bigint[]) AS l(id)
-WHERE l.id NOT IN (SELECT id FROM done)
-HAVING count(*) > 0;
+-- so aborts the transaction. The statement is CompleteJobs' without its answer, in the PL/pgSQL
+-- function crawlq_complete_jobs_or_abort (migration 0010: every page runs it, and a function's
+-- plan is made once per session, not on every call). Index: the primary key, rows locked in id order.
+SELECT crawlq_complete_jobs_or_abort(sqlc.arg(ids)::bigint[], sqlc.arg(tokens)::bigint[], sqlc.narg(now)::timestamptz);
 
 -- name: FailJob :one
 -- Records a failed attempt of a held job. @retry_us is the retry delay in microseconds, chosen by

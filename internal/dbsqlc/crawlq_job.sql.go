@@ -295,27 +295,7 @@ func (q *Queries) CompleteJobs(ctx context.Context, arg CompleteJobsParams) ([]C
 }
 
 const CompleteJobsOrAbort = `-- name: CompleteJobsOrAbort :exec
-WITH held AS (
-    SELECT j.id FROM crawlq_job j
-    JOIN (SELECT unnest($1::bigint[]) AS id, unnest($2::bigint[]) AS token) l
-      ON j.id = l.id AND j.lease_token = l.token
-    WHERE j.state = 'running'
-    ORDER BY j.id
-    FOR UPDATE OF j
-), done AS (
-    UPDATE crawlq_job j
-    SET state = 'succeeded', finished_at = coalesce($3::timestamptz, now()), lease_until = NULL, lease_token = NULL
-    WHERE j.id = ANY (ARRAY(SELECT id FROM held))
-    RETURNING j.id, j.queue
-), cnt AS (
-    INSERT INTO crawlq_job_count_delta (queue, state, n)
-    SELECT queue, 'succeeded'::crawlq_job_state, count(*) FROM done GROUP BY queue
-    UNION ALL
-    SELECT queue, 'running'::crawlq_job_state, -count(*) FROM done GROUP BY queue
-)
-SELECT crawlq_lease_lost(array_agg(l.id)) FROM unnest($1::bigint[]) AS l(id)
-WHERE l.id NOT IN (SELECT id FROM done)
-HAVING count(*) > 0
+SELECT crawlq_complete_jobs_or_abort($1::bigint[], $2::bigint[], $3::timestamptz)
 `
 
 type CompleteJobsOrAbortParams struct {
@@ -326,7 +306,9 @@ type CompleteJobsOrAbortParams struct {
 
 // CompleteJobs for a transaction that must not commit without every completion (queue.Tx): when a
 // lease was lost it calls crawlq_lease_lost, which raises SQLSTATE CQ001 naming the lost ids and
-// so aborts the transaction.
+// so aborts the transaction. The statement is CompleteJobs' without its answer, in the PL/pgSQL
+// function crawlq_complete_jobs_or_abort (migration 0010: every page runs it, and a function's
+// plan is made once per session, not on every call). Index: the primary key, rows locked in id order.
 func (q *Queries) CompleteJobsOrAbort(ctx context.Context, arg CompleteJobsOrAbortParams) error {
 	_, err := q.db.Exec(ctx, CompleteJobsOrAbort, arg.Ids, arg.Tokens, arg.Now)
 	return err
@@ -676,34 +658,10 @@ func (q *Queries) HeartbeatJobs(ctx context.Context, arg HeartbeatJobsParams) ([
 }
 
 const InsertHeldJobs = `-- name: InsertHeldJobs :many
-WITH src AS (
-    SELECT unnest($1::text[]) AS q, unnest($2::text[]) AS k,
-           unnest($3::smallint[]) AS p, unnest($4::int[]) AS m,
-           unnest($5::bigint[]) AS par, unnest($6::text[]) AS a,
-           unnest($7::uuid[]) AS h, generate_series(1, cardinality($1::text[])) AS o
-), once AS (
-    INSERT INTO crawlq_job_once (parent_id, h)
-    SELECT par, h FROM src WHERE h IS NOT NULL
-    ON CONFLICT DO NOTHING
-    RETURNING parent_id, h
-), ins AS (
-INSERT INTO crawlq_job (queue, kind, state, priority, run_at, max_attempts, parent_id, args,
-                        attempt, lease_until, lease_token, worker, started_at)
-SELECT q, k, 'running', p, coalesce($8::timestamptz, now()), m, NULLIF(par, 0), a::jsonb,
-       1, coalesce($8::timestamptz, now()) + $9::bigint * interval '1 millisecond',
-       $10::bigint, $11::text, coalesce($8::timestamptz, now())
-FROM src
-WHERE src.h IS NULL OR EXISTS (SELECT 1 FROM once WHERE once.parent_id = src.par AND once.h = src.h)
-ORDER BY o
-RETURNING id, queue, kind, state, priority, run_at, attempt, max_attempts, lease_until, lease_token, worker, unique_key,
-          parent_id, cancel_requested, args, errors, created_at, started_at, finished_at, prev_state
-), cnt AS (
-    INSERT INTO crawlq_job_count_delta (queue, state, n)
-    SELECT queue, state, count(*) FROM ins GROUP BY queue, state
-)
-SELECT id, queue, kind, state, priority, run_at, attempt, max_attempts, lease_until, lease_token, worker, unique_key,
-       parent_id, cancel_requested, args, errors, created_at, started_at, finished_at, prev_state
-FROM ins
+SELECT id, queue, kind, state, priority, run_at, attempt, max_attempts, lease_until, lease_token, worker, unique_key, parent_id, cancel_requested, args, errors, created_at, started_at, finished_at, prev_state FROM crawlq_insert_held_jobs(
+    $1::text[], $2::text[], $3::smallint[], $4::int[],
+    $5::bigint[], $6::text[], $7::uuid[],
+    $8::bigint, $9::bigint, $10::text, $11::timestamptz)
 `
 
 type InsertHeldJobsParams struct {
@@ -714,40 +672,19 @@ type InsertHeldJobsParams struct {
 	ParentIds   []int64
 	Args        []string
 	Hashes      []pgtype.UUID
-	Now         *time.Time
 	LeaseMs     int64
 	LeaseToken  int64
 	Worker      string
-}
-
-type InsertHeldJobsRow struct {
-	ID              int64
-	Queue           string
-	Kind            string
-	State           CrawlqJobState
-	Priority        int16
-	RunAt           time.Time
-	Attempt         int32
-	MaxAttempts     int32
-	LeaseUntil      *time.Time
-	LeaseToken      pgtype.Int8
-	Worker          pgtype.Text
-	UniqueKey       pgtype.Text
-	ParentID        pgtype.Int8
-	CancelRequested bool
-	Args            []byte
-	Errors          []byte
-	CreatedAt       time.Time
-	StartedAt       *time.Time
-	FinishedAt      *time.Time
-	PrevState       NullCrawlqJobState
+	Now         *time.Time
 }
 
 // Inserts jobs that start out running, leased to @worker with @lease_token for @lease_ms
 // milliseconds: work a process found for itself and hands to its own idle handlers, skipping the
 // claim (queue.Reservation). They count as running from the start. Jobs whose once key (@hashes)
-// was used before are skipped (index: crawlq_job_once's primary key).
-func (q *Queries) InsertHeldJobs(ctx context.Context, arg InsertHeldJobsParams) ([]InsertHeldJobsRow, error) {
+// was used before are skipped (index: crawlq_job_once's primary key). The statement is InsertJobsOnce's
+// with the lease set, in the PL/pgSQL function crawlq_insert_held_jobs (migration 0010: each page's
+// links run it, and a function's plan is made once per session, not on every call).
+func (q *Queries) InsertHeldJobs(ctx context.Context, arg InsertHeldJobsParams) ([]CrawlqJob, error) {
 	rows, err := q.db.Query(ctx, InsertHeldJobs,
 		arg.Queues,
 		arg.Kinds,
@@ -756,18 +693,18 @@ func (q *Queries) InsertHeldJobs(ctx context.Context, arg InsertHeldJobsParams) 
 		arg.ParentIds,
 		arg.Args,
 		arg.Hashes,
-		arg.Now,
 		arg.LeaseMs,
 		arg.LeaseToken,
 		arg.Worker,
+		arg.Now,
 	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []InsertHeldJobsRow{}
+	items := []CrawlqJob{}
 	for rows.Next() {
-		var i InsertHeldJobsRow
+		var i CrawlqJob
 		if err := rows.Scan(
 			&i.ID,
 			&i.Queue,

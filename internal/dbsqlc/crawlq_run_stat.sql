@@ -14,15 +14,12 @@ VALUES (@run_id, @pages, @items, @bytes, @errors, @retries, NULLIF(@kind::text, 
 -- Records a batch of pages' contributions to their runs' stats, summed per run and kind (n: how
 -- many page outcomes each row sums), and says which of the runs have been asked to cancel (their
 -- pages stop fetching). The arrays are parallel, one element per row. Index: crawlq_run's primary
--- key, for the cancel flag.
-INSERT INTO crawlq_run_stat (run_id, pages, items, bytes, errors, retries, kind, n)
-SELECT x.r, x.p, x.i, x.b, x.e, x.t, NULLIF(x.k, ''), x.n
-FROM (SELECT unnest(sqlc.arg(run_ids)::bigint[]) AS r, unnest(sqlc.arg(pages)::int[]) AS p,
-             unnest(sqlc.arg(items)::int[]) AS i, unnest(sqlc.arg(bytes)::bigint[]) AS b,
-             unnest(sqlc.arg(errors)::int[]) AS e, unnest(sqlc.arg(retries)::int[]) AS t,
-             unnest(sqlc.arg(kinds)::text[]) AS k, unnest(sqlc.arg(counts)::int[]) AS n) x
-RETURNING crawlq_run_stat.run_id,
-          (SELECT r.cancel_requested FROM crawlq_run r WHERE r.id = crawlq_run_stat.run_id)::boolean AS cancel_requested;
+-- key, for the cancel flag. The INSERT is in the PL/pgSQL function crawlq_add_run_stats (migration
+-- 0010: every batch of pages runs it, and a function's plan is made once per session).
+SELECT s.run_id::bigint AS run_id, s.cancel_requested::boolean AS cancel_requested
+FROM crawlq_add_run_stats(sqlc.arg(run_ids)::bigint[], sqlc.arg(pages)::int[], sqlc.arg(items)::int[],
+                          sqlc.arg(bytes)::bigint[], sqlc.arg(errors)::int[], sqlc.arg(retries)::int[],
+                          sqlc.arg(kinds)::text[], sqlc.arg(counts)::int[]) AS s;
 
 -- name: LiveRunStats :one
 -- Sums a live run's stats so far. Index: crawlq_run_stat_run.

@@ -48,14 +48,10 @@ func (q *Queries) AddRunStat(ctx context.Context, arg AddRunStatParams) error {
 }
 
 const AddRunStats = `-- name: AddRunStats :many
-INSERT INTO crawlq_run_stat (run_id, pages, items, bytes, errors, retries, kind, n)
-SELECT x.r, x.p, x.i, x.b, x.e, x.t, NULLIF(x.k, ''), x.n
-FROM (SELECT unnest($1::bigint[]) AS r, unnest($2::int[]) AS p,
-             unnest($3::int[]) AS i, unnest($4::bigint[]) AS b,
-             unnest($5::int[]) AS e, unnest($6::int[]) AS t,
-             unnest($7::text[]) AS k, unnest($8::int[]) AS n) x
-RETURNING crawlq_run_stat.run_id,
-          (SELECT r.cancel_requested FROM crawlq_run r WHERE r.id = crawlq_run_stat.run_id)::boolean AS cancel_requested
+SELECT s.run_id::bigint AS run_id, s.cancel_requested::boolean AS cancel_requested
+FROM crawlq_add_run_stats($1::bigint[], $2::int[], $3::int[],
+                          $4::bigint[], $5::int[], $6::int[],
+                          $7::text[], $8::int[]) AS s
 `
 
 type AddRunStatsParams struct {
@@ -77,7 +73,8 @@ type AddRunStatsRow struct {
 // Records a batch of pages' contributions to their runs' stats, summed per run and kind (n: how
 // many page outcomes each row sums), and says which of the runs have been asked to cancel (their
 // pages stop fetching). The arrays are parallel, one element per row. Index: crawlq_run's primary
-// key, for the cancel flag.
+// key, for the cancel flag. The INSERT is in the PL/pgSQL function crawlq_add_run_stats (migration
+// 0010: every batch of pages runs it, and a function's plan is made once per session).
 func (q *Queries) AddRunStats(ctx context.Context, arg AddRunStatsParams) ([]AddRunStatsRow, error) {
 	rows, err := q.db.Query(ctx, AddRunStats,
 		arg.RunIds,

@@ -1,0 +1,112 @@
+-- 0010_page_functions: the four statements every crawled page runs, as PL/pgSQL functions.
+--
+-- Why functions: in pgx's exec mode (every Lambda's, and the one that is safe behind RDS Proxy)
+-- each statement is parsed, analysed and planned on every call; nothing is prepared per
+-- connection. A crawl sends a completion batch, its stats and items, and each page's new links as
+-- large CTEs, and on the chain bench site ~30% of the Postgres server's CPU went to parsing and
+-- planning them (perf). A PL/pgSQL function's statements are planned once per session and kept
+-- (SPI's plan cache), and the call that reaches them is a one-line statement, so exec mode gets
+-- what prepared statements give, with no state the client must track. plan_cache_mode =
+-- force_generic_plan keeps the cached plan: these statements take arrays, a custom plan's row
+-- estimates come from the array lengths, and the plan cache would otherwise go on replanning them.
+-- The generic plans are the ones the comments of internal/dbsqlc name (primary-key lookups and
+-- inserts; no scan depends on a parameter's value).
+--
+-- The queries of internal/dbsqlc that call them (CompleteJobsOrAbort, InsertHeldJobs, AddRunStats,
+-- InsertItems) keep their documentation; the statements are here. Changing one means a new
+-- migration with CREATE OR REPLACE FUNCTION.
+
+-- crawl/finish.go and queue.Tx: completes held jobs as succeeded, or aborts the transaction through
+-- crawlq_lease_lost naming the jobs whose lease was lost (see CompleteJobsOrAbort).
+CREATE FUNCTION crawlq_complete_jobs_or_abort(p_ids bigint[], p_tokens bigint[], p_now timestamptz)
+RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+DECLARE
+    lost bigint[];
+BEGIN
+    WITH held AS (
+        SELECT j.id FROM crawlq_job j
+        JOIN (SELECT unnest(p_ids) AS id, unnest(p_tokens) AS token) l
+          ON j.id = l.id AND j.lease_token = l.token
+        WHERE j.state = 'running'
+        ORDER BY j.id
+        FOR UPDATE OF j
+    ), done AS (
+        UPDATE crawlq_job j
+        SET state = 'succeeded', finished_at = coalesce(p_now, now()), lease_until = NULL, lease_token = NULL
+        WHERE j.id = ANY (ARRAY(SELECT id FROM held))
+        RETURNING j.id, j.queue
+    ), cnt AS (
+        INSERT INTO crawlq_job_count_delta (queue, state, n)
+        SELECT queue, 'succeeded'::crawlq_job_state, count(*) FROM done GROUP BY queue
+        UNION ALL
+        SELECT queue, 'running'::crawlq_job_state, -count(*) FROM done GROUP BY queue
+    )
+    SELECT array_agg(l.id) INTO lost FROM unnest(p_ids) AS l(id) WHERE l.id NOT IN (SELECT id FROM done);
+    IF lost IS NOT NULL THEN
+        PERFORM crawlq_lease_lost(lost);
+    END IF;
+END
+$$;
+
+-- queue.Reservation: inserts jobs already running, leased to the process that found them, skipping
+-- those whose once key was used before (see InsertHeldJobs).
+CREATE FUNCTION crawlq_insert_held_jobs(p_queues text[], p_kinds text[], p_priorities smallint[], p_max_attempts int[],
+                                        p_parent_ids bigint[], p_args text[], p_hashes uuid[],
+                                        p_lease_ms bigint, p_lease_token bigint, p_worker text, p_now timestamptz)
+RETURNS SETOF crawlq_job LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
+    RETURN QUERY
+    WITH src AS (
+        SELECT unnest(p_queues) AS q, unnest(p_kinds) AS k, unnest(p_priorities) AS p, unnest(p_max_attempts) AS m,
+               unnest(p_parent_ids) AS par, unnest(p_args) AS a, unnest(p_hashes) AS h,
+               generate_series(1, cardinality(p_queues)) AS o
+    ), once AS (
+        INSERT INTO crawlq_job_once (parent_id, h)
+        SELECT par, h FROM src WHERE h IS NOT NULL
+        ON CONFLICT DO NOTHING
+        RETURNING parent_id, h
+    ), ins AS (
+        INSERT INTO crawlq_job (queue, kind, state, priority, run_at, max_attempts, parent_id, args,
+                                attempt, lease_until, lease_token, worker, started_at)
+        SELECT q, k, 'running', p, coalesce(p_now, now()), m, NULLIF(par, 0), a::jsonb,
+               1, coalesce(p_now, now()) + p_lease_ms * interval '1 millisecond', p_lease_token, p_worker, coalesce(p_now, now())
+        FROM src
+        WHERE src.h IS NULL OR EXISTS (SELECT 1 FROM once WHERE once.parent_id = src.par AND once.h = src.h)
+        ORDER BY o
+        RETURNING *
+    ), cnt AS (
+        INSERT INTO crawlq_job_count_delta (queue, state, n)
+        SELECT ins.queue, ins.state, count(*) FROM ins GROUP BY ins.queue, ins.state
+    )
+    SELECT * FROM ins;
+END
+$$;
+
+-- crawl/finish.go: a batch of pages' contributions to their runs' stats, and which of the runs have
+-- been asked to cancel (see AddRunStats).
+CREATE FUNCTION crawlq_add_run_stats(p_run_ids bigint[], p_pages int[], p_items int[], p_bytes bigint[], p_errors int[],
+                                     p_retries int[], p_kinds text[], p_counts int[])
+RETURNS TABLE (run_id bigint, cancel_requested boolean) LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    INSERT INTO crawlq_run_stat (run_id, pages, items, bytes, errors, retries, kind, n)
+    SELECT x.r, x.p, x.i, x.b, x.e, x.t, NULLIF(x.k, ''), x.n
+    FROM (SELECT unnest(p_run_ids) AS r, unnest(p_pages) AS p, unnest(p_items) AS i, unnest(p_bytes) AS b,
+                 unnest(p_errors) AS e, unnest(p_retries) AS t, unnest(p_kinds) AS k, unnest(p_counts) AS n) x
+    RETURNING crawlq_run_stat.run_id,
+              (SELECT r.cancel_requested FROM crawlq_run r WHERE r.id = crawlq_run_stat.run_id);
+END
+$$;
+
+-- items.Postgres: a batch of items; a key already written is skipped (see InsertItems).
+CREATE FUNCTION crawlq_insert_items(p_run_ids bigint[], p_keys text[], p_spiders text[], p_urls text[], p_data text[])
+RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
+    INSERT INTO crawlq_item (run_id, key, spider, url, data)
+    SELECT u.run_id, u.key, u.spider, u.url, u.data::jsonb
+    FROM (SELECT unnest(p_run_ids) AS run_id, unnest(p_keys) AS key, unnest(p_spiders) AS spider,
+                 unnest(p_urls) AS url, unnest(p_data) AS data) u
+    ON CONFLICT (run_id, key) DO NOTHING;
+END
+$$;
