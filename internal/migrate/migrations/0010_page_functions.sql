@@ -9,8 +9,10 @@
 -- what prepared statements give, with no state the client must track. plan_cache_mode =
 -- force_generic_plan keeps the cached plan: these statements take arrays, a custom plan's row
 -- estimates come from the array lengths, and the plan cache would otherwise go on replanning them.
--- The generic plans are the ones the comments of internal/dbsqlc name (primary-key lookups and
--- inserts; no scan depends on a parameter's value).
+-- enable_seqscan = off because every row these statements read is found by key (the indexes
+-- internal/dbsqlc names), while a plan made when a table is new and nearly empty scans it whole,
+-- and a cached plan keeps that choice until the table is next analysed: the bench crawl, on fresh
+-- tables, saw completions scan the whole job table.
 --
 -- The queries of internal/dbsqlc that call them (CompleteJobsOrAbort, InsertHeldJobs, AddRunStats,
 -- InsertItems) keep their documentation; the statements are here. Changing one means a new
@@ -19,7 +21,7 @@
 -- crawl/finish.go and queue.Tx: completes held jobs as succeeded, or aborts the transaction through
 -- crawlq_lease_lost naming the jobs whose lease was lost (see CompleteJobsOrAbort).
 CREATE FUNCTION crawlq_complete_jobs_or_abort(p_ids bigint[], p_tokens bigint[], p_now timestamptz)
-RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 DECLARE
     lost bigint[];
 BEGIN
@@ -53,7 +55,7 @@ $$;
 CREATE FUNCTION crawlq_insert_held_jobs(p_queues text[], p_kinds text[], p_priorities smallint[], p_max_attempts int[],
                                         p_parent_ids bigint[], p_args text[], p_hashes uuid[],
                                         p_lease_ms bigint, p_lease_token bigint, p_worker text, p_now timestamptz)
-RETURNS SETOF crawlq_job LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+RETURNS SETOF crawlq_job LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 BEGIN
     RETURN QUERY
     WITH src AS (
@@ -86,7 +88,7 @@ $$;
 -- been asked to cancel (see AddRunStats).
 CREATE FUNCTION crawlq_add_run_stats(p_run_ids bigint[], p_pages int[], p_items int[], p_bytes bigint[], p_errors int[],
                                      p_retries int[], p_kinds text[], p_counts int[])
-RETURNS TABLE (run_id bigint, cancel_requested boolean) LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+RETURNS TABLE (run_id bigint, cancel_requested boolean) LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 #variable_conflict use_column
 BEGIN
     RETURN QUERY
@@ -101,7 +103,7 @@ $$;
 
 -- items.Postgres: a batch of items; a key already written is skipped (see InsertItems).
 CREATE FUNCTION crawlq_insert_items(p_run_ids bigint[], p_keys text[], p_spiders text[], p_urls text[], p_data text[])
-RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 BEGIN
     INSERT INTO crawlq_item (run_id, key, spider, url, data)
     SELECT u.run_id, u.key, u.spider, u.url, u.data::jsonb
