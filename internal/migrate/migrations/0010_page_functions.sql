@@ -25,13 +25,17 @@ RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enabl
 DECLARE
     lost bigint[];
 BEGIN
+    -- Each lease is looked up by its id, in id order (the lock order of every statement on
+    -- several jobs). The state is checked outside the lookup (OFFSET 0 keeps it there): inside, a
+    -- plan made while the table is nearly empty walks the partial index of running jobs
+    -- (crawlq_job_lease) for every lease, and the cached plan keeps doing so as the table grows.
     WITH held AS (
-        SELECT j.id FROM crawlq_job j
-        JOIN (SELECT unnest(p_ids) AS id, unnest(p_tokens) AS token) l
-          ON j.id = l.id AND j.lease_token = l.token
-        WHERE j.state = 'running'
-        ORDER BY j.id
-        FOR UPDATE OF j
+        SELECT h.id
+        FROM (SELECT l.id, l.token FROM unnest(p_ids, p_tokens) AS l(id, token) ORDER BY l.id) l,
+        LATERAL (SELECT j.id, j.state FROM crawlq_job j
+                 WHERE j.id = l.id AND j.lease_token = l.token
+                 OFFSET 0 FOR UPDATE) h
+        WHERE h.state = 'running'
     ), done AS (
         UPDATE crawlq_job j
         SET state = 'succeeded', finished_at = coalesce(p_now, now()), lease_until = NULL, lease_token = NULL
