@@ -107,6 +107,8 @@ type Crawler struct {
 	command  CommandRunner
 	// active counts, per run, the pages being handled in this process (see settle).
 	active    map[int64]int
+	handling  int // the sum of active: pages being handled here, of any run (finishLoop lingers for them)
+	incoming  int // pages handed to this process's workers that have not started yet, about (handedOver)
 	seen      *seenCache
 	cancelled map[int64]bool // runs asked to cancel, as the last batch said; pruned when they end (runstate.go)
 	hosts     *hostSlots     // requests in flight per domain from this process (hosts.go)

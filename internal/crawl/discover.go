@@ -51,6 +51,7 @@ func (c *Crawler) discover(ctx context.Context, ri *runInfo, found []pageArgs) e
 			return fmt.Errorf("add pages: %w", err)
 		}
 		count(&added)
+		c.handedOver(added.held)
 	}
 	c.seen.add(keys)
 	if added.queued && c.cfg.OnEnqueue != nil {
@@ -62,6 +63,7 @@ func (c *Crawler) discover(ctx context.Context, ri *runInfo, found []pageArgs) e
 // addedPages is what queuePages inserted.
 type addedPages struct {
 	n      int
+	held   int  // handed to this process's own workers
 	queued bool // some wait in the queue (not all were handed to this process)
 }
 
@@ -91,6 +93,7 @@ func (c *Crawler) queuePages(tx *queue.Tx, ri *runInfo, pages []pageArgs) (func(
 	return func(a *addedPages) {
 		if r != nil {
 			a.n += len(r.Jobs())
+			a.held += len(r.Jobs())
 		}
 		for _, o := range out {
 			if o.ID != 0 {

@@ -22,6 +22,10 @@ func (c *Crawler) isCancelled(run int64) bool {
 func (c *Crawler) pageStarted(run int64) {
 	c.mu.Lock()
 	c.active[run]++
+	c.handling++
+	if c.incoming > 0 {
+		c.incoming--
+	}
 	c.mu.Unlock()
 }
 
@@ -38,7 +42,25 @@ func (c *Crawler) pageEnded(run int64) {
 	if c.active[run]--; c.active[run] <= 0 {
 		delete(c.active, run)
 	}
+	c.handling--
 	c.mu.Unlock()
+}
+
+// handedOver notes n page jobs that discover handed to this process's own workers: they start
+// in a moment, and finishLoop waits for them as for pages being handled. The count is a hint (a
+// page that starts takes one off, whichever it was), so it is never exact, only close.
+func (c *Crawler) handedOver(n int) {
+	c.mu.Lock()
+	c.incoming += n
+	c.mu.Unlock()
+}
+
+// othersHandled says whether pages are being handled here, or were just handed to this process,
+// beyond the n in hand and those waiting to finish: pages that may join a batch soon.
+func (c *Crawler) othersHandled(n int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.handling+c.incoming > n+len(c.finishQ)
 }
 
 // settle counts out the pages of a committed batch and returns the runs that may have just
@@ -56,6 +78,7 @@ func (c *Crawler) settle(batch []*finishReq) []*runInfo {
 			delete(c.active, r.ri.id)
 		}
 	}
+	c.handling -= len(batch)
 	var check []*runInfo
 	seen := map[int64]bool{}
 	for _, r := range batch {
