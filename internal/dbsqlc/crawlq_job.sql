@@ -127,8 +127,12 @@ SELECT * FROM crawlq_insert_held_jobs(
 
 -- name: NextJobIDs :many
 -- Draws ids for the COPY path from the identity sequence of crawlq_job.id (COPY returns no ids; the
--- sequence caches 1000 per session).
-SELECT nextval(pg_get_serial_sequence('crawlq_job', 'id'))::bigint AS id FROM generate_series(1, sqlc.arg(n)::int);
+-- sequence caches 1000 per session). The sequence is looked up once, in a subquery OFFSET 0 keeps
+-- apart: called per row, pg_get_serial_sequence's catalog lookups were ~15% of a bulk insert's
+-- database CPU.
+SELECT nextval(s.seq)::bigint AS id
+FROM (SELECT pg_get_serial_sequence('crawlq_job', 'id')::regclass AS seq OFFSET 0) s,
+     generate_series(1, sqlc.arg(n)::int);
 
 -- name: ClaimJobs :many
 -- Leases up to @max_jobs due jobs of @queue, highest priority first, then oldest run_at.

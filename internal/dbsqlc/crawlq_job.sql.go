@@ -1042,11 +1042,15 @@ func (q *Queries) ListJobs(ctx context.Context, arg ListJobsParams) ([]CrawlqJob
 }
 
 const NextJobIDs = `-- name: NextJobIDs :many
-SELECT nextval(pg_get_serial_sequence('crawlq_job', 'id'))::bigint AS id FROM generate_series(1, $1::int)
+SELECT nextval(s.seq)::bigint AS id
+FROM (SELECT pg_get_serial_sequence('crawlq_job', 'id')::regclass AS seq OFFSET 0) s,
+     generate_series(1, $1::int)
 `
 
 // Draws ids for the COPY path from the identity sequence of crawlq_job.id (COPY returns no ids; the
-// sequence caches 1000 per session).
+// sequence caches 1000 per session). The sequence is looked up once, in a subquery OFFSET 0 keeps
+// apart: called per row, pg_get_serial_sequence's catalog lookups were ~15% of a bulk insert's
+// database CPU.
 func (q *Queries) NextJobIDs(ctx context.Context, n int32) ([]int64, error) {
 	rows, err := q.db.Query(ctx, NextJobIDs, n)
 	if err != nil {
