@@ -139,29 +139,11 @@ FROM (SELECT pg_get_serial_sequence('crawlq_job', 'id')::regclass AS seq OFFSET 
 -- Index: crawlq_job_claim (only available rows, in exactly this order), so the scan stops after
 -- @max_jobs rows however deep the backlog. SKIP LOCKED lets concurrent claimers pass each other.
 -- "id = ANY (ARRAY(...))" makes the update find the picked rows through the primary key; a join
--- with the CTE lets the planner choose a hash join over a scan of the whole table.
-WITH picked AS (
-    SELECT id FROM crawlq_job
-    WHERE state = 'available' AND queue = sqlc.arg(queue)::text
-    ORDER BY priority DESC, run_at, id
-    LIMIT sqlc.arg(max_jobs)::int
-    FOR UPDATE SKIP LOCKED
-), claimed AS (
-UPDATE crawlq_job j
-SET state = 'running', attempt = j.attempt + 1,
-    lease_until = coalesce(sqlc.narg(now)::timestamptz, now()) + sqlc.arg(lease_ms)::bigint * interval '1 millisecond',
-    lease_token = sqlc.arg(lease_token)::bigint, worker = sqlc.arg(worker)::text, started_at = coalesce(sqlc.narg(now)::timestamptz, now())
-WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
-RETURNING j.*
-), cnt AS (
-    INSERT INTO crawlq_job_count_delta (queue, state, n)
-    SELECT queue, state, count(*) FROM claimed GROUP BY queue, state
-    UNION ALL
-    SELECT queue, 'available'::crawlq_job_state, -count(*) FROM claimed GROUP BY queue
-)
-SELECT id, queue, kind, state, priority, run_at, attempt, max_attempts, lease_until, lease_token, worker, unique_key,
-       parent_id, cancel_requested, args, errors, created_at, started_at, finished_at, prev_state
-FROM claimed;
+-- with the CTE lets the planner choose a hash join over a scan of the whole table. The statement
+-- is in the PL/pgSQL function crawlq_claim_jobs (migration 0010: every job runs it, and a
+-- function's plan is made once per session, not on every call).
+SELECT * FROM crawlq_claim_jobs(sqlc.arg(queue)::text, sqlc.arg(max_jobs)::int, sqlc.narg(now)::timestamptz,
+                                sqlc.arg(lease_ms)::bigint, sqlc.arg(lease_token)::bigint, sqlc.arg(worker)::text);
 
 -- name: PromoteJobs :one
 -- Makes up to @max_jobs delayed jobs that are now due available. Index: crawlq_job_scheduled.
@@ -203,27 +185,11 @@ RETURNING j.id, held.token, j.cancel_requested;
 -- name: CompleteJobs :many
 -- Finishes held jobs as succeeded and returns the leases it finished; the others were lost. A job
 -- asked to cancel while it ran still counts as succeeded: its work was done. Index: the primary
--- key, rows locked in id order.
-WITH held AS (
-    SELECT j.id, l.token::bigint AS token FROM crawlq_job j
-    JOIN (SELECT unnest(sqlc.arg(ids)::bigint[]) AS id, unnest(sqlc.arg(tokens)::bigint[]) AS token) l
-      ON j.id = l.id AND j.lease_token = l.token
-    WHERE j.state = 'running'
-    ORDER BY j.id
-    FOR UPDATE OF j
-), done AS (
-    UPDATE crawlq_job j
-    SET state = 'succeeded', finished_at = coalesce(sqlc.narg(now)::timestamptz, now()), lease_until = NULL, lease_token = NULL
-    FROM held
-    WHERE j.id = held.id
-    RETURNING j.id, held.token, j.queue
-), cnt AS (
-    INSERT INTO crawlq_job_count_delta (queue, state, n)
-    SELECT queue, 'succeeded'::crawlq_job_state, count(*) FROM done GROUP BY queue
-    UNION ALL
-    SELECT queue, 'running'::crawlq_job_state, -count(*) FROM done GROUP BY queue
-)
-SELECT done.id, done.token FROM done;
+-- key, each lease looked up by id, rows locked in id order. The statement is in the PL/pgSQL
+-- function crawlq_complete_jobs (migration 0010: every job runs it, and a function's plan is made
+-- once per session, not on every call).
+SELECT c.id::bigint AS id, c.token::bigint AS token
+FROM crawlq_complete_jobs(sqlc.arg(ids)::bigint[], sqlc.arg(tokens)::bigint[], sqlc.narg(now)::timestamptz) AS c;
 
 -- name: CompleteJobsOrAbort :exec
 -- CompleteJobs for a transaction that must not commit without every completion (queue.Tx): when a

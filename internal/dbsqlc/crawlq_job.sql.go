@@ -128,28 +128,8 @@ func (q *Queries) CancelParentJobs(ctx context.Context, arg CancelParentJobsPara
 }
 
 const ClaimJobs = `-- name: ClaimJobs :many
-WITH picked AS (
-    SELECT id FROM crawlq_job
-    WHERE state = 'available' AND queue = $1::text
-    ORDER BY priority DESC, run_at, id
-    LIMIT $2::int
-    FOR UPDATE SKIP LOCKED
-), claimed AS (
-UPDATE crawlq_job j
-SET state = 'running', attempt = j.attempt + 1,
-    lease_until = coalesce($3::timestamptz, now()) + $4::bigint * interval '1 millisecond',
-    lease_token = $5::bigint, worker = $6::text, started_at = coalesce($3::timestamptz, now())
-WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
-RETURNING j.id, j.queue, j.kind, j.state, j.priority, j.run_at, j.attempt, j.max_attempts, j.lease_until, j.lease_token, j.worker, j.unique_key, j.parent_id, j.cancel_requested, j.args, j.errors, j.created_at, j.started_at, j.finished_at, j.prev_state
-), cnt AS (
-    INSERT INTO crawlq_job_count_delta (queue, state, n)
-    SELECT queue, state, count(*) FROM claimed GROUP BY queue, state
-    UNION ALL
-    SELECT queue, 'available'::crawlq_job_state, -count(*) FROM claimed GROUP BY queue
-)
-SELECT id, queue, kind, state, priority, run_at, attempt, max_attempts, lease_until, lease_token, worker, unique_key,
-       parent_id, cancel_requested, args, errors, created_at, started_at, finished_at, prev_state
-FROM claimed
+SELECT id, queue, kind, state, priority, run_at, attempt, max_attempts, lease_until, lease_token, worker, unique_key, parent_id, cancel_requested, args, errors, created_at, started_at, finished_at, prev_state FROM crawlq_claim_jobs($1::text, $2::int, $3::timestamptz,
+                                $4::bigint, $5::bigint, $6::text)
 `
 
 type ClaimJobsParams struct {
@@ -161,35 +141,14 @@ type ClaimJobsParams struct {
 	Worker     string
 }
 
-type ClaimJobsRow struct {
-	ID              int64
-	Queue           string
-	Kind            string
-	State           CrawlqJobState
-	Priority        int16
-	RunAt           time.Time
-	Attempt         int32
-	MaxAttempts     int32
-	LeaseUntil      *time.Time
-	LeaseToken      pgtype.Int8
-	Worker          pgtype.Text
-	UniqueKey       pgtype.Text
-	ParentID        pgtype.Int8
-	CancelRequested bool
-	Args            []byte
-	Errors          []byte
-	CreatedAt       time.Time
-	StartedAt       *time.Time
-	FinishedAt      *time.Time
-	PrevState       NullCrawlqJobState
-}
-
 // Leases up to @max_jobs due jobs of @queue, highest priority first, then oldest run_at.
 // Index: crawlq_job_claim (only available rows, in exactly this order), so the scan stops after
 // @max_jobs rows however deep the backlog. SKIP LOCKED lets concurrent claimers pass each other.
 // "id = ANY (ARRAY(...))" makes the update find the picked rows through the primary key; a join
-// with the CTE lets the planner choose a hash join over a scan of the whole table.
-func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]ClaimJobsRow, error) {
+// with the CTE lets the planner choose a hash join over a scan of the whole table. The statement
+// is in the PL/pgSQL function crawlq_claim_jobs (migration 0010: every job runs it, and a
+// function's plan is made once per session, not on every call).
+func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]CrawlqJob, error) {
 	rows, err := q.db.Query(ctx, ClaimJobs,
 		arg.Queue,
 		arg.MaxJobs,
@@ -202,9 +161,9 @@ func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]ClaimJo
 		return nil, err
 	}
 	defer rows.Close()
-	items := []ClaimJobsRow{}
+	items := []CrawlqJob{}
 	for rows.Next() {
-		var i ClaimJobsRow
+		var i CrawlqJob
 		if err := rows.Scan(
 			&i.ID,
 			&i.Queue,
@@ -238,26 +197,8 @@ func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]ClaimJo
 }
 
 const CompleteJobs = `-- name: CompleteJobs :many
-WITH held AS (
-    SELECT j.id, l.token::bigint AS token FROM crawlq_job j
-    JOIN (SELECT unnest($1::bigint[]) AS id, unnest($2::bigint[]) AS token) l
-      ON j.id = l.id AND j.lease_token = l.token
-    WHERE j.state = 'running'
-    ORDER BY j.id
-    FOR UPDATE OF j
-), done AS (
-    UPDATE crawlq_job j
-    SET state = 'succeeded', finished_at = coalesce($3::timestamptz, now()), lease_until = NULL, lease_token = NULL
-    FROM held
-    WHERE j.id = held.id
-    RETURNING j.id, held.token, j.queue
-), cnt AS (
-    INSERT INTO crawlq_job_count_delta (queue, state, n)
-    SELECT queue, 'succeeded'::crawlq_job_state, count(*) FROM done GROUP BY queue
-    UNION ALL
-    SELECT queue, 'running'::crawlq_job_state, -count(*) FROM done GROUP BY queue
-)
-SELECT done.id, done.token FROM done
+SELECT c.id::bigint AS id, c.token::bigint AS token
+FROM crawlq_complete_jobs($1::bigint[], $2::bigint[], $3::timestamptz) AS c
 `
 
 type CompleteJobsParams struct {
@@ -273,7 +214,9 @@ type CompleteJobsRow struct {
 
 // Finishes held jobs as succeeded and returns the leases it finished; the others were lost. A job
 // asked to cancel while it ran still counts as succeeded: its work was done. Index: the primary
-// key, rows locked in id order.
+// key, each lease looked up by id, rows locked in id order. The statement is in the PL/pgSQL
+// function crawlq_complete_jobs (migration 0010: every job runs it, and a function's plan is made
+// once per session, not on every call).
 func (q *Queries) CompleteJobs(ctx context.Context, arg CompleteJobsParams) ([]CompleteJobsRow, error) {
 	rows, err := q.db.Query(ctx, CompleteJobs, arg.Ids, arg.Tokens, arg.Now)
 	if err != nil {

@@ -12,10 +12,11 @@
 // (named without .sql.go) only add what sqlc cannot express, such as composing several
 // statements into one pgx.Batch.
 //
-// The exception to "every statement is here": the four statements every crawled page runs
-// (CompleteJobsOrAbort, InsertHeldJobs, AddRunStats, InsertItems) are PL/pgSQL functions made by
-// migration 0010, and their queries here call them. In exec mode nothing is prepared, so a
-// statement sent as text is parsed and planned on every call, which cost ~30% of the database's
-// CPU on the chain bench site; a function's plans are made once per session. Change those
-// statements with a new migration (CREATE OR REPLACE FUNCTION).
+// The exception to "every statement is here": the statements every job and every crawled page
+// runs (ClaimJobs, CompleteJobs, CompleteJobsOrAbort, InsertHeldJobs, AddRunStats, InsertItems)
+// are PL/pgSQL functions made by migration 0010, and their queries here call them. In exec mode
+// nothing is prepared, so a statement sent as text is parsed and planned on every call (~30% of
+// the database's CPU on the chain bench site), and even prepared these were planned again on
+// every call; a function's plans are made once per session. Change those statements with a new
+// migration (CREATE OR REPLACE FUNCTION).
 package dbsqlc

@@ -47,7 +47,7 @@ func (c *Client) Claim(ctx context.Context, p ClaimParams) ([]*Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
-	jobs, err := jobsFromRows(rows, func(r dbsqlc.ClaimJobsRow) dbsqlc.CrawlqJob { return dbsqlc.CrawlqJob(r) })
+	jobs, err := jobsFromRows(rows, func(r dbsqlc.CrawlqJob) dbsqlc.CrawlqJob { return r })
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
