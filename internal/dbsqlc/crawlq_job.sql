@@ -13,8 +13,12 @@
 -- without a counter row that workers contend on.
 --
 -- Locks: a statement that updates several given rows locks them first in id order (a CTE with
--- ORDER BY id FOR UPDATE), so two such statements on overlapping rows (a heartbeat and a
--- completion of the same leases) wait for each other instead of deadlocking.
+-- ORDER BY id FOR UPDATE, or, in the functions of migration 0010, lookups in id order), so two
+-- such statements on overlapping rows (a heartbeat and a completion of the same leases) wait for
+-- each other instead of deadlocking.
+--
+-- The claim, the completions and the held insert run for every job: their statements are PL/pgSQL
+-- functions (migration 0010, which says why), and the queries here call them.
 
 -- name: InsertJobs :many
 -- Inserts a batch given as parallel arrays in one round trip. A job whose run_at is still in the

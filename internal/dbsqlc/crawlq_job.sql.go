@@ -765,8 +765,12 @@ type InsertJobsRow struct {
 // without a counter row that workers contend on.
 //
 // Locks: a statement that updates several given rows locks them first in id order (a CTE with
-// ORDER BY id FOR UPDATE), so two such statements on overlapping rows (a heartbeat and a
-// completion of the same leases) wait for each other instead of deadlocking.
+// ORDER BY id FOR UPDATE, or, in the functions of migration 0010, lookups in id order), so two
+// such statements on overlapping rows (a heartbeat and a completion of the same leases) wait for
+// each other instead of deadlocking.
+//
+// The claim, the completions and the held insert run for every job: their statements are PL/pgSQL
+// functions (migration 0010, which says why), and the queries here call them.
 // Inserts a batch given as parallel arrays in one round trip. A job whose run_at is still in the
 // future starts as 'scheduled'; a zero run_at means now plus its delay (microseconds). @mode is what
 // a job whose unique key an unfinished job of its queue holds does (index: crawlq_job_unique):
