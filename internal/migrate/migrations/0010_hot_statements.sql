@@ -85,32 +85,17 @@ END
 $$;
 
 -- crawl/finish.go and queue.Tx: completes held jobs as succeeded, or aborts the transaction through
--- crawlq_lease_lost naming the jobs whose lease was lost (see CompleteJobsOrAbort).
+-- crawlq_lease_lost naming the jobs whose lease was lost (see CompleteJobsOrAbort): crawlq_complete_jobs,
+-- then the check.
 CREATE FUNCTION crawlq_complete_jobs_or_abort(p_ids bigint[], p_tokens bigint[], p_now timestamptz)
 RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 DECLARE
+    done bigint[];
     lost bigint[];
 BEGIN
-    -- Each lease is looked up by its id, in id order, as in crawlq_complete_jobs.
-    WITH held AS (
-        SELECT h.id
-        FROM (SELECT l.id, l.token FROM unnest(p_ids, p_tokens) AS l(id, token) ORDER BY l.id) l,
-        LATERAL (SELECT j.id, j.state FROM crawlq_job j
-                 WHERE j.id = l.id AND j.lease_token = l.token
-                 OFFSET 0 FOR UPDATE) h
-        WHERE h.state = 'running'
-    ), done AS (
-        UPDATE crawlq_job j
-        SET state = 'succeeded', finished_at = coalesce(p_now, now()), lease_until = NULL, lease_token = NULL
-        WHERE j.id = ANY (ARRAY(SELECT id FROM held))
-        RETURNING j.id, j.queue
-    ), cnt AS (
-        INSERT INTO crawlq_job_count_delta (queue, state, n)
-        SELECT queue, 'succeeded'::crawlq_job_state, count(*) FROM done GROUP BY queue
-        UNION ALL
-        SELECT queue, 'running'::crawlq_job_state, -count(*) FROM done GROUP BY queue
-    )
-    SELECT array_agg(l.id) INTO lost FROM unnest(p_ids) AS l(id) WHERE l.id NOT IN (SELECT id FROM done);
+    SELECT array_agg(c.id) INTO done FROM crawlq_complete_jobs(p_ids, p_tokens, p_now) AS c;
+    SELECT array_agg(l.id) INTO lost FROM unnest(p_ids) AS l(id)
+    WHERE l.id NOT IN (SELECT unnest(coalesce(done, '{}')));
     IF lost IS NOT NULL THEN
         PERFORM crawlq_lease_lost(lost);
     END IF;
