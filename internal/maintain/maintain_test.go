@@ -289,9 +289,11 @@ func TestMaintenanceDeletesExactlyWhatItShould(t *testing.T) {
 	waitFinished(runDead)
 	runLive := schedule(live)
 	// The live run is live for good: its /hang request (found last) waits for the test's end.
-	// Wait until it has fetched everything else, so its rows no longer change.
+	// Wait until it has fetched everything else and its /hang request has reached the hanging
+	// site (so that site's politeness row exists: the job alone may not have started yet), so its
+	// rows no longer change.
 	deadline := time.Now().Add(time.Minute)
-	for c := count(t, pool, runLive); c.items < 2 || scalar(t, pool, `SELECT count(*) FROM crawlq_job WHERE parent_id = $1 AND state <> 'succeeded'`, runLive) != 1; c = count(t, pool, runLive) {
+	for c := count(t, pool, runLive); c.items < 2 || hang.count()["/hang"] == 0 || scalar(t, pool, `SELECT count(*) FROM crawlq_job WHERE parent_id = $1 AND state <> 'succeeded'`, runLive) != 1; c = count(t, pool, runLive) {
 		if time.Now().After(deadline) {
 			var dump string
 			if err := pool.QueryRow(context.Background(), `SELECT string_agg(id || ' ' || state || ' ' || args::text || ' ' || COALESCE(errors::text, ''), E'\n' ORDER BY id) FROM crawlq_job WHERE parent_id = $1`, runLive).Scan(&dump); err != nil {
