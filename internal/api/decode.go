@@ -132,7 +132,7 @@ var fields = map[string][]string{
 	ActPushSpider:    {"spec", "version"},
 	ActDelSpider:     {"spider", "version"},
 	ActDaemonStatus:  {},
-	ActAddSchedule:   {"name", "spider", "args", "settings", "priority", "cron", "timezone", "unique_key", "replace"},
+	ActAddSchedule:   {"name", "spider", "args", "settings", "priority", "cron", "timezone", "unique_key", "replace", "version"},
 	ActListSchedules: {},
 	ActDelSchedule:   {"name"},
 	ActRedrive:       {"job"},

@@ -35,6 +35,8 @@ type schedulePayload struct {
 	Settings  any               `json:"settings,omitempty"`
 	Priority  *int              `json:"priority,omitempty"`
 	UniqueKey string            `json:"unique_key,omitempty"`
+	// Version pins every scheduled run to one stored version of the spider, as schedule's does.
+	Version string `json:"version,omitempty"`
 }
 
 func (a *API) addSchedule(ctx context.Context, r *Request) (Response, error) {
@@ -52,7 +54,8 @@ func (a *API) addSchedule(ctx context.Context, r *Request) (Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := schedulePayload{Action: ActSchedule, Spider: r.Spider, Args: r.Args, Priority: r.Priority, UniqueKey: r.UniqueKey}
+	p := schedulePayload{Action: ActSchedule, Spider: r.Spider, Args: r.Args, Priority: r.Priority, UniqueKey: r.UniqueKey,
+		Version: r.Version}
 	if r.Settings != nil {
 		p.Settings = r.Settings
 	}

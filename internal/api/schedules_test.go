@@ -12,6 +12,8 @@ import (
 	"crawlq/internal/api"
 	"crawlq/internal/awstest"
 	"crawlq/internal/awsx"
+	"crawlq/internal/dbtest"
+	"crawlq/internal/node"
 )
 
 // TestSchedulesMoto adds, lists and deletes recurring runs as EventBridge Scheduler schedules
@@ -98,5 +100,58 @@ func TestSchedulesMoto(t *testing.T) {
 	}
 	if n := f.count(t, "crawlq_run"); n != 0 {
 		t.Fatalf("schedule actions wrote %d runs", n)
+	}
+}
+
+// TestRecurringRunOfAVersion pins a recurring run to a stored version: the schedule's payload
+// names it, an unknown one is refused naming the versions there are, and the payload, sent as
+// EventBridge Scheduler would send it, starts a run of that version.
+func TestRecurringRunOfAVersion(t *testing.T) {
+	awstest.Moto(t)
+	ctx := context.Background()
+	cfg, err := awsx.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := scheduler.NewFromConfig(cfg)
+	if _, err := sc.CreateScheduleGroup(ctx, &scheduler.CreateScheduleGroupInput{Name: aws.String("crawlq")}); err != nil {
+		t.Fatal(err)
+	}
+	pool := dbtest.Pool(t)
+	n, err := node.New(node.Config{Pool: pool, Upkeep: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Pipeline.Close(context.Background()) })
+	a, err := api.New(api.Config{Crawler: n.Crawler, Queue: n.Queue, Spiders: n.Spiders, Store: n.Store, Scheduler: sc,
+		TargetARN: "arn:aws:lambda:us-east-1:123456789012:function:crawlq-api", RoleARN: "arn:aws:iam::123456789012:role/crawlq-scheduler"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fixture{api: a, pool: pool}
+	for _, sel := range []string{"h1", "h2"} {
+		spec, err := json.Marshal("name: heading\nstart_urls: [\"http://127.0.0.1:9/\"]\nitems:\n  - key: title\n    fields: {title: {css: " + sel + "}}\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.ok(t, `{"action":"pushspider","spec":`+string(spec)+`}`)
+	}
+	out := f.call(t, `{"action":"addschedule","name":"v3","spider":"heading","cron":"@daily","_version":"3"}`)
+	if msg, _ := out["message"].(string); out["status"] != "error" || !strings.Contains(msg, `unknown version "3" of spider "heading" (its versions: 1, 2)`) {
+		t.Fatalf("addschedule of version 3: %v", out)
+	}
+	f.ok(t, `{"action":"addschedule","name":"v1","spider":"heading","cron":"@daily","_version":"1"}`)
+	g, err := sc.GetSchedule(ctx, &scheduler.GetScheduleInput{Name: aws.String("v1"), GroupName: aws.String("crawlq")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	input := aws.ToString(g.Target.Input)
+	var payload map[string]any
+	if err := json.Unmarshal([]byte(input), &payload); err != nil || payload["version"] != "1" {
+		t.Fatalf("schedule payload %s (%v): want version 1", input, err)
+	}
+	job := f.ok(t, input)["jobid"].(string)
+	if j := f.ok(t, `{"action":"status","job":"`+job+`"}`)["job"].(map[string]any); j["version"] != "1" {
+		t.Fatalf("the scheduled run: %v, want version 1", j)
 	}
 }
