@@ -19,16 +19,8 @@ import (
 // TestSchedulesMoto adds, lists and deletes recurring runs as EventBridge Scheduler schedules
 // in moto, checking what was stored.
 func TestSchedulesMoto(t *testing.T) {
-	awstest.Moto(t)
 	ctx := context.Background()
-	cfg, err := awsx.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := scheduler.NewFromConfig(cfg)
-	if _, err := sc.CreateScheduleGroup(ctx, &scheduler.CreateScheduleGroupInput{Name: aws.String("crawlq")}); err != nil {
-		t.Fatal(err)
-	}
+	sc := motoScheduler(t)
 	const target = "arn:aws:lambda:us-east-1:123456789012:function:crawlq-api"
 	const role = "arn:aws:iam::123456789012:role/crawlq-scheduler"
 	f := newFixture(t, func(c *api.Config) { c.Scheduler, c.TargetARN, c.RoleARN = sc, target, role })
@@ -107,16 +99,8 @@ func TestSchedulesMoto(t *testing.T) {
 // names it, an unknown one is refused naming the versions there are, and the payload, sent as
 // EventBridge Scheduler would send it, starts a run of that version.
 func TestRecurringRunOfAVersion(t *testing.T) {
-	awstest.Moto(t)
 	ctx := context.Background()
-	cfg, err := awsx.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := scheduler.NewFromConfig(cfg)
-	if _, err := sc.CreateScheduleGroup(ctx, &scheduler.CreateScheduleGroupInput{Name: aws.String("crawlq")}); err != nil {
-		t.Fatal(err)
-	}
+	sc := motoScheduler(t)
 	pool := dbtest.Pool(t)
 	n, err := node.New(node.Config{Pool: pool, Upkeep: -1})
 	if err != nil {
@@ -154,4 +138,20 @@ func TestRecurringRunOfAVersion(t *testing.T) {
 	if j := f.ok(t, `{"action":"status","job":"`+job+`"}`)["job"].(map[string]any); j["version"] != "1" {
 		t.Fatalf("the scheduled run: %v, want version 1", j)
 	}
+}
+
+// motoScheduler returns an EventBridge Scheduler client on moto, with the schedule group "crawlq".
+func motoScheduler(t *testing.T) *scheduler.Client {
+	t.Helper()
+	awstest.Moto(t)
+	ctx := context.Background()
+	cfg, err := awsx.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := scheduler.NewFromConfig(cfg)
+	if _, err := sc.CreateScheduleGroup(ctx, &scheduler.CreateScheduleGroupInput{Name: aws.String("crawlq")}); err != nil {
+		t.Fatal(err)
+	}
+	return sc
 }
