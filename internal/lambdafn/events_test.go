@@ -182,11 +182,7 @@ func TestFunctionsPublishTheirRunEvents(t *testing.T) {
 	awstest.Moto(t)
 	cfg, sq, q := eventQueue(t, "default")
 	pool := dbtest.Pool(t)
-	d, err := lambdafn.NewDeps(pool, cfg, nil, func(string) string { return "" }, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Control.Pipeline.Close(context.Background()) })
+	d := newDeps(t, pool, cfg)
 	a, err := api.New(d.APIConfig(nil))
 	if err != nil {
 		t.Fatal(err)
@@ -270,11 +266,7 @@ func TestAPIPublishFailureLeftForTheTick(t *testing.T) {
 		t.Fatalf("the run changed after its state change: %v %v", same, err)
 	}
 
-	up, err := lambdafn.NewDeps(pool, cfg, nil, func(string) string { return "" }, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { up.Control.Pipeline.Close(context.Background()) })
+	up := newDeps(t, pool, cfg)
 	deadline := time.Now().Add(time.Minute)
 	for p := published(t, pool, r.RunID); !p[0]; p = published(t, pool, r.RunID) {
 		if time.Now().After(deadline) {
@@ -315,11 +307,7 @@ func TestSchedulePokeLeavesEventsToDispatch(t *testing.T) {
 	awstest.Moto(t)
 	cfg, sq, q := eventQueue(t, "default")
 	pool := dbtest.Pool(t)
-	d, err := lambdafn.NewDeps(pool, cfg, nil, func(string) string { return "" }, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Control.Pipeline.Close(context.Background()) })
+	d := newDeps(t, pool, cfg)
 	rec := &pokeRecorder{}
 	a, err := api.New(d.APIConfig(rec))
 	if err != nil {
@@ -349,4 +337,16 @@ func TestSchedulePokeLeavesEventsToDispatch(t *testing.T) {
 		t.Fatalf("poke: %+v %v; want the run's event published", res, err)
 	}
 	receiveStates(t, sq, q, r.RunID, "pending")
+}
+
+// newDeps returns the functions' dependencies on pool and cfg, with no environment, closed when
+// the test ends.
+func newDeps(t *testing.T, pool *pgxpool.Pool, cfg aws.Config) *lambdafn.Deps {
+	t.Helper()
+	d, err := lambdafn.NewDeps(pool, cfg, nil, func(string) string { return "" }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Control.Pipeline.Close(context.Background()) })
+	return d
 }
