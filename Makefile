@@ -38,10 +38,8 @@ test: verify ## verify, then run every test (real Postgres, moto, terraform, aws
 	$(WITH_DB) $(WITH_TF) $(GO) test -race -count=1 -timeout 40m ./...
 
 .PHONY: bench
-bench: build ## queue throughput: the peers (River, graphile-worker, SQL ceiling), then crawlq 3 times (README: Performance)
-	$(WITH_DB) ../shared/bench/peers/run.sh all 100000; \
-	for i in 1 2 3; do bin/crawlq bench --jobs 100000 --quiet; done; \
-	for i in 1 2 3; do bin/crawlq bench --op unique --jobs 100000 --quiet; done
+bench: build ## queue throughput beside the peers: alternating rounds, medians (README: Performance)
+	$(WITH_DB) scripts/bench-queue.sh
 
 .PHONY: bench-crawl
 bench-crawl: build ## crawl throughput beside Colly: alternating rounds, medians (README: Performance)

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The queue benchmark beside the peers: ROUNDS (default 3) alternating rounds of River,
+# graphile-worker and crawlq (insert, work, then unique), JOBS jobs each (default 100000), on the
+# Postgres at DATABASE_URL; then the SQL ceiling once, and the medians with crawlq's ratios to River.
+#
+# Each system's turn starts with a CHECKPOINT. Every one of them writes hundreds of MB of WAL, so
+# checkpoints start by themselves every few runs; whoever runs while one is under way pays for the
+# full-page images the first write to each page then logs (it measured ~30% slower inserts). Run
+# one after the other without this, the same system came out fast or slow depending on what ran
+# before it. The CHECKPOINT needs superuser or pg_checkpoint (the local server's user has both);
+# without it the rounds run anyway and say so.
+#
+# ../shared/bench/peers/run.sh measures the peers, each at its own best settings, exactly as
+# when it runs them all in one go.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+: "${DATABASE_URL:?set DATABASE_URL}"
+rounds=${ROUNDS:-3}
+jobs=${JOBS:-100000}
+crawlq=${CRAWLQ:-$here/bin/crawlq}
+peers=${PEERS:-$here/../shared/bench/peers}
+
+checkpoint() {
+  if ! psql "$DATABASE_URL" -qXc checkpoint 2>/dev/null; then
+    echo "bench-queue: CHECKPOINT refused (needs superuser or pg_checkpoint): this round runs without it" >&2
+  fi
+}
+field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<<"$2"; }
+declare -A figs
+keep() { # keep LINE...: files each RESULT line's jobs_per_s under system/op
+  local line sys op
+  while IFS= read -r line; do
+    [[ $line == RESULT* ]] || continue
+    echo "$line"
+    sys=$(sed -n 's/.*system=\([^ ]*\).*/\1/p' <<<"$line") op=$(sed -n 's/.*op=\([^ ]*\).*/\1/p' <<<"$line")
+    [[ $op == claim_latency ]] && continue
+    figs[$sys/$op]+="$(field jobs_per_s "$line") "
+  done
+}
+for i in $(seq "$rounds"); do
+  echo "# round $i of $rounds"
+  checkpoint; keep < <("$peers/run.sh" river "$jobs")
+  checkpoint; keep < <("$peers/run.sh" graphile "$jobs")
+  checkpoint; keep < <("$crawlq" bench --jobs "$jobs" --quiet)
+  checkpoint; keep < <("$crawlq" bench --op unique --jobs "$jobs" --quiet)
+done
+checkpoint; keep < <("$peers/run.sh" ceiling "$jobs")
+
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+ratio() { python3 -c "import sys; a, b = sys.argv[1:]; print(f'{float(a)/float(b):.2f}')" "$1" "$2"; }
+for k in river/insert river/work graphile-worker/insert graphile-worker/work sql-ceiling/work crawlq/insert crawlq/work crawlq/unique; do
+  [[ -n ${figs[$k]:-} ]] || { echo "bench-queue: no figure for $k" >&2; exit 1; }
+  # shellcheck disable=SC2086
+  m=$(median ${figs[$k]}) n=$(wc -w <<<"${figs[$k]}")
+  line="MEDIAN system=${k%/*} op=${k#*/} runs=$n jobs_per_s=$m"
+  case $k in
+    crawlq/insert | crawlq/work)
+      # shellcheck disable=SC2086
+      line+=" ratio_to_river=$(ratio "$m" "$(median ${figs[river/${k#*/}]})")" ;;
+  esac
+  echo "$line"
+done
