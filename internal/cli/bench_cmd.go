@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -14,7 +15,7 @@ import (
 
 func benchCmd() *Command {
 	return &Command{
-		Name: "bench", Synopsis: "measure queue (and crawl) throughput beside the peers", Usage: "[--jobs N] [--op insert,work,unique|crawl|dbcost|soak] [--backlog M] [--cpuprofile FILE]",
+		Name: "bench", Synopsis: "measure queue (and crawl) throughput beside the peers", Usage: "[--jobs N] [--op insert,work,unique|crawl|dbcost|soak] [--backlog M] [--cpuprofile FILE] [--memprofile FILE]",
 		Help: `Measures the queue on the database at DATABASE_URL, in a schema of its own (--schema, emptied
 first): inserts --jobs no-op jobs, then burns them down with workers in this process, and prints
 RESULT lines in the format of ../shared/bench/peers/run.sh so the figures sit beside River's,
@@ -45,7 +46,8 @@ worked, as River is measured by scripts/bench-dbcost.sh.
 maintenance on, --pages pages in all, and prints every --every: pages/s, each crawlq table's and
 index's size, dead tuples and the oldest open transaction (see the README, "Storage over time").
 
---cpuprofile FILE writes a CPU profile of the whole command (read it with go tool pprof).`,
+--cpuprofile FILE writes a CPU profile of the whole command, --memprofile FILE the heap
+allocations it made (read either with go tool pprof; -sample_index=alloc_objects for counts).`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			url := fs.String("database-url", "", "PostgreSQL URL (default $DATABASE_URL)")
 			var cfg bench.Config
@@ -63,7 +65,11 @@ index's size, dead tuples and the oldest open transaction (see the README, "Stor
 			fs.DurationVar(&soak.Every, "every", 0, "with --op soak: report interval (default 1m)")
 			fs.DurationVar(&soak.Retention, "retention", 0, "with --op soak: the retention windows of succeeded jobs and finished runs' data (default 2m)")
 			cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
-			return func(ctx context.Context, args []string) error {
+			memprofile := fs.String("memprofile", "", "write an allocation profile to this file when done")
+			return func(ctx context.Context, args []string) (err error) {
+				if *memprofile != "" {
+					defer func() { err = errors.Join(err, writeAllocs(*memprofile)) }()
+				}
 				if *cpuprofile != "" {
 					f, err := os.Create(*cpuprofile)
 					if err != nil {
@@ -124,4 +130,17 @@ index's size, dead tuples and the oldest open transaction (see the README, "Stor
 			}
 		},
 	}
+}
+
+// writeAllocs writes the allocations made so far as a pprof profile to path.
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("memory profile: %w", err)
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("memory profile: %w", err)
+	}
+	return f.Close()
 }
