@@ -27,24 +27,28 @@ checkpoint() {
 }
 field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<<"$2"; }
 declare -A figs
-keep() { # keep LINE...: files each RESULT line's jobs_per_s under system/op
-  local line sys op
+# measure CMD...: runs one system's turn after a checkpoint; echoes its RESULT lines and files each
+# line's jobs_per_s under system/op. A turn that fails stops the benchmark.
+measure() {
+  local out line sys op
+  checkpoint
+  out=$("$@") || { echo "bench-queue: $* failed" >&2; exit 1; }
   while IFS= read -r line; do
     [[ $line == RESULT* ]] || continue
     echo "$line"
     sys=$(sed -n 's/.*system=\([^ ]*\).*/\1/p' <<<"$line") op=$(sed -n 's/.*op=\([^ ]*\).*/\1/p' <<<"$line")
     [[ $op == claim_latency ]] && continue
     figs[$sys/$op]+="$(field jobs_per_s "$line") "
-  done
+  done <<<"$out"
 }
 for i in $(seq "$rounds"); do
   echo "# round $i of $rounds"
-  checkpoint; keep < <("$peers/run.sh" river "$jobs")
-  checkpoint; keep < <("$peers/run.sh" graphile "$jobs")
-  checkpoint; keep < <("$crawlq" bench --jobs "$jobs" --quiet)
-  checkpoint; keep < <("$crawlq" bench --op unique --jobs "$jobs" --quiet)
+  measure "$peers/run.sh" river "$jobs"
+  measure "$peers/run.sh" graphile "$jobs"
+  measure "$crawlq" bench --jobs "$jobs" --quiet
+  measure "$crawlq" bench --op unique --jobs "$jobs" --quiet
 done
-checkpoint; keep < <("$peers/run.sh" ceiling "$jobs")
+measure "$peers/run.sh" ceiling "$jobs"
 
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 ratio() { python3 -c "import sys; a, b = sys.argv[1:]; print(f'{float(a)/float(b):.2f}')" "$1" "$2"; }
