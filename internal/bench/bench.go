@@ -36,7 +36,8 @@ type Config struct {
 	Backlog int
 	// Workers and Concurrency shape the work phase. Defaults 2 and 128.
 	Workers, Concurrency int
-	// Batch is the claim, completion and insert batch size. Default 3000.
+	// Batch is the claim, completion and insert batch size. Default 5000, the batch River's
+	// harness (../shared/bench/peers/river) inserts with.
 	Batch int
 	// Ops selects what to run: "insert", "work", "unique" (any of them). Default insert and work.
 	Ops      []string
@@ -76,7 +77,7 @@ func (c *Config) defaults() {
 		c.Concurrency = 128
 	}
 	if c.Batch <= 0 {
-		c.Batch = 3000
+		c.Batch = 5000
 	}
 	if len(c.Ops) == 0 {
 		c.Ops = []string{"insert", "work"}

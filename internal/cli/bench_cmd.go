@@ -56,7 +56,7 @@ allocations it made (read either with go tool pprof; -sample_index=alloc_objects
 			fs.IntVar(&cfg.Backlog, "backlog", 0, "extra delayed and finished jobs present during the work phase")
 			fs.IntVar(&cfg.Workers, "workers", 2, "workers")
 			fs.IntVar(&cfg.Concurrency, "concurrency", 128, "handlers per worker")
-			fs.IntVar(&cfg.Batch, "batch", 3000, "claim, completion and insert batch size")
+			fs.IntVar(&cfg.Batch, "batch", 5000, "claim, completion and insert batch size")
 			fs.StringVar(&cfg.Schema, "schema", "crawlq_bench", "schema to work in (dropped and recreated)")
 			site := fs.String("url", "", "with --op crawl: the bench site's base URL")
 			quiet := fs.Bool("quiet", false, "no progress lines")
