@@ -25,6 +25,8 @@
 # the rounds run without it and say so.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/bench-lib.sh
+. "$here/scripts/bench-lib.sh"
 : "${DATABASE_URL:?set DATABASE_URL}"
 rounds=${ROUNDS:-5}
 items=${ITEMS:-10000}
@@ -47,7 +49,6 @@ trap 'kill $site 2>/dev/null || true; rm -rf "$tmp"' EXIT
 for _ in $(seq 50); do curl -s "http://127.0.0.1:$port/robots.txt" >/dev/null && break; sleep 0.1; done
 case $DATABASE_URL in *\?*) url="$DATABASE_URL&default_query_exec_mode=$exec_mode" ;; *) url="$DATABASE_URL?default_query_exec_mode=$exec_mode" ;; esac
 
-field() { sed -n "s/.* $1=\([0-9.na]*\).*/\1/p" <<<"$2"; }
 colly=() colly_cpu=() crawl=() crawl_cpu=() pg_cpu=() total_cpu=()
 for i in $(seq "$rounds"); do
   line=$(/usr/bin/time -f '%U %S' -o "$tmp/time" "$tmp/collybench" -url "http://127.0.0.1:$port/" | grep '^RESULT')
@@ -56,16 +57,13 @@ for i in $(seq "$rounds"); do
   per1k=$(python3 -c "print(f'{$cpu * 1000 / $pages:.3f}')")
   echo "$line cpu_s=$cpu cpu_s_per_1k_pages=$per1k mode=$mode"
   colly+=("$(field pages_per_s "$line")") colly_cpu+=("$per1k")
-  psql "$DATABASE_URL" -qXc checkpoint 2>/dev/null ||
-    echo "bench-crawl: CHECKPOINT refused (needs superuser or pg_checkpoint): this round runs without it" >&2
+  checkpoint bench-crawl
   # shellcheck disable=SC2086
   line=$("$crawlq" bench --op crawl --url "http://127.0.0.1:$port" --database-url "$url" --quiet ${CRAWLQ_ARGS:-} | grep '^RESULT')
   echo "$line exec_mode=$exec_mode mode=$mode"
   crawl+=("$(field pages_per_s "$line")") crawl_cpu+=("$(field cpu_s_per_1k_pages "$line")")
   pg_cpu+=("$(field pg_cpu_s_per_1k_pages "$line")") total_cpu+=("$(field total_cpu_s_per_1k_pages "$line")")
 done
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-ratio() { python3 -c "import sys; a, b = sys.argv[1:]; print('na' if 'na' in (a, b) else f'{float(a)/float(b):.2f}')" "$1" "$2"; }
 mc=$(median "${colly[@]}") mcc=$(median "${colly_cpu[@]}")
 mq=$(median "${crawl[@]}") mqc=$(median "${crawl_cpu[@]}") mpg=$(median "${pg_cpu[@]}") mt=$(median "${total_cpu[@]}")
 echo "MEDIAN system=colly mode=$mode rounds=$rounds pages_per_s=$mc cpu_s_per_1k_pages=$mcc"

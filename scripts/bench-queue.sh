@@ -14,24 +14,20 @@
 # when it runs them all in one go.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/bench-lib.sh
+. "$here/scripts/bench-lib.sh"
 : "${DATABASE_URL:?set DATABASE_URL}"
 rounds=${ROUNDS:-3}
 jobs=${JOBS:-100000}
 crawlq=${CRAWLQ:-$here/bin/crawlq}
 peers=${PEERS:-$here/../shared/bench/peers}
 
-checkpoint() {
-  if ! psql "$DATABASE_URL" -qXc checkpoint 2>/dev/null; then
-    echo "bench-queue: CHECKPOINT refused (needs superuser or pg_checkpoint): this round runs without it" >&2
-  fi
-}
-field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<<"$2"; }
 declare -A figs
 # measure CMD...: runs one system's turn after a checkpoint; echoes its RESULT lines and files each
 # line's jobs_per_s under system/op. A turn that fails stops the benchmark.
 measure() {
   local out line sys op
-  checkpoint
+  checkpoint bench-queue
   out=$("$@") || { echo "bench-queue: $* failed" >&2; exit 1; }
   while IFS= read -r line; do
     [[ $line == RESULT* ]] || continue
@@ -50,8 +46,6 @@ for i in $(seq "$rounds"); do
 done
 measure "$peers/run.sh" ceiling "$jobs"
 
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-ratio() { python3 -c "import sys; a, b = sys.argv[1:]; print(f'{float(a)/float(b):.2f}')" "$1" "$2"; }
 for k in river/insert river/work graphile-worker/insert graphile-worker/work sql-ceiling/work crawlq/insert crawlq/work crawlq/unique; do
   [[ -n ${figs[$k]:-} ]] || { echo "bench-queue: no figure for $k" >&2; exit 1; }
   # shellcheck disable=SC2086
