@@ -67,7 +67,7 @@ func (c *Client) List(ctx context.Context, p ListParams) ([]*Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
-	jobs, err := jobsFromRows(rows, func(r dbsqlc.CrawlqJob) dbsqlc.CrawlqJob { return r })
+	jobs, err := jobsFromRows(rows)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}

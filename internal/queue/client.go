@@ -90,9 +90,8 @@ func (c *Client) Backoff(attempt int) time.Duration {
 }
 
 // jobFromRow is the one conversion from a job row to a Job. The statements that return whole
-// jobs return every column of crawlq_job in table order, so their generated row types convert to
-// dbsqlc.CrawlqJob; a column added to the table stops that conversion compiling until it is added
-// to them all.
+// jobs return every column of crawlq_job (j.*, or a function returning SETOF crawlq_job), so sqlc
+// gives them all dbsqlc.CrawlqJob rows.
 func jobFromRow(r dbsqlc.CrawlqJob) (*Job, error) {
 	j := &Job{ID: r.ID, Queue: r.Queue, Kind: r.Kind, State: State(r.State), Args: r.Args, Priority: int(r.Priority),
 		RunAt: r.RunAt, Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts), LeaseUntil: r.LeaseUntil,
@@ -106,12 +105,11 @@ func jobFromRow(r dbsqlc.CrawlqJob) (*Job, error) {
 	return j, nil
 }
 
-// jobsFromRows converts rows of whole jobs (see jobFromRow), each converted to dbsqlc.CrawlqJob
-// by conv (a type conversion).
-func jobsFromRows[R any](rows []R, conv func(R) dbsqlc.CrawlqJob) ([]*Job, error) {
+// jobsFromRows converts rows of whole jobs (see jobFromRow).
+func jobsFromRows(rows []dbsqlc.CrawlqJob) ([]*Job, error) {
 	jobs := make([]*Job, len(rows))
 	for i, r := range rows {
-		j, err := jobFromRow(conv(r))
+		j, err := jobFromRow(r)
 		if err != nil {
 			return nil, err
 		}

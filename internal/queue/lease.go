@@ -47,7 +47,7 @@ func (c *Client) Claim(ctx context.Context, p ClaimParams) ([]*Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
-	jobs, err := jobsFromRows(rows, func(r dbsqlc.CrawlqJob) dbsqlc.CrawlqJob { return r })
+	jobs, err := jobsFromRows(rows)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}

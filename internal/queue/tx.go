@@ -108,7 +108,7 @@ func (t *Tx) EnqueueHeld(r *Reservation, ps []EnqueueParams) error {
 	t.empty = false
 	t.res = append(t.res, r)
 	dbsqlc.QueueMany(&t.b, (*dbsqlc.Queries).InsertHeldJobs, arg, func(rows []dbsqlc.CrawlqJob) error {
-		jobs, err := jobsFromRows(rows, func(r dbsqlc.CrawlqJob) dbsqlc.CrawlqJob { return r })
+		jobs, err := jobsFromRows(rows)
 		if err != nil {
 			return fmt.Errorf("enqueue held: %w", err)
 		}
