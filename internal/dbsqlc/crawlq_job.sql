@@ -18,7 +18,8 @@
 -- each other instead of deadlocking.
 --
 -- The claim, the completions and the held insert run for every job: their statements are PL/pgSQL
--- functions (migration 0010, which says why), and the queries here call them.
+-- functions (migration 0010, which says why; the held insert's is 0011's), and the queries here
+-- call them.
 
 -- name: InsertJobs :many
 -- Inserts a batch given as parallel arrays in one round trip. A job whose run_at is still in the
@@ -122,9 +123,11 @@ JOIN (SELECT o, row_number() OVER (ORDER BY o) AS n FROM pick) p USING (n);
 -- milliseconds: work a process found for itself and hands to its own idle handlers, skipping the
 -- claim (queue.Reservation). They count as running from the start. Jobs whose once key (@hashes)
 -- was used before are skipped (index: crawlq_job_once's primary key). The statement is InsertJobsOnce's
--- with the lease set, in the PL/pgSQL function crawlq_insert_held_jobs (migration 0010: each page's
--- links run it, and a function's plan is made once per session, not on every call).
-SELECT * FROM crawlq_insert_held_jobs(
+-- with the lease set, in the PL/pgSQL function crawlq_insert_held_job_ids (migration 0011: each
+-- page's links run it, and a function's plan is made once per session, not on every call). It
+-- answers with each new job's id, its 1-based position in the arrays, and the instant it started
+-- (also its run_at and created_at): the caller knows the rest of the job.
+SELECT id::bigint AS id, pos::int AS pos, started_at::timestamptz AS started_at FROM crawlq_insert_held_job_ids(
     sqlc.arg(queues)::text[], sqlc.arg(kinds)::text[], sqlc.arg(priorities)::smallint[], sqlc.arg(max_attempts)::int[],
     sqlc.arg(parent_ids)::bigint[], sqlc.arg(args)::text[], sqlc.arg(hashes)::uuid[],
     sqlc.arg(lease_ms)::bigint, sqlc.arg(lease_token)::bigint, sqlc.arg(worker)::text, sqlc.narg(now)::timestamptz);

@@ -601,7 +601,7 @@ func (q *Queries) HeartbeatJobs(ctx context.Context, arg HeartbeatJobsParams) ([
 }
 
 const InsertHeldJobs = `-- name: InsertHeldJobs :many
-SELECT id, queue, kind, state, priority, run_at, attempt, max_attempts, lease_until, lease_token, worker, unique_key, parent_id, cancel_requested, args, errors, created_at, started_at, finished_at, prev_state FROM crawlq_insert_held_jobs(
+SELECT id::bigint AS id, pos::int AS pos, started_at::timestamptz AS started_at FROM crawlq_insert_held_job_ids(
     $1::text[], $2::text[], $3::smallint[], $4::int[],
     $5::bigint[], $6::text[], $7::uuid[],
     $8::bigint, $9::bigint, $10::text, $11::timestamptz)
@@ -621,13 +621,21 @@ type InsertHeldJobsParams struct {
 	Now         *time.Time
 }
 
+type InsertHeldJobsRow struct {
+	ID        int64
+	Pos       int32
+	StartedAt time.Time
+}
+
 // Inserts jobs that start out running, leased to @worker with @lease_token for @lease_ms
 // milliseconds: work a process found for itself and hands to its own idle handlers, skipping the
 // claim (queue.Reservation). They count as running from the start. Jobs whose once key (@hashes)
 // was used before are skipped (index: crawlq_job_once's primary key). The statement is InsertJobsOnce's
-// with the lease set, in the PL/pgSQL function crawlq_insert_held_jobs (migration 0010: each page's
-// links run it, and a function's plan is made once per session, not on every call).
-func (q *Queries) InsertHeldJobs(ctx context.Context, arg InsertHeldJobsParams) ([]CrawlqJob, error) {
+// with the lease set, in the PL/pgSQL function crawlq_insert_held_job_ids (migration 0011: each
+// page's links run it, and a function's plan is made once per session, not on every call). It
+// answers with each new job's id, its 1-based position in the arrays, and the instant it started
+// (also its run_at and created_at): the caller knows the rest of the job.
+func (q *Queries) InsertHeldJobs(ctx context.Context, arg InsertHeldJobsParams) ([]InsertHeldJobsRow, error) {
 	rows, err := q.db.Query(ctx, InsertHeldJobs,
 		arg.Queues,
 		arg.Kinds,
@@ -645,31 +653,10 @@ func (q *Queries) InsertHeldJobs(ctx context.Context, arg InsertHeldJobsParams) 
 		return nil, err
 	}
 	defer rows.Close()
-	items := []CrawlqJob{}
+	items := []InsertHeldJobsRow{}
 	for rows.Next() {
-		var i CrawlqJob
-		if err := rows.Scan(
-			&i.ID,
-			&i.Queue,
-			&i.Kind,
-			&i.State,
-			&i.Priority,
-			&i.RunAt,
-			&i.Attempt,
-			&i.MaxAttempts,
-			&i.LeaseUntil,
-			&i.LeaseToken,
-			&i.Worker,
-			&i.UniqueKey,
-			&i.ParentID,
-			&i.CancelRequested,
-			&i.Args,
-			&i.Errors,
-			&i.CreatedAt,
-			&i.StartedAt,
-			&i.FinishedAt,
-			&i.PrevState,
-		); err != nil {
+		var i InsertHeldJobsRow
+		if err := rows.Scan(&i.ID, &i.Pos, &i.StartedAt); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -770,7 +757,8 @@ type InsertJobsRow struct {
 // each other instead of deadlocking.
 //
 // The claim, the completions and the held insert run for every job: their statements are PL/pgSQL
-// functions (migration 0010, which says why), and the queries here call them.
+// functions (migration 0010, which says why; the held insert's is 0011's), and the queries here
+// call them.
 // Inserts a batch given as parallel arrays in one round trip. A job whose run_at is still in the
 // future starts as 'scheduled'; a zero run_at means now plus its delay (microseconds). @mode is what
 // a job whose unique key an unfinished job of its queue holds does (index: crawlq_job_unique):

@@ -14,9 +14,10 @@
 //
 // The exception to "every statement is here": the statements every job and every crawled page
 // runs (ClaimJobs, CompleteJobs, CompleteJobsOrAbort, InsertHeldJobs, AddRunStats, InsertItems)
-// are PL/pgSQL functions made by migration 0010, and their queries here call them. In exec mode
-// nothing is prepared, so a statement sent as text is parsed and planned on every call (~30% of
-// the database's CPU on the chain bench site), and even prepared these were planned again on
-// every call; a function's plans are made once per session. Change those statements with a new
-// migration (CREATE OR REPLACE FUNCTION).
+// are PL/pgSQL functions made by migration 0010 (the held insert's current one by 0011), and their
+// queries here call them. In exec mode nothing is prepared, so a statement sent as text is parsed
+// and planned on every call (~30% of the database's CPU on the chain bench site), and even
+// prepared these were planned again on every call; a function's plans are made once per session.
+// Change those statements with a new migration (CREATE OR REPLACE FUNCTION, or a new function
+// when the result type changes).
 package dbsqlc

@@ -235,8 +235,8 @@ func TestReservationHandsJobsToTheWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	tx := c.NewTx()
-	if err := tx.EnqueueHeld(r, []queue.EnqueueParams{{Queue: "q", Kind: "k", Args: []byte(`{"n":1}`)}, {Queue: "q", Kind: "k", Priority: 7, ParentID: 9, OnceKey: "new"},
-		{Queue: "q", Kind: "k", ParentID: 9, OnceKey: "used"}}); err != nil {
+	if err := tx.EnqueueHeld(r, []queue.EnqueueParams{{Queue: "q", Kind: "k", Args: []byte(`{"n":1}`)}, {Queue: "q", Kind: "k", ParentID: 9, OnceKey: "used"},
+		{Queue: "q", Kind: "k2", Priority: 7, MaxAttempts: 3, ParentID: 9, OnceKey: "new"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Send(ctx); err != nil { // hands the jobs to the worker
@@ -245,11 +245,35 @@ func TestReservationHandsJobsToTheWorker(t *testing.T) {
 	if len(r.Jobs()) != 2 {
 		t.Fatalf("inserted %d held jobs, want 2 (one once key was used)", len(r.Jobs()))
 	}
+	// The insert answers with ids, positions and the start only; the rest of each handed job is
+	// filled in from what was sent, and must be what the database has (the skipped job in the
+	// middle shifts the second one's position).
+	for i, want := range []struct {
+		kind, args                string
+		prio, maxAttempts, parent int
+	}{{"k", `{"n": 1}`, 0, queue.DefaultMaxAttempts, 0}, {"k2", `{}`, 7, 3, 9}} {
+		h := r.Jobs()[i]
+		db, err := c.Get(ctx, h.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Kind != want.kind || h.Priority != want.prio || h.MaxAttempts != want.maxAttempts || int(h.ParentID) != want.parent ||
+			h.Queue != "q" || h.State != queue.StateRunning || h.Attempt != 1 || h.LeaseToken == 0 || h.LeaseUntil == nil ||
+			!h.LeaseUntil.Equal(h.RunAt.Add(600*time.Millisecond)) || h.StartedAt == nil || !h.StartedAt.Equal(h.RunAt) {
+			t.Errorf("handed job %d: %+v; want kind %s, priority %d, max attempts %d, parent %d, running on attempt 1 under a 600ms lease from its start",
+				i, h, want.kind, want.prio, want.maxAttempts, want.parent)
+		}
+		if db.Kind != h.Kind || db.Priority != h.Priority || db.MaxAttempts != h.MaxAttempts || db.ParentID != h.ParentID ||
+			db.Queue != h.Queue || !db.RunAt.Equal(h.RunAt) || !db.CreatedAt.Equal(h.CreatedAt) || db.StartedAt == nil ||
+			!db.StartedAt.Equal(*h.StartedAt) || string(db.Args) != want.args || db.Attempt != 1 {
+			t.Errorf("handed job %d: %+v; the database has %+v", i, h, db)
+		}
+	}
 	got := map[int64]bool{}
 	for range 2 {
 		select {
 		case j := <-ran:
-			if j.Attempt != 1 || j.Kind != "k" || j.LeaseToken == 0 {
+			if j.Attempt != 1 || j.LeaseToken == 0 {
 				t.Fatalf("handed job %+v", j)
 			}
 			got[j.ID] = true

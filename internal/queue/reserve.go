@@ -2,8 +2,10 @@ package queue
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"crawlq/internal/dbsqlc"
 )
@@ -101,6 +103,26 @@ func (r *Reservation) insertArgs(ps []EnqueueParams) (dbsqlc.InsertHeldJobsParam
 	return dbsqlc.InsertHeldJobsParams{Queues: col.queues, Kinds: col.kinds, Priorities: col.prios, MaxAttempts: col.maxes,
 		ParentIds: col.parents, Args: col.args, Hashes: col.onces, Now: r.w.c.now(), LeaseMs: cfg.Lease.Milliseconds(),
 		LeaseToken: r.token, Worker: cfg.ID}, nil
+}
+
+// heldJobs returns the jobs the insert with arg made, from its answer: each new job's id, position
+// in arg's arrays and start. The rest of a job is what arg sent (defaults applied), running under
+// the reservation's lease from its start.
+func (r *Reservation) heldJobs(arg dbsqlc.InsertHeldJobsParams, rows []dbsqlc.InsertHeldJobsRow) ([]*Job, error) {
+	jobs := make([]*Job, len(rows))
+	for i, row := range rows {
+		k := int(row.Pos) - 1
+		if k < 0 || k >= len(arg.Queues) {
+			return nil, fmt.Errorf("result for job %d of %d", row.Pos, len(arg.Queues))
+		}
+		at := row.StartedAt
+		until := at.Add(time.Duration(arg.LeaseMs) * time.Millisecond)
+		jobs[i] = &Job{ID: row.ID, Queue: arg.Queues[k], Kind: arg.Kinds[k], State: StateRunning,
+			Args: json.RawMessage(arg.Args[k]), Priority: int(arg.Priorities[k]), RunAt: at, Attempt: 1,
+			MaxAttempts: int(arg.MaxAttempts[k]), LeaseUntil: &until, LeaseToken: arg.LeaseToken, Worker: arg.Worker,
+			ParentID: arg.ParentIds[k], CreatedAt: at, StartedAt: &at}
+	}
+	return jobs, nil
 }
 
 // Hand gives the inserted jobs to the worker's handlers; call it once the transaction that
