@@ -1,0 +1,120 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"sync"
+)
+
+// PokeSource is the "source" of the api's poke payload, which the dispatch handler answers with
+// Poke rather than a full Tick.
+const PokeSource = "api"
+
+// Poke is the tick the api asks for after each schedule: it starts workers for what is waiting
+// now, publishes the events of runIDs (the new run's "scheduled", which the api leaves to it so
+// that its answer does not wait for EventBridge), and waits for the jobs due within the
+// lookahead, like Tick, but leaves rescue, the sweep, other runs' events, pruning and
+// maintenance to the scheduled ticks. A full tick per poke made every schedule pay the whole
+// upkeep (measured: 200 concurrent schedules through crawlq local, p50 latency 2.2 s against
+// 0.37 s before upkeep grew).
+//
+// Pokes that arrive while another one of this Dispatcher is promoting and fanning out join it:
+// it goes round once more for them (their jobs committed before they poked, so that round sees
+// them) and they return at once with Result.Coalesced. A burst of schedules through one process
+// (`crawlq local`, or a dispatch Lambda environment handed several pokes at once) then costs a
+// few rounds, not one per schedule: 200 concurrent schedules through crawlq local made 200
+// rounds of promote, counts and live workers compete with the schedules themselves for the
+// database. A poke whose round fails leaves that round's runs to the next poke (and their events
+// to the next tick, which publishes every run's).
+func (d *Dispatcher) Poke(ctx context.Context, runIDs []int64) (Result, error) {
+	res := Result{Invoked: map[string]int{}}
+	runIDs, ok := d.pokes.enter(runIDs)
+	if !ok {
+		res.Coalesced = true
+		return res, nil
+	}
+	started := map[string]int{}
+	for {
+		if err := d.pokeRound(ctx, &res, started, runIDs); err != nil {
+			d.pokes.abandon(runIDs)
+			return res, err
+		}
+		joined, more := d.pokes.next()
+		if !more {
+			break
+		}
+		runIDs = joined.runs
+		res.Joined += joined.pokes
+	}
+	return res, d.wait(ctx, &res, started)
+}
+
+// pokeRound promotes, fans out and publishes the events of runIDs, adding what it did to res.
+func (d *Dispatcher) pokeRound(ctx context.Context, res *Result, started map[string]int, runIDs []int64) error {
+	n, err := d.cfg.Queue.Promote(ctx, d.cfg.Batch)
+	res.Promoted += n
+	if err != nil {
+		return fmt.Errorf("promote: %w", err)
+	}
+	if err := d.fanOut(ctx, res, started); err != nil {
+		return err
+	}
+	if d.cfg.PublishRuns != nil && len(runIDs) > 0 {
+		n, err := d.cfg.PublishRuns(ctx, runIDs)
+		d.recordEvents(res, n, err)
+	}
+	return nil
+}
+
+// pokeQueue lets one Poke at a time promote and fan out, and collects the pokes that arrive
+// meanwhile for it to serve in one more round.
+type pokeQueue struct {
+	mu      sync.Mutex
+	running bool
+	joined  joinedPokes // since the running poke's current round began
+}
+
+// joinedPokes are pokes that joined a running one: how many, and their runs.
+type joinedPokes struct {
+	pokes int
+	runs  []int64
+}
+
+// enter reports whether the caller is to run the poke, and the runs it serves: its own, and
+// those of pokes that joined one that failed. Otherwise the caller has joined the running poke.
+func (q *pokeQueue) enter(runIDs []int64) ([]int64, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.running {
+		q.joined.pokes++
+		q.joined.runs = append(q.joined.runs, runIDs...)
+		return nil, false
+	}
+	q.running = true
+	runIDs = append(runIDs, q.joined.runs...)
+	q.joined = joinedPokes{}
+	return runIDs, true
+}
+
+// next hands the running poke the pokes that joined it during its round, and reports whether
+// there were any; when there were none, the poke is over and the next one runs itself.
+func (q *pokeQueue) next() (joinedPokes, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	j := q.joined
+	if j.pokes == 0 {
+		q.running = false
+		return j, false
+	}
+	q.joined = joinedPokes{}
+	return j, true
+}
+
+// abandon ends a running poke whose round for runIDs failed. Those runs, and those of the pokes
+// that joined meanwhile, are left for the next poke to serve in its first round with its own.
+func (q *pokeQueue) abandon(runIDs []int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.running = false
+	q.joined = joinedPokes{runs: append(runIDs, q.joined.runs...)}
+}
