@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -20,11 +21,11 @@ const PokeSource = "api"
 //
 // Pokes that arrive while another one of this Dispatcher is promoting and fanning out join it:
 // it goes round once more for them (their jobs committed before they poked, so that round sees
-// them) and they return at once with Result.Coalesced. A burst of schedules through one process
-// (`crawlq local`, or a dispatch Lambda environment handed several pokes at once) then costs a
-// few rounds, not one per schedule: 200 concurrent schedules through crawlq local made 200
-// rounds of promote, counts and live workers compete with the schedules themselves for the
-// database. A poke whose round fails leaves that round's runs to the next poke (and their events
+// them) and they return at once with Result.Coalesced. A burst of schedules through `crawlq
+// local` then costs a few rounds, not one per schedule: 200 concurrent schedules made 200 rounds
+// of promote, counts and live workers compete with the schedules themselves for the database.
+// (On AWS each poke is a dispatch invocation of its own, and a Lambda environment runs one at a
+// time, so there they do not join.) A poke whose round fails leaves that round's runs to the next poke (and their events
 // to the next tick, which publishes every run's).
 func (d *Dispatcher) Poke(ctx context.Context, runIDs []int64) (Result, error) {
 	res := Result{Invoked: map[string]int{}}
@@ -91,7 +92,7 @@ func (q *pokeQueue) enter(runIDs []int64) ([]int64, bool) {
 		return nil, false
 	}
 	q.running = true
-	runIDs = append(runIDs, q.joined.runs...)
+	runIDs = slices.Concat(runIDs, q.joined.runs) // a copy: the caller's slice is left alone
 	q.joined = joinedPokes{}
 	return runIDs, true
 }
@@ -116,5 +117,5 @@ func (q *pokeQueue) abandon(runIDs []int64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.running = false
-	q.joined = joinedPokes{runs: append(runIDs, q.joined.runs...)}
+	q.joined = joinedPokes{runs: slices.Concat(runIDs, q.joined.runs)}
 }

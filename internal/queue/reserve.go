@@ -105,10 +105,10 @@ func (r *Reservation) insertArgs(ps []EnqueueParams) (dbsqlc.InsertHeldJobsParam
 		LeaseToken: r.token, Worker: cfg.ID}, nil
 }
 
-// heldJobs returns the jobs the insert with arg made, from its answer: each new job's id, position
-// in arg's arrays and start. The rest of a job is what arg sent (defaults applied), running under
-// the reservation's lease from its start.
-func (r *Reservation) heldJobs(arg dbsqlc.InsertHeldJobsParams, rows []dbsqlc.InsertHeldJobsRow) ([]*Job, error) {
+// heldJobs returns the jobs the held insert with arg made, from its answer: each new job's id,
+// position in arg's arrays and start. The rest of a job is what arg sent (defaults applied),
+// running under arg's lease from its start.
+func heldJobs(arg dbsqlc.InsertHeldJobsParams, rows []dbsqlc.InsertHeldJobsRow) ([]*Job, error) {
 	jobs := make([]*Job, len(rows))
 	for i, row := range rows {
 		k := int(row.Pos) - 1

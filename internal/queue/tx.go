@@ -108,7 +108,7 @@ func (t *Tx) EnqueueHeld(r *Reservation, ps []EnqueueParams) error {
 	t.empty = false
 	t.res = append(t.res, r)
 	dbsqlc.QueueMany(&t.b, (*dbsqlc.Queries).InsertHeldJobs, arg, func(rows []dbsqlc.InsertHeldJobsRow) error {
-		jobs, err := r.heldJobs(arg, rows)
+		jobs, err := heldJobs(arg, rows)
 		if err != nil {
 			return fmt.Errorf("enqueue held: %w", err)
 		}
