@@ -286,8 +286,9 @@ func TestReservationHandsJobsToTheWorker(t *testing.T) {
 		t.Fatalf("stats %+v, worker %+v; want 2 succeeded, none lost", s, w.Stats())
 	}
 
-	// Handed to a stopped worker: released for others, attempt not counted.
-	r = w.Reserve(1)
+	// Handed to a stopped worker: released for others, attempt not counted. The handlers' room
+	// is taken while the claim loop claims (it wakes when they finish), so wait for that claim.
+	waitFor(t, 10*time.Second, func() bool { r = w.Reserve(1); return r != nil })
 	stop()
 	<-stopped
 	tx = c.NewTx()
