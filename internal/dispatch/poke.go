@@ -35,17 +35,18 @@ func (d *Dispatcher) Poke(ctx context.Context, runIDs []int64) (Result, error) {
 		return res, nil
 	}
 	started := map[string]int{}
+	serving := 0 // pokes that joined, served by the round about to run
 	for {
 		if err := d.pokeRound(ctx, &res, started, runIDs); err != nil {
 			d.pokes.abandon(runIDs)
 			return res, err
 		}
+		res.Joined += serving
 		joined, more := d.pokes.next()
 		if !more {
 			break
 		}
-		runIDs = joined.runs
-		res.Joined += joined.pokes
+		runIDs, serving = joined.runs, joined.pokes
 	}
 	return res, d.wait(ctx, &res, started)
 }

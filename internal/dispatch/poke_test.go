@@ -149,8 +149,8 @@ func TestPokesJoinTheRunningOne(t *testing.T) {
 	}
 	cancel()
 	close(release)
-	if a := <-failing; !errors.Is(a.err, context.Canceled) {
-		t.Fatalf("poke with its context cancelled: %+v, %v; want its second round to fail", a.res, a.err)
+	if a := <-failing; !errors.Is(a.err, context.Canceled) || a.res.Joined != 0 {
+		t.Fatalf("poke with its context cancelled: %+v, %v; want its second round to fail, serving no joined poke", a.res, a.err)
 	}
 	next := pokeA(ctx, 6)
 	if got := received(); len(got) != 2 || got[0] != 6 || got[1] != 5 {
