@@ -284,7 +284,10 @@ func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request, ep endpoint) 
 	}
 	out := s.cfg.API.Run(r.Context(), req)
 	if out["status"] != "ok" {
-		msg, _ := out["message"].(string)
+		msg, ok := out["message"].(string)
+		if !ok {
+			msg = fmt.Sprintf("api answered status %v without a message", out["status"])
+		}
 		if ep.action == api.ActStatus && strings.HasPrefix(msg, "unknown job") {
 			// Scrapyd answers a job it does not know with currstate "unknown".
 			s.writeJSON(w, http.StatusOK, map[string]any{"node_name": s.cfg.NodeName, "status": "ok", "currstate": "unknown"})
@@ -293,7 +296,13 @@ func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request, ep endpoint) 
 		s.writeJSON(w, http.StatusOK, s.errBody(strings.TrimPrefix(msg, "bad request: ")))
 		return
 	}
-	s.writeJSON(w, http.StatusOK, s.shape(ep.action, out))
+	body, err := s.shape(ep.action, out)
+	if err != nil {
+		s.log.ErrorContext(r.Context(), "scrapyd: cannot shape the api's answer", "action", ep.action, "err", err)
+		s.writeJSON(w, http.StatusInternalServerError, s.errBody("internal error: "+err.Error()))
+		return
+	}
+	s.writeJSON(w, http.StatusOK, body)
 }
 
 // scrapydTime formats a time as Scrapyd does (Python's str(datetime)).
@@ -305,22 +314,43 @@ func scrapydTime(rfc string) string {
 	return t.Local().Format("2006-01-02 15:04:05.000000")
 }
 
-// shape turns an api response into Scrapyd's shape for the action.
-func (s *Server) shape(action string, out api.Response) map[string]any {
+// shape turns an api response into Scrapyd's shape for the action. A field the action's
+// response lacks, or holds in a type other than the api's, is an error rather than a null or a
+// missing key in the answer: the two packages disagreeing must not look like an empty result.
+func (s *Server) shape(action string, out api.Response) (map[string]any, error) {
 	body := map[string]any{"node_name": s.cfg.NodeName, "status": "ok"}
+	copyKeys := func(keys ...string) error {
+		for _, k := range keys {
+			v, ok := out[k]
+			if !ok {
+				return fmt.Errorf("scrapyd: %s response has no %q", action, k)
+			}
+			body[k] = v
+		}
+		return nil
+	}
 	switch action {
 	case api.ActSchedule:
-		body["jobid"] = out["jobid"]
+		return body, copyKeys("jobid")
 	case api.ActCancel:
-		body["prevstate"] = out["prevstate"]
+		return body, copyKeys("prevstate")
 	case api.ActStatus:
-		body["currstate"] = out["currstate"]
-		if j, ok := out["job"].(api.Job); ok {
+		if err := copyKeys("currstate"); err != nil {
+			return nil, err
+		}
+		if v, ok := out["job"]; ok {
+			j, ok := v.(api.Job)
+			if !ok {
+				return nil, fmt.Errorf("scrapyd: status response's job is a %T, want api.Job", v)
+			}
 			body["job"] = jobShape(j, "")
 		}
 	case api.ActListJobs:
 		for _, k := range []string{"pending", "running", "finished"} {
-			jobs, _ := out[k].([]api.Job)
+			jobs, ok := out[k].([]api.Job)
+			if !ok {
+				return nil, fmt.Errorf("scrapyd: listjobs response's %s is a %T, want []api.Job", k, out[k])
+			}
 			list := make([]map[string]any, 0, len(jobs))
 			for _, j := range jobs {
 				list = append(list, jobShape(j, k))
@@ -328,17 +358,17 @@ func (s *Server) shape(action string, out api.Response) map[string]any {
 			body[k] = list
 		}
 	case api.ActListSpiders:
-		body["spiders"] = out["spiders"]
+		return body, copyKeys("spiders")
 	case api.ActListProjects:
-		body["projects"] = out["projects"]
+		return body, copyKeys("projects")
 	case api.ActListVersions:
-		body["versions"] = out["versions"]
+		return body, copyKeys("versions")
 	case api.ActAddVersion:
-		body["project"], body["version"], body["spiders"] = out["project"], out["version"], out["spiders"]
+		return body, copyKeys("project", "version", "spiders")
 	case api.ActDaemonStatus:
-		body["pending"], body["running"], body["finished"] = out["pending"], out["running"], out["finished"]
+		return body, copyKeys("pending", "running", "finished")
 	}
-	return body
+	return body, nil
 }
 
 // jobShape is a job as Scrapyd's listjobs shows it, with crawlq's state, items and error.
