@@ -11,7 +11,6 @@ import (
 
 	"crawlq/internal/api"
 	"crawlq/internal/awstest"
-	"crawlq/internal/awsx"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/node"
 )
@@ -145,10 +144,7 @@ func motoScheduler(t *testing.T) *scheduler.Client {
 	t.Helper()
 	awstest.Moto(t)
 	ctx := context.Background()
-	cfg, err := awsx.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := awstest.Config(t)
 	sc := scheduler.NewFromConfig(cfg)
 	if _, err := sc.CreateScheduleGroup(ctx, &scheduler.CreateScheduleGroupInput{Name: aws.String("crawlq")}); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@
 package awstest
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -13,6 +14,10 @@ import (
 	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"crawlq/internal/awsx"
 )
 
 // Moto starts moto_server on a free loopback port, points the environment of this test at
@@ -69,4 +74,16 @@ func Env(t testing.TB, endpoint string) {
 	} {
 		t.Setenv(k, v)
 	}
+}
+
+// Config loads the AWS SDK configuration crawlq's code would load in this environment (awsx.Load:
+// the emulator's endpoint, region and fake credentials that Moto or Env set), failing the test
+// when it cannot.
+func Config(t testing.TB) aws.Config {
+	t.Helper()
+	cfg, err := awsx.Load(context.Background())
+	if err != nil {
+		t.Fatalf("awstest: load AWS config: %v", err)
+	}
+	return cfg
 }

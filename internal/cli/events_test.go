@@ -16,7 +16,6 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"crawlq/internal/awstest"
-	"crawlq/internal/awsx"
 	"crawlq/internal/cli"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/demosite"
@@ -29,10 +28,7 @@ func TestWorkerPublishesRunEventsAtOnce(t *testing.T) {
 	awstest.Moto(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cfg, err := awsx.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := awstest.Config(t)
 	sq, eb := sqs.NewFromConfig(cfg), eventbridge.NewFromConfig(cfg)
 	q, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("runs")})
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"crawlq/internal/awstest"
-	"crawlq/internal/awsx"
 	"crawlq/internal/db"
 	"crawlq/internal/dbtest"
 )
@@ -72,10 +71,7 @@ func TestFromEnvSecret(t *testing.T) {
 	_, schemaURL := dbtest.Schema(t)
 	awstest.Moto(t)
 	ctx := context.Background()
-	cfg, err := awsx.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := awstest.Config(t)
 	u, err := url.Parse(schemaURL)
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"crawlq/internal/awstest"
-	"crawlq/internal/awsx"
 	"crawlq/internal/dbsetup"
 	"crawlq/internal/dbtest"
 )
@@ -93,10 +92,7 @@ func TestFromEnvReadsAppSecret(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, u := dbtest.Schema(t)
-	awsCfg, err := awsx.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	awsCfg := awstest.Config(t)
 	sm := secretsmanager.NewFromConfig(awsCfg)
 	mk := func(name, body string) string {
 		out, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(name), SecretString: aws.String(body)})

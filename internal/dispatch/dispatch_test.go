@@ -16,7 +16,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
 	"crawlq/internal/awstest"
-	"crawlq/internal/awsx"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/dispatch"
 	"crawlq/internal/queue"
@@ -74,10 +73,7 @@ func motoLambda(t *testing.T) *lambda.Client {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("aws iam create-role (the aws CLI is required): %v\n%s", err, b)
 	}
-	cfg, err := awsx.Load(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := awstest.Config(t)
 	lc := lambda.NewFromConfig(cfg)
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)

@@ -23,7 +23,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ecs/types"
 
 	"crawlq/internal/awstest"
-	"crawlq/internal/awsx"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/ecsrun"
 	"crawlq/internal/queue"
@@ -75,10 +74,7 @@ func startMoto(t *testing.T) *moto {
 	t.Setenv("MOTO_RECORDER_FILEPATH", m.recFile)
 	m.endpoint = awstest.Moto(t)
 	ctx := context.Background()
-	cfg, err := awsx.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := awstest.Config(t)
 	m.client = ecs.NewFromConfig(cfg, func(o *ecs.Options) { o.HTTPClient = &http.Client{Transport: motoFix{http.DefaultTransport}} })
 	// The default VPC's subnets and security group, through EC2's query API (no EC2 SDK here).
 	m.subnets = ec2IDs(t, m.endpoint, "DescribeSubnets", "subnetId")[:2]

@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"crawlq/internal/awstest"
-	"crawlq/internal/awsx"
 	"crawlq/internal/crawl"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/demosite"
@@ -152,10 +151,7 @@ func TestBrokenSpiderFailsMonitors(t *testing.T) {
 	failures := newBus(t, "run-failures", `{"source":["crawlq"],"detail-type":["Run State Change"],"detail":{"outcome":["failed","monitors_failed"]}}`)
 	all := newBus(t, "all-runs", `{"source":["crawlq"]}`)
 	e := startCrawl(t, demosite.Config{Items: 30, SlowDelay: time.Millisecond})
-	cfg, err := awsx.Load(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := awstest.Config(t)
 	var emf bytes.Buffer
 	p := newPublisher(t, events.Config{Pool: e.pool, Putter: eventbridge.NewFromConfig(cfg), Monitors: e.reg.Monitors, Metrics: &emf})
 

@@ -16,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"crawlq/internal/awstest"
-	"crawlq/internal/awsx"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/events"
 	"crawlq/internal/monitor"
@@ -146,10 +145,7 @@ type bus struct {
 func newBus(t *testing.T, name, pattern string) *bus {
 	t.Helper()
 	ctx := ctxT(t, 30*time.Second)
-	cfg, err := awsx.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := awstest.Config(t)
 	sq := sqs.NewFromConfig(cfg)
 	q, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)})
 	if err != nil {
@@ -239,10 +235,7 @@ func TestPublishFailureRetried(t *testing.T) {
 	c := fixtureRun(t, pool, "shop", 0, 0, "cancelled")
 	before := runRow(t, pool, a)
 
-	cfg, err := awsx.Load(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := awstest.Config(t)
 	down := eventbridge.NewFromConfig(cfg, func(o *eventbridge.Options) {
 		o.BaseEndpoint = aws.String("http://127.0.0.1:1")
 		o.RetryMaxAttempts = 1

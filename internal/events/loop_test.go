@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 
 	"crawlq/internal/awstest"
-	"crawlq/internal/awsx"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/events"
 )
@@ -30,10 +29,7 @@ func newLoop(t *testing.T, cfg events.LoopConfig) *events.Loop {
 // motoEventBridge returns an EventBridge client of the emulator awstest.Moto started.
 func motoEventBridge(t *testing.T) *eventbridge.Client {
 	t.Helper()
-	cfg, err := awsx.Load(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := awstest.Config(t)
 	return eventbridge.NewFromConfig(cfg)
 }
 
@@ -133,10 +129,7 @@ func TestLoopPublishFailureLeftForLaterDrain(t *testing.T) {
 	awstest.Moto(t)
 	pool := dbtest.Pool(t)
 	b := newBus(t, "all-runs", `{"source":["crawlq"]}`)
-	cfg, err := awsx.Load(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := awstest.Config(t)
 	down := eventbridge.NewFromConfig(cfg, func(o *eventbridge.Options) {
 		o.BaseEndpoint = aws.String("http://127.0.0.1:1")
 		o.RetryMaxAttempts = 1

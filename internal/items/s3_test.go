@@ -21,10 +21,7 @@ import (
 func TestS3Sink(t *testing.T) {
 	awstest.Moto(t)
 	ctx := context.Background()
-	cfg, err := awsx.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := awstest.Config(t)
 	client := s3.NewFromConfig(cfg, awsx.S3Options()...)
 	if _, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("items")}); err != nil {
 		t.Fatalf("create bucket: %v", err)

@@ -22,7 +22,6 @@ import (
 
 	"crawlq/internal/api"
 	"crawlq/internal/awstest"
-	"crawlq/internal/awsx"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/demosite"
 	"crawlq/internal/dispatch"
@@ -82,10 +81,7 @@ func TestDispatchPublishesToEventBus(t *testing.T) {
 func eventQueue(t *testing.T, bus string) (aws.Config, *sqs.Client, *string) {
 	t.Helper()
 	ctx := context.Background()
-	cfg, err := awsx.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := awstest.Config(t)
 	eb, sq := eventbridge.NewFromConfig(cfg), sqs.NewFromConfig(cfg)
 	if bus != "default" {
 		if _, err := eb.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: aws.String(bus)}); err != nil {

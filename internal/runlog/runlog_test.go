@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 
 	"crawlq/internal/awstest"
-	"crawlq/internal/awsx"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/runlog"
 )
@@ -81,10 +80,7 @@ func TestPostgres(t *testing.T) {
 func TestCloudWatchMoto(t *testing.T) {
 	awstest.Moto(t)
 	ctx := context.Background()
-	cfg, err := awsx.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := awstest.Config(t)
 	cl := cloudwatchlogs.NewFromConfig(cfg)
 	if _, err := cl.CreateLogGroup(ctx, &cloudwatchlogs.CreateLogGroupInput{LogGroupName: aws.String("/crawlq/runs")}); err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"crawlq/internal/awstest"
-	"crawlq/internal/awsx"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/spiderstore"
 )
@@ -19,10 +18,7 @@ import (
 func TestS3Eggs(t *testing.T) {
 	awstest.Moto(t)
 	ctx := context.Background()
-	cfg, err := awsx.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := awstest.Config(t)
 	cl := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })
 	if _, err := cl.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("items")}); err != nil {
 		t.Fatal(err)
