@@ -126,10 +126,17 @@ func (t *Tx) Queue(sql string, args ...any) *pgx.QueuedQuery {
 	return t.b.Queue(sql, args...)
 }
 
-// Send runs the transaction in one round trip on a connection of its own and commits it. On any
-// error nothing committed: the transaction is rolled back (a connection that cannot roll back is
-// closed, so the pool drops it), a lost lease is reported as a *LeaseLostError, and the
-// reservations queued with EnqueueHeld are cancelled. A Tx is sent once.
+// Send runs the transaction in one round trip on a connection of its own and commits it. On an
+// error the transaction is rolled back (a connection that cannot roll back is closed, so the pool
+// drops it), a lost lease is reported as a *LeaseLostError, and the reservations queued with
+// EnqueueHeld are cancelled. A Tx is sent once.
+//
+// ctx bounds the wait for a connection; once the batch is sent, Send waits for its answer (up to
+// sendTimeout) even when ctx is cancelled. An answer dropped after the server committed would
+// leave held jobs committed, leased to this worker and never handed to it: each would wait out its
+// lease and lose an attempt to the rescue, and worker stops cancel these contexts every time. Only
+// a connection lost after the COMMIT went out leaves the outcome unknown; such jobs are rescued
+// like those of a crashed worker.
 func (t *Tx) Send(ctx context.Context) error {
 	if t.sent {
 		return errors.New("queue: Tx sent twice")
@@ -155,6 +162,11 @@ func (t *Tx) Discard() {
 	}
 }
 
+// sendTimeout bounds how long Send waits for a sent batch's answer once its caller's context is
+// done. A completion with its pages' items takes milliseconds on a healthy server; this only stops
+// a dead connection from holding a stopping worker for ever.
+const sendTimeout = time.Minute
+
 func (t *Tx) send(ctx context.Context) error {
 	if t.empty {
 		return nil
@@ -165,7 +177,9 @@ func (t *Tx) send(ctx context.Context) error {
 		return fmt.Errorf("queue tx: %w", err)
 	}
 	defer conn.Release()
-	if err := conn.SendBatch(ctx, &t.b).Close(); err != nil {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
+	defer cancel()
+	if err := conn.SendBatch(sctx, &t.b).Close(); err != nil {
 		rollback(conn)
 		var lost *LeaseLostError
 		if errors.As(err, &lost) {
