@@ -208,9 +208,11 @@ type Result struct {
 	Events      int    `json:"events"`
 	EventsError string `json:"events_error,omitempty"`
 	// Joined is how many other pokes this poke served (see Poke); Coalesced is set on a poke that
-	// joined a running one and so did nothing itself.
-	Joined    int  `json:"joined,omitempty"`
-	Coalesced bool `json:"coalesced,omitempty"`
+	// joined a running one and so did nothing itself; HandedOver is how many pokes this one left
+	// unserved to the next poke (its round failed, or its deadline was near).
+	Joined     int  `json:"joined,omitempty"`
+	Coalesced  bool `json:"coalesced,omitempty"`
+	HandedOver int  `json:"handed_over,omitempty"`
 }
 
 // Tick runs one dispatcher tick: upkeep, fan-out, then waiting for the jobs due within the

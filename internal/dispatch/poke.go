@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 )
 
 // PokeSource is the "source" of the api's poke payload, which the dispatch handler answers with
@@ -25,20 +26,22 @@ const PokeSource = "api"
 // local` then costs a few rounds, not one per schedule: 200 concurrent schedules made 200 rounds
 // of promote, counts and live workers compete with the schedules themselves for the database.
 // (On AWS each poke is a dispatch invocation of its own, and a Lambda environment runs one at a
-// time, so there they do not join.) A poke whose round fails leaves that round's runs to the next poke (and their events
-// to the next tick, which publishes every run's).
+// time, so there they do not join.) A poke whose round fails, or that has less than
+// DeadlineMargin left before it would go round again, leaves the runs of that round to the next
+// poke (and their events to the next tick, which publishes every run's) and counts the pokes it
+// leaves in Result.HandedOver; a steady stream of pokes thus moves from one poke to the next
+// instead of keeping one going until its context expires.
 func (d *Dispatcher) Poke(ctx context.Context, runIDs []int64) (Result, error) {
 	res := Result{Invoked: map[string]int{}}
-	runIDs, ok := d.pokes.enter(runIDs)
+	runIDs, serving, ok := d.pokes.enter(runIDs)
 	if !ok {
 		res.Coalesced = true
 		return res, nil
 	}
 	started := map[string]int{}
-	serving := 0 // pokes that joined, served by the round about to run
 	for {
 		if err := d.pokeRound(ctx, &res, started, runIDs); err != nil {
-			d.pokes.abandon(runIDs)
+			res.HandedOver = d.pokes.abandon(runIDs, serving)
 			return res, err
 		}
 		res.Joined += serving
@@ -47,6 +50,12 @@ func (d *Dispatcher) Poke(ctx context.Context, runIDs []int64) (Result, error) {
 			break
 		}
 		runIDs, serving = joined.runs, joined.pokes
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d.cfg.DeadlineMargin {
+			res.HandedOver = d.pokes.abandon(runIDs, serving)
+			d.log.Warn("dispatch: poke near its deadline leaves the pokes that joined it to the next poke",
+				"pokes", res.HandedOver, "runs", len(runIDs))
+			break
+		}
 	}
 	return res, d.wait(ctx, &res, started)
 }
@@ -82,20 +91,22 @@ type joinedPokes struct {
 	runs  []int64
 }
 
-// enter reports whether the caller is to run the poke, and the runs it serves: its own, and
-// those of pokes that joined one that failed. Otherwise the caller has joined the running poke.
-func (q *pokeQueue) enter(runIDs []int64) ([]int64, bool) {
+// enter reports whether the caller is to run the poke, the runs it serves (its own, and those a
+// poke that ended early left), and how many pokes it serves besides its own. Otherwise the caller
+// has joined the running poke.
+func (q *pokeQueue) enter(runIDs []int64) ([]int64, int, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.running {
 		q.joined.pokes++
 		q.joined.runs = append(q.joined.runs, runIDs...)
-		return nil, false
+		return nil, 0, false
 	}
 	q.running = true
 	runIDs = slices.Concat(runIDs, q.joined.runs) // a copy: the caller's slice is left alone
+	serving := q.joined.pokes
 	q.joined = joinedPokes{}
-	return runIDs, true
+	return runIDs, serving, true
 }
 
 // next hands the running poke the pokes that joined it during its round, and reports whether
@@ -112,11 +123,14 @@ func (q *pokeQueue) next() (joinedPokes, bool) {
 	return j, true
 }
 
-// abandon ends a running poke whose round for runIDs failed. Those runs, and those of the pokes
-// that joined meanwhile, are left for the next poke to serve in its first round with its own.
-func (q *pokeQueue) abandon(runIDs []int64) {
+// abandon ends a running poke that leaves runIDs, the runs of serving joined pokes, unserved (its
+// round for them failed, or it is out of time). They, and the pokes that joined meanwhile, are
+// left for the next poke to serve in its first round with its own; abandon returns how many
+// pokes that is.
+func (q *pokeQueue) abandon(runIDs []int64, serving int) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.running = false
-	q.joined = joinedPokes{runs: slices.Concat(runIDs, q.joined.runs)}
+	q.joined = joinedPokes{pokes: serving + q.joined.pokes, runs: slices.Concat(runIDs, q.joined.runs)}
+	return q.joined.pokes
 }
