@@ -224,8 +224,8 @@ func Decode(data []byte) (*Request, error) {
 		if err := json.Unmarshal(w.JobIDRaw, &r.JobID); err != nil {
 			return nil, badf("field jobid: want a string")
 		}
-		if !validJobID(r.JobID) {
-			return nil, badf("jobid %q: want 1-128 of A-Z a-z 0-9 - _ . : not all digits", clip(r.JobID))
+		if err := checkJobID(r.JobID); err != nil { // "" too: given, but empty
+			return nil, err
 		}
 	} else if len(w.JobIDRaw) > 0 {
 		if len(jobRaw) > 0 {
@@ -273,6 +273,13 @@ func (r *Request) Validate() error {
 	}
 	if r.Priority != nil && (*r.Priority < -1000 || *r.Priority > 1000) {
 		return badf("priority %d out of range: want -1000..1000", *r.Priority)
+	}
+	// Checked here, not only where JSON is decoded: the Scrapyd HTTP API builds its Request from a
+	// form, and a jobid of digits there would name another run to status and cancel.
+	if r.JobID != "" {
+		if err := checkJobID(r.JobID); err != nil {
+			return err
+		}
 	}
 	if r.DelaySeconds != nil {
 		d := *r.DelaySeconds
@@ -359,6 +366,14 @@ func parseJob(raw json.RawMessage) (int64, string, error) {
 		return 0, "", badf("job %q: want a positive run id such as \"42\", or the jobid given at schedule", clip(s))
 	}
 	return id, "", nil
+}
+
+// checkJobID is validJobID's answer as the error a client gets.
+func checkJobID(s string) error {
+	if !validJobID(s) {
+		return badf("jobid %q: want 1-128 of A-Z a-z 0-9 - _ . : not all digits", clip(s))
+	}
+	return nil
 }
 
 // validJobID accepts a client's job id: Scrapyd's are 32 hex digits; crawlq takes any 1-128 of

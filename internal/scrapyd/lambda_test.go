@@ -68,6 +68,27 @@ func TestFunctionURL(t *testing.T) {
 	if res.StatusCode != 200 || !strings.Contains(res.Body, `"jobid":"fn-url-1"`) {
 		t.Fatalf("schedule: %+v", res)
 	}
+	// A jobid of digits would be taken for a run id by status and cancel: it is refused, as the
+	// JSON api refuses it, and nothing is scheduled.
+	for _, jobid := range []string{"1", "12345", "a+b%2Fc"} {
+		res = call(event("POST", "/schedule.json", "", "project=default&spider=demo&jobid="+jobid, true))
+		if res.StatusCode != 200 || !strings.Contains(res.Body, `"status":"error"`) || !strings.Contains(res.Body, `jobid`) {
+			t.Fatalf("schedule with jobid %s: %+v; want an error naming jobid", jobid, res)
+		}
+	}
+	// cancel.json names a project: a job of another project is not cancelled.
+	res = call(event("POST", "/cancel.json", "", "project=nosuch&job=fn-url-1", true))
+	if !strings.Contains(res.Body, `"status":"error"`) || !strings.Contains(res.Body, `in project \"nosuch\"`) {
+		t.Fatalf("cancel in another project: %+v", res)
+	}
+	res = call(event("GET", "/status.json", "project=default&job=fn-url-1", "", true))
+	if !strings.Contains(res.Body, `"currstate":"pending"`) {
+		t.Fatalf("status after a refused cancel: %+v", res)
+	}
+	res = call(event("GET", "/daemonstatus.json", "", "", true))
+	if !strings.Contains(res.Body, `"pending":1`) || !strings.Contains(res.Body, `"jobs_pending":`) || !strings.Contains(res.Body, `"jobs_running":`) {
+		t.Fatalf("daemonstatus: %+v; want runs and jobs counted", res)
+	}
 	if res = call(event("GET", "/daemonstatus.json", "", "", false)); res.StatusCode != 401 || !strings.Contains(res.Body, `"status":"error"`) {
 		t.Fatalf("no credentials: %+v", res)
 	}
