@@ -344,27 +344,43 @@ func (a *API) getRun(ctx context.Context, id int64) (*crawl.Run, error) {
 	return run, err
 }
 
-// jobRun resolves a request's job (a run id, or a client's jobid) to a run id.
-func (a *API) jobRun(ctx context.Context, r *Request) error {
-	if r.JobRef == "" {
-		return nil
+// requestedRun resolves a request's job (a run id, or a client's jobid) to its run. A request
+// that names a project gets only a run of that project: Scrapyd's cancel.json and status.json
+// name both, and a job of another project answering would cancel what the client did not mean.
+func (a *API) requestedRun(ctx context.Context, r *Request) (*crawl.Run, error) {
+	if r.JobRef != "" {
+		id, err := a.cfg.Store.JobIDTaken(ctx, r.JobRef)
+		if err != nil {
+			return nil, err
+		}
+		if id == 0 {
+			return nil, userErrf("unknown job %q", clip(r.JobRef))
+		}
+		r.Job = id
 	}
-	id, err := a.cfg.Store.JobIDTaken(ctx, r.JobRef)
+	run, err := a.getRun(ctx, r.Job)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if id == 0 {
-		return userErrf("unknown job %q", clip(r.JobRef))
+	if r.Project != "" {
+		if p := runProject(run); p != r.Project {
+			return nil, userErrf("unknown job %d in project %q (its project is %q)", r.Job, clip(r.Project), p)
+		}
 	}
-	r.Job = id
-	return nil
+	return run, nil
+}
+
+// runProject is the project a run's spider belongs to: its Scrapy project, or DefaultProject for
+// spec spiders.
+func runProject(r *crawl.Run) string {
+	if project, _, ok := spiderstore.SplitName(r.Spider); ok {
+		return project
+	}
+	return spiderstore.DefaultProject
 }
 
 func (a *API) cancel(ctx context.Context, r *Request) (Response, error) {
-	if err := a.jobRun(ctx, r); err != nil {
-		return nil, err
-	}
-	run, err := a.getRun(ctx, r.Job)
+	run, err := a.requestedRun(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -387,10 +403,7 @@ func (a *API) cancel(ctx context.Context, r *Request) (Response, error) {
 
 // redrive retries the dead pages of a run that ended incomplete or failed, and reopens it.
 func (a *API) redrive(ctx context.Context, r *Request) (Response, error) {
-	if err := a.jobRun(ctx, r); err != nil {
-		return nil, err
-	}
-	run, err := a.getRun(ctx, r.Job)
+	run, err := a.requestedRun(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -418,10 +431,7 @@ func (a *API) runChanged(ctx context.Context, runID int64) {
 }
 
 func (a *API) status(ctx context.Context, r *Request) (Response, error) {
-	if err := a.jobRun(ctx, r); err != nil {
-		return nil, err
-	}
-	run, err := a.getRun(ctx, r.Job)
+	run, err := a.requestedRun(ctx, r)
 	if err != nil {
 		return nil, err
 	}

@@ -366,7 +366,7 @@ func (s *Server) shape(action string, out api.Response) (map[string]any, error) 
 	case api.ActAddVersion:
 		return body, copyKeys("project", "version", "spiders")
 	case api.ActDaemonStatus:
-		return body, copyKeys("pending", "running", "finished")
+		return body, copyKeys("pending", "running", "finished", "jobs_pending", "jobs_running")
 	}
 	return body, nil
 }

@@ -25,7 +25,8 @@ func TestShapeRefusesAnswersItDoesNotKnow(t *testing.T) {
 		{"status without job", api.ActStatus, api.Response{"currstate": "unknown"}, ""},
 		{"status with a map job", api.ActStatus, api.Response{"currstate": "running", "job": map[string]any{}}, "job is a map[string]interface {}"},
 		{"addversion", api.ActAddVersion, api.Response{"project": "p", "version": "v"}, `no "spiders"`},
-		{"daemonstatus", api.ActDaemonStatus, api.Response{"pending": 1, "running": 0, "finished": 2}, ""},
+		{"daemonstatus", api.ActDaemonStatus, api.Response{"pending": 1, "running": 0, "finished": 2, "jobs_pending": 5, "jobs_running": 0}, ""},
+		{"daemonstatus without job counts", api.ActDaemonStatus, api.Response{"pending": 1, "running": 0, "finished": 2}, `no "jobs_pending"`},
 		{"delproject", api.ActDelProject, api.Response{"status": "ok"}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
