@@ -56,8 +56,11 @@ func runnable(res spider.Resolved) error {
 	if res.Command == nil {
 		return nil
 	}
-	if set := res.Settings; set.Runtime == spider.RuntimeLambda || set.Queue == spider.DefaultQueue {
-		return badf("spider %s is a command spider declared for the Lambda workers (runtime lambda or queue crawl), which cannot run a process; "+
+	// Only the runtime decides: a command spider of runtime ecs (its spec's default) goes to the
+	// runners' queue even when its settings name the default queue (see internal/crawl, runQueue), and a spec
+	// that names queue crawl is refused at push.
+	if res.Settings.Runtime == spider.RuntimeLambda {
+		return badf("spider %s is a command spider declared for the Lambda workers (runtime lambda), which cannot run a process; "+
 			"fix its spec (runtime: ecs, no queue) and push it again", clip(res.Name))
 	}
 	return nil

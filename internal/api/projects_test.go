@@ -3,7 +3,9 @@ package api_test
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -137,5 +139,39 @@ func TestProjectsThroughTheJSONAPI(t *testing.T) {
 	f.ok(t, `{"action":"delproject","project":"catalog"}`)
 	if p := fmt.Sprint(f.ok(t, `{"action":"listprojects"}`)["projects"]); p != "[default]" {
 		t.Fatalf("after delproject: %s", p)
+	}
+}
+
+// A command spec pushed with pushspider, with no runtime or queue (the runners' long queue) or
+// with runtime ecs, is scheduled to the long queue; one declared for the Lambda workers is
+// refused at push, as the README says.
+func TestPushedCommandSpecSchedules(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	for _, spec := range []string{
+		"name: cmd1\nkind: command\ncommand: [scrapy, crawl, cmd1]\n",
+		"name: cmd2\nkind: command\ncommand: [scrapy, crawl, cmd2]\nruntime: ecs\n",
+	} {
+		raw, _ := json.Marshal(spec)
+		f.ok(t, `{"action":"pushspider","spec":`+string(raw)+`}`)
+	}
+	for _, name := range []string{"cmd1", "cmd2"} {
+		sch := f.ok(t, `{"action":"schedule","spider":"`+name+`","args":{"anything":"goes"},"delay_seconds":3600}`)
+		var queue string
+		if err := f.pool.QueryRow(context.Background(), `SELECT queue FROM crawlq_run WHERE id = $1`, sch["run_id"]).Scan(&queue); err != nil {
+			t.Fatal(err)
+		}
+		if queue != "long" {
+			t.Errorf("%s: run queued to %q, want long (the runners')", name, queue)
+		}
+	}
+	for _, spec := range []string{
+		"name: cmd3\nkind: command\ncommand: [scrapy, crawl, cmd3]\nruntime: lambda\n",
+		"name: cmd4\nkind: command\ncommand: [scrapy, crawl, cmd4]\nqueue: crawl\n",
+	} {
+		raw, _ := json.Marshal(spec)
+		if out := f.call(t, `{"action":"pushspider","spec":`+string(raw)+`}`); out["status"] != "error" {
+			t.Errorf("push of %q: %v; want it refused", spec, out)
+		}
 	}
 }

@@ -38,7 +38,7 @@ type Spec struct {
 	Concurrency    int          `yaml:"concurrency"` // default 1, at most 64
 	UserAgent      string       `yaml:"user_agent"`  // default DefaultUserAgent
 	ObeyRobots     *bool        `yaml:"obey_robots"` // default true
-	Runtime        string       `yaml:"runtime"`     // "lambda" (default) or "ecs"
+	Runtime        string       `yaml:"runtime"`     // "lambda" (default) or "ecs" (the default of command spiders)
 	Queue          string       `yaml:"queue"`       // default "crawl"
 	AllowPrivate   bool         `yaml:"allow_private"`
 	Retry          *RetrySpec   `yaml:"retry"`    // page retries and host pauses; see Retry
@@ -184,6 +184,11 @@ func (s *Spec) settings() Settings {
 		Queue:          s.Queue,
 		AllowPrivate:   s.AllowPrivate,
 		Retry:          s.Retry.retry(),
+	}
+	if s.IsCommand() && st.Runtime == "" {
+		// A command runs only on the runners: left to WithDefaults it would be a Lambda spider,
+		// queued where nothing can start it.
+		st.Runtime = RuntimeECS
 	}
 	return st.WithDefaults()
 }
