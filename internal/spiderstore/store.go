@@ -192,7 +192,7 @@ func (s *Store) PushAll(ctx context.Context, files []File, version string) ([]Pu
 		specs[i] = spec
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
+		return nil, &invalidSpecs{errs: errs}
 	}
 	var out []Pushed
 	err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
@@ -211,6 +211,19 @@ func (s *Store) PushAll(ctx context.Context, files []File, version string) ([]Pu
 	}
 	return out, nil
 }
+
+// invalidSpecs is PushAll's refusal: errors.Is(err, ErrInvalid), and Unwrap lists only the
+// problems themselves (one per bad file), so a caller walking them (crawlq spider push) reports
+// exactly those, not ErrInvalid as a problem of its own.
+type invalidSpecs struct{ errs []error }
+
+func (e *invalidSpecs) Error() string {
+	return ErrInvalid.Error() + ": " + errors.Join(e.errs...).Error()
+}
+
+func (e *invalidSpecs) Unwrap() []error { return e.errs }
+
+func (e *invalidSpecs) Is(target error) bool { return target == ErrInvalid }
 
 func kindOf(spec *spider.Spec) string {
 	if spec.IsCommand() {

@@ -76,6 +76,35 @@ bogus: 1
 	}
 }
 
+// A refused PushAll unwraps to the problems alone: crawlq spider push lists each, and a bare
+// "invalid" among them would be a problem that is not one.
+func TestPushAllUnwrapsToTheProblemsOnly(t *testing.T) {
+	t.Parallel()
+	st, ctx := newStore(t)
+	_, err := st.PushAll(ctx, []spiderstore.File{
+		{Name: "good.yaml", Data: []byte(goodSpec)},
+		{Name: "re.yaml", Data: []byte("name: re\nstart_urls: [http://127.0.0.1:9/]\nfollow: [{pattern: '('}]\n")},
+		{Name: "again.yaml", Data: []byte(goodSpec)},
+	}, "")
+	if !errors.Is(err, spiderstore.ErrInvalid) {
+		t.Fatalf("push all: %v, want ErrInvalid", err)
+	}
+	if !strings.HasPrefix(err.Error(), "invalid: ") {
+		t.Errorf("message %q: want it to begin %q", err, "invalid: ")
+	}
+	multi, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		t.Fatalf("%T does not unwrap to its problems", err)
+	}
+	var got []string
+	for _, e := range multi.Unwrap() {
+		got = append(got, e.Error())
+	}
+	if len(got) != 2 || !strings.Contains(got[0], "re.yaml: follow[0].pattern") || !strings.Contains(got[1], "again.yaml") {
+		t.Fatalf("problems %q: want re.yaml's pattern and again.yaml's name, nothing else", got)
+	}
+}
+
 func TestPushRefusesCommandSpidersNoRunnerTakes(t *testing.T) {
 	t.Parallel()
 	st, ctx := newStore(t)
