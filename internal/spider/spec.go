@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -100,19 +101,55 @@ func ParseSpec(data []byte, source string) (*Spec, error) {
 		return nil, &ValidationError{Source: source, Errors: []FieldError{{Msg: "empty spec"}}}
 	}
 	var decodeErrs []FieldError
+	validate := true // false: the spec is half decoded and its validation errors would be false
+	var scopes []string
 	if err != nil {
 		var te *yaml.TypeError
 		if !errors.As(err, &te) {
 			return nil, &ValidationError{Source: source, Errors: []FieldError{{Msg: "parse: " + strings.TrimPrefix(err.Error(), "yaml: ")}}}
 		}
-		// Type errors and unknown fields: yaml.v3 decoded the rest, so report them all
-		// alongside the validation errors below.
+		// Type errors, duplicate keys and unknown fields. yaml.v3 names a line and a Go type;
+		// decodeProblems names the field path. Unknown fields and bad values leave the rest
+		// decoded, so the validation errors below are reported too, except where a bad value
+		// left a field unset; anything else (a key given twice: its mapping is not decoded at
+		// all) is reported alone.
+		probs := decodeProblems(data)
+		type lineKind struct {
+			line int
+			dup  bool
+		}
+		named := map[lineKind]bool{}
 		for _, m := range te.Errors {
-			fe := FieldError{Msg: m}
-			if sm := yamlLineRE.FindStringSubmatch(m); sm != nil {
-				fe = FieldError{Path: "line " + sm[1], Msg: sm[2]}
+			sm := yamlLineRE.FindStringSubmatch(m)
+			if sm == nil {
+				decodeErrs = append(decodeErrs, FieldError{Msg: m})
+				validate = false
+				continue
 			}
-			decodeErrs = append(decodeErrs, fe)
+			if strings.Contains(sm[2], " not found in type ") {
+				decodeErrs = append(decodeErrs, FieldError{Path: "line " + sm[1], Msg: sm[2]})
+				continue // an unknown field: the rest is decoded
+			}
+			line, _ := strconv.Atoi(sm[1])
+			dup := strings.HasPrefix(sm[2], "mapping key ")
+			if dup {
+				validate = false
+			}
+			if named[lineKind{line, dup}] {
+				continue // an earlier message of the line named them all
+			}
+			for _, p := range probs {
+				if p.line == line && p.dup == dup {
+					decodeErrs = append(decodeErrs, p.fe)
+					scopes = append(scopes, p.scope)
+					named[lineKind{line, dup}] = true
+				}
+			}
+			if named[lineKind{line, dup}] {
+				continue
+			}
+			decodeErrs = append(decodeErrs, FieldError{Path: "line " + sm[1], Msg: sm[2]})
+			validate = false // not located: what it left unset is unknown
 		}
 	}
 	var extra yaml.Node
@@ -120,7 +157,18 @@ func ParseSpec(data []byte, source string) (*Spec, error) {
 		decodeErrs = append(decodeErrs, FieldError{Msg: "more than one YAML document"})
 	}
 	spec.Source = source
-	errs := append(decodeErrs, spec.validate()...)
+	errs := decodeErrs
+	if validate {
+	next:
+		for _, fe := range spec.validate() {
+			for _, sc := range scopes {
+				if inScope(fe.Path, sc) {
+					continue next
+				}
+			}
+			errs = append(errs, fe)
+		}
+	}
 	if len(errs) > 0 {
 		return nil, &ValidationError{Source: source, Errors: errs}
 	}
