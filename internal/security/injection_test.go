@@ -18,6 +18,7 @@ import (
 	"crawlq/internal/dbtest"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
+	"crawlq/internal/spiderstore"
 )
 
 // hostile strings that would change a statement built by string concatenation.
@@ -99,6 +100,11 @@ func TestInjectionThroughEveryField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Arguments of any name go to a command spider (a Scrapy project's -a); declarative specs
+	// take only the arguments they read.
+	if _, err := n.Store.Push(ctx, spiderstore.File{Name: "cmd.yaml", Data: []byte("name: cmd\nkind: command\ncommand: [scrapy, crawl, cmd]\n")}, ""); err != nil {
+		t.Fatal(err)
+	}
 	// A row in each table the attacks name, so a successful DROP or DELETE would show.
 	if _, err := n.Queue.Enqueue(ctx, queue.EnqueueParams{Queue: "canary", Kind: "noop"}); err != nil {
 		t.Fatal(err)
@@ -161,7 +167,7 @@ func TestInjectionThroughEveryField(t *testing.T) {
 			reject("schedule spider", s, err)
 		}
 		ua := "ua " + s
-		sc, err := n.Crawler.Schedule(ctx, crawl.ScheduleParams{Spider: "demo", Delay: time.Hour,
+		sc, err := n.Crawler.Schedule(ctx, crawl.ScheduleParams{Spider: "cmd", Delay: time.Hour,
 			Args: map[string]string{"note": s, s: "v"}, IdempotencyKey: "crawl:" + s, Settings: crawl.Overrides{UserAgent: &ua}})
 		if err != nil {
 			reject("schedule args/key/settings", s, err)
@@ -181,7 +187,7 @@ func TestInjectionThroughEveryField(t *testing.T) {
 		// api schedule through the JSON payload, as a Lambda invoke delivers it.
 		for _, req := range []map[string]any{
 			{"action": "schedule", "spider": s},
-			{"action": "schedule", "spider": "demo", "delay_seconds": 3600, "unique_key": "api:" + s,
+			{"action": "schedule", "spider": "cmd", "delay_seconds": 3600, "unique_key": "api:" + s,
 				"args": map[string]string{"note": s, s: "v"}, "settings": map[string]any{"user_agent": ua}},
 			{"action": "listjobs", "spider": s},
 			{"action": "status", "job": s},

@@ -8,6 +8,8 @@ import (
 	"mime"
 	"net/url"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -119,6 +121,9 @@ func (d *declarative) Settings() Settings {
 // WithArgs binds the spider to a run's args: base_url adds its host to AllowedDomains,
 // so pages of a run started elsewhere are followed.
 func (d *declarative) WithArgs(args map[string]string) (Spider, error) {
+	if err := d.checkArgs(args); err != nil {
+		return d, err
+	}
 	base, err := d.baseURL(args)
 	if err != nil || base == nil {
 		return d, err
@@ -130,6 +135,28 @@ func (d *declarative) WithArgs(args map[string]string) (Spider, error) {
 		cp.settings.AllowedDomains = append(cp.settings.AllowedDomains, host)
 	}
 	return &cp, nil
+}
+
+// DeclarativeArgs are the run arguments a declarative spider reads; it refuses any other, so a
+// misspelt one is not silently ignored.
+var DeclarativeArgs = []string{"base_url"}
+
+// checkArgs refuses an argument the spider does not read.
+func (d *declarative) checkArgs(args map[string]string) error {
+	var unknown []string
+	for _, k := range sortedKeys(args) {
+		if !slices.Contains(DeclarativeArgs, k) {
+			unknown = append(unknown, strconv.Quote(truncate(k)))
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	what := "argument"
+	if len(unknown) > 1 {
+		what = "arguments"
+	}
+	return fmt.Errorf("%s %s: spider %s accepts only %s", what, strings.Join(unknown, ", "), d.name, strings.Join(DeclarativeArgs, ", "))
 }
 
 // baseURL parses args["base_url"], nil if unset.
@@ -159,6 +186,9 @@ func (d *declarative) baseURL(args map[string]string) (*url.URL, error) {
 // their scheme and host, so one spec crawls a site wherever it is served.
 func (d *declarative) StartRequests(ctx context.Context, args map[string]string) ([]Request, error) {
 	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := d.checkArgs(args); err != nil {
 		return nil, err
 	}
 	base, err := d.baseURL(args)

@@ -138,6 +138,48 @@ unknown_field: 1
 	}
 }
 
+// Decode errors name the field path and line, not a Go type; a key given twice is reported
+// alone, without the false problems of a spec left half decoded.
+func TestParseSpecDecodeErrorsByPath(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct {
+		text string
+		want []string
+	}{
+		"int overflow": {"name: a\nstart_urls: [http://a.com/]\nmax_pages: 99999999999999999999999\n",
+			[]string{"max_pages: want an integer, got 99999999999999999999999, out of range (line 3)"}},
+		"nested": {"name: a\nstart_urls: [http://a.com/]\nretry:\n  max_dead_share: abc\nitems:\n  - key: a\n    fields:\n      a: {css: a, required: maybe}\n",
+			[]string{`retry.max_dead_share: want a number, got "abc" (line 4)`, `items[0].fields.a.required: want true or false, got "maybe" (line 8)`}},
+		"list for string, with a real problem": {"name: a\nstart_urls: [http://a.com/, [x], http://b.com/]\nallowed_domains: [a.com]\nconcurrency: 99\n",
+			[]string{"start_urls[1]: want a string, got a list (line 2)", "concurrency: 99 out of range 1..64"}},
+		"scalar for list": {"name: a\nstart_urls: http://a.com/\n",
+			[]string{`start_urls: want a list, got "http://a.com/" (line 2)`}},
+		"scalar for mapping": {"name: a\nstart_urls: [http://a.com/]\nretry: 5\n",
+			[]string{"retry: want a mapping, got 5 (line 3)"}},
+		"bad map value": {"name: a\nstart_urls: [http://a.com/]\nitems: [{key: a, fields: {a: [x]}}]\n",
+			[]string{"items[0].fields.a: want a mapping, got a list (line 3)"}},
+		"not a mapping": {"just words\n", []string{`want a mapping, got "just words" (line 1)`}},
+		"duplicate key": {"name: dup\nname: dup2\nstart_urls: [http://a.com/]\n",
+			[]string{"name: given twice (line 2, first at line 1)"}},
+		"nested duplicate": {"name: a\nstart_urls: [http://a.com/]\nitems:\n  - key: a\n    fields:\n      a: {css: p}\n      a: {css: q}\n",
+			[]string{"items[0].fields.a: given twice (line 7, first at line 6)"}},
+	} {
+		_, err := ParseSpec([]byte(c.text), "t.yaml")
+		var ve *ValidationError
+		if !errors.As(err, &ve) {
+			t.Errorf("%s: want *ValidationError, got %v", name, err)
+			continue
+		}
+		var got []string
+		for _, fe := range ve.Errors {
+			got = append(got, fe.String())
+		}
+		if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
+			t.Errorf("%s: errors\n  %s\nwant\n  %s", name, strings.Join(got, "\n  "), strings.Join(c.want, "\n  "))
+		}
+	}
+}
+
 func TestParseSpecEdgeCases(t *testing.T) {
 	t.Parallel()
 	for name, text := range map[string]string{
@@ -269,6 +311,25 @@ func TestBaseURLArg(t *testing.T) {
 		if _, err := sp.StartRequests(context.Background(), map[string]string{"base_url": bad}); err == nil {
 			t.Errorf("base_url %q: want error", bad)
 		}
+	}
+	// An argument the spider does not read is refused, naming it and the ones it reads, both
+	// when binding (what schedule checks) and when starting.
+	for _, c := range []struct {
+		args map[string]string
+		want string
+	}{
+		{map[string]string{"bsae_url": "http://localhost:9999"}, `argument "bsae_url": spider d accepts only base_url`},
+		{map[string]string{"base_url": "http://localhost:9999", "page": "2", "a": ""}, `arguments "a", "page": spider d accepts only base_url`},
+	} {
+		if _, err := WithArgs(sp, c.args); err == nil || err.Error() != c.want {
+			t.Errorf("bind %v: %v, want %q", c.args, err, c.want)
+		}
+		if _, err := sp.StartRequests(context.Background(), c.args); err == nil || err.Error() != c.want {
+			t.Errorf("start %v: %v, want %q", c.args, err, c.want)
+		}
+	}
+	if _, err := WithArgs(sp, nil); err != nil {
+		t.Errorf("no args: %v", err)
 	}
 }
 
