@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"crawlq/internal/awsx"
@@ -157,6 +159,9 @@ func Main(ctx context.Context, args []string, env Env) int {
 			return oe.code // the command printed what it found; the status says how the run ended
 		}
 		fmt.Fprintf(env.Stderr, "crawlq %s: %v\n", inv.name, err)
+		if missingSchema(err) {
+			fmt.Fprintf(env.Stderr, "The database lacks crawlq's tables or functions: run 'crawlq migrate' first (make db does).\n")
+		}
 		if errors.Is(err, errUsage) {
 			fmt.Fprintf(env.Stderr, "Run 'crawlq %s --help' for usage.\n", inv.name)
 			return 2
@@ -164,6 +169,14 @@ func Main(ctx context.Context, args []string, env Env) int {
 		return 1
 	}
 	return 0
+}
+
+// missingSchema reports whether err is Postgres saying a table or function does not exist: on a
+// database crawlq has not migrated, every command fails that way, and the raw SQLSTATE does not
+// say what to do.
+func missingSchema(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "42883") // undefined_table, undefined_function
 }
 
 // invocation is a parsed command line: the command to run (a leaf: a command without
@@ -348,30 +361,31 @@ func dbFlag(fs *flag.FlagSet, env *Env) *database {
 	return &database{url: fs.String("database-url", "", "PostgreSQL URL (default $DATABASE_URL, else the CRAWLQ_DB_* variables)"), env: env}
 }
 
-// open opens a pool; the caller closes it. Commands use withPool or withNode.
+// open opens a pool; the caller closes it. Commands use withPool or withNode. The configuration
+// comes from db.FromEnv, as crawlq local's does, so CRAWLQ_DB_EXEC_MODE is honoured (and a bad
+// value refused) whichever way the database is named.
 func (d *database) open(ctx context.Context) (*pgxpool.Pool, error) {
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	u := *d.url
-	if u == "" {
-		u = d.env.Getenv("DATABASE_URL")
+	getenv := func(k string) string {
+		if k == "DATABASE_URL" && *d.url != "" {
+			return *d.url
+		}
+		return d.env.Getenv(k)
 	}
-	if u == "" && d.env.Getenv("CRAWLQ_DB_HOST") != "" {
-		awsCfg, err := awsx.Load(octx)
-		if err != nil {
+	var awsCfg aws.Config
+	if strings.TrimSpace(getenv("DATABASE_URL")) == "" && getenv("CRAWLQ_DB_HOST") != "" {
+		var err error
+		if awsCfg, err = awsx.Load(octx); err != nil {
 			return nil, err
 		}
-		dc, err := db.FromEnv(octx, d.env.Getenv, awsCfg)
-		if err != nil {
-			return nil, err
-		}
-		dc.MaxConns = 20
-		return db.Open(octx, dc)
 	}
-	if u == "" {
-		return nil, db.ErrNoDatabase
+	dc, err := db.FromEnv(octx, getenv, awsCfg)
+	if err != nil {
+		return nil, err
 	}
-	return db.Open(octx, db.Config{URL: u, MaxConns: 20})
+	dc.MaxConns = 20
+	return db.Open(octx, dc)
 }
 
 // withPool runs f with an open pool and closes it after.

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"crawlq/internal/cli"
 	"crawlq/internal/dbtest"
@@ -111,5 +114,102 @@ func TestBadInvocations(t *testing.T) {
 	}
 	if code, out, _ := run(t, url, "enqueue", "--help"); code != 0 || !strings.Contains(out, "--on-duplicate") && !strings.Contains(out, "-on-duplicate") {
 		t.Fatalf("--help: %d %q", code, out)
+	}
+}
+
+// Every command that opens the database builds its configuration as crawlq local does:
+// CRAWLQ_DB_EXEC_MODE is honoured, and a bad value refused, with DATABASE_URL or --database-url.
+func TestEveryCommandHonoursDBExecMode(t *testing.T) {
+	t.Parallel()
+	_, url := dbtest.Schema(t)
+	for _, args := range [][]string{
+		{"stats"},
+		{"jobs"},
+		{"migrate", "--list"},
+		{"runs"},
+		{"items", "1"},
+		{"worker", "--upkeep", "0"},
+		{"runner", "--upkeep", "0"},
+		{"spider", "list"},
+		{"stats", "--database-url", url},
+	} {
+		env := map[string]string{"CRAWLQ_DB_EXEC_MODE": "bogus"}
+		if !slices.Contains(args, "--database-url") {
+			env["DATABASE_URL"] = url
+		}
+		// A worker or runner that ignored the variable would run until stopped: stop it.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		var out, errb bytes.Buffer
+		code := cli.Main(ctx, args, cli.Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }})
+		cancel()
+		if errs := errb.String(); code != 1 || !strings.Contains(errs, `CRAWLQ_DB_EXEC_MODE "bogus"`) {
+			t.Errorf("%q with CRAWLQ_DB_EXEC_MODE=bogus: exit %d, stderr %q; want 1 naming the variable", args, code, errs)
+		}
+	}
+	for _, mode := range []string{"exec", "simple", "cache_describe", "cache_statement"} {
+		code, out, errs := runWithEnv(t, map[string]string{"DATABASE_URL": url, "CRAWLQ_DB_EXEC_MODE": mode}, "stats", "--json")
+		if code != 0 || strings.TrimSpace(out) != "[]" {
+			t.Errorf("stats with CRAWLQ_DB_EXEC_MODE=%s: exit %d, %q %q", mode, code, out, errs)
+		}
+	}
+}
+
+// Numeric and duration flags out of range are usage errors naming the flag, before anything
+// starts (no database is needed to refuse them).
+func TestOutOfRangeFlagsAreUsageErrors(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"worker", "--workers", "-1"}, "--workers"},
+		{[]string{"worker", "--workers", "0"}, "--workers"},
+		{[]string{"worker", "--concurrency", "-5"}, "--concurrency"},
+		{[]string{"worker", "--concurrency", "20000"}, "--concurrency"},
+		{[]string{"worker", "--lease", "-1s"}, "--lease"},
+		{[]string{"worker", "--lease", "1ns"}, "--lease"},
+		{[]string{"worker", "--upkeep", "-1s"}, "--upkeep"},
+		{[]string{"runner", "--upkeep", "-1s"}, "--upkeep"},
+		{[]string{"local", "--runners", "-3"}, "--runners"},
+		{[]string{"local", "--scrapyd-max-upload", "-1"}, "--scrapyd-max-upload"},
+		{[]string{"local", "--scrapyd-max-upload", "0"}, "--scrapyd-max-upload"},
+		{[]string{"local", "--tick", "-1s"}, "--tick"},
+		{[]string{"local", "--worker-idle", "0s"}, "--worker-idle"},
+	} {
+		code, _, errs := runWithEnv(t, map[string]string{"DATABASE_URL": "postgres://nowhere.invalid/x"}, c.args...)
+		if code != 2 || !strings.Contains(errs, c.flag+" must") {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and %q", c.args, code, errs, c.flag+" must")
+		}
+	}
+}
+
+// On a database crawlq has not migrated, a command says to run crawlq migrate, beside
+// Postgres's own error, instead of leaving the user with a bare SQLSTATE.
+func TestUnmigratedDatabaseSaysMigrate(t *testing.T) {
+	t.Parallel()
+	base := dbtest.URL(t)
+	pool := dbtest.Open(t, base, 2)
+	schema := fmt.Sprintf("unmigrated_%d", time.Now().UnixNano())
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+	sep := "?"
+	if strings.Contains(base, "?") {
+		sep = "&"
+	}
+	url := base + sep + "search_path=" + schema
+	for _, args := range [][]string{{"stats"}, {"runs"}} {
+		code, _, errs := run(t, url, args...)
+		if code != 1 || !strings.Contains(errs, "run 'crawlq migrate' first") {
+			t.Errorf("%v on an unmigrated database: exit %d, stderr %q; want 1 and the hint to migrate", args, code, errs)
+		}
+	}
+	if code, _, errs := run(t, url, "migrate"); code != 0 || strings.Contains(errs, "crawlq migrate' first") {
+		t.Fatalf("migrate: exit %d, %q", code, errs)
+	}
+	if code, _, errs := run(t, url, "stats"); code != 0 {
+		t.Fatalf("stats after migrate: exit %d, %q", code, errs)
 	}
 }
