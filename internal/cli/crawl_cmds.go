@@ -54,20 +54,28 @@ or finishes at once, the others' at each upkeep. Spiders: the built-in specs plu
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			pg := dbFlag(fs, env)
 			queues := fs.String("queues", "crawl", "queues to work, comma-separated")
-			workers := fs.Int("workers", 1, "workers per queue")
-			conc := fs.Int("concurrency", 16, "jobs in flight per worker")
+			workers := fs.Int("workers", 1, "workers per queue (at least 1)")
+			conc := fs.Int("concurrency", 16, "jobs in flight per worker (1..10000)")
 			dir := fs.String("spiders", "", "directory of extra spider specs")
-			lease := fs.Duration("lease", 30*time.Second, "job lease length")
+			lease := fs.Duration("lease", 30*time.Second, "job lease length (at least 1s)")
 			upkeep := fs.Duration("upkeep", time.Second, "upkeep interval (0 turns it, automatic maintenance and run events off)")
 			eventBus := fs.String("event-bus", "", "with upkeep: EventBridge bus for run events, or off (default $CRAWLQ_EVENT_BUS, else \"default\" when AWS_ENDPOINT_URL names an emulator, else off)")
 			return func(ctx context.Context, args []string) error {
+				switch {
+				case *workers < 1:
+					return usageErr("--workers must be at least 1, got %d", *workers)
+				case *conc < 1 || *conc > 10000:
+					return usageErr("--concurrency must be 1..10000, got %d", *conc)
+				case *lease < time.Second:
+					return usageErr("--lease must be at least 1s, got %s", *lease)
+				}
+				up, mc, err := upkeepConfig(*upkeep, env.Getenv)
+				if err != nil {
+					return err
+				}
 				return pg.withPool(ctx, func(pool *pgxpool.Pool) error {
 					ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 					defer stop()
-					up, mc, err := upkeepConfig(*upkeep, env.Getenv)
-					if err != nil {
-						return err
-					}
 					reg, err := node.LoadSpiders(*dir)
 					if err != nil {
 						return err
@@ -108,7 +116,7 @@ unfinished, the same run is returned (with --replace, its start time moves if it
 			fs.Var(args, "arg", "spider argument key=value (repeatable), e.g. base_url=http://127.0.0.1:8088")
 			fs.IntVar(&p.Priority, "priority", 0, "priority, -1000..1000")
 			fs.DurationVar(&p.Delay, "delay", 0, "start after this long")
-			at := fs.String("at", "", "start at this time (RFC 3339)")
+			at := fs.String("at", "", "start at this time (RFC 3339; not more than a day in the past)")
 			fs.StringVar(&p.IdempotencyKey, "key", "", "idempotency key")
 			fs.BoolVar(&p.Replace, "replace", false, "with --key: move the pending run's start time")
 			dir := fs.String("spiders", "", "directory of extra spider specs")
@@ -116,10 +124,16 @@ unfinished, the same run is returned (with --replace, its start time moves if it
 				if p.Spider == "" {
 					return usageErr("--spider is required")
 				}
+				if p.Replace && p.IdempotencyKey == "" {
+					return usageErr("--replace needs --key (it moves the start of the pending run with that key)")
+				}
 				if *at != "" {
 					t, err := time.Parse(time.RFC3339, *at)
 					if err != nil {
 						return usageErr("--at %q: want RFC 3339", *at)
+					}
+					if time.Since(t) > 24*time.Hour {
+						return usageErr("--at %s is more than a day in the past", *at)
 					}
 					p.RunAt = t
 				}
@@ -280,7 +294,8 @@ ends as cancelled once nothing of it is left.`,
 func itemsCmd() *Command {
 	return &Command{
 		Name: "items", Synopsis: "print a run's items as JSON Lines", Usage: "RUN_ID [--limit N]", Args: one("RUN_ID"),
-		Help: `Prints the items a run wrote to the Postgres sink, one JSON object per line, in key order.`,
+		Help: `Prints the items a run wrote to the Postgres sink, one JSON object per line, in key order.
+An unknown run is an error (exit status 1).`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			pg := dbFlag(fs, env)
 			limit := fs.Int("limit", 100, "at most this many (1..10000)")
@@ -289,8 +304,12 @@ func itemsCmd() *Command {
 				if err != nil {
 					return err
 				}
-				return pg.withPool(ctx, func(pool *pgxpool.Pool) error {
-					its, err := items.ListItems(ctx, pool, id, *limit)
+				return pg.withNode(ctx, "", func(n *node.Node) error {
+					// An unknown run is an error, as for crawlq run, not an empty list.
+					if _, err := n.Crawler.Get(ctx, id); err != nil {
+						return err
+					}
+					its, err := items.ListItems(ctx, n.Queue.Pool(), id, *limit)
 					if err != nil {
 						return err
 					}

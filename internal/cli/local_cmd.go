@@ -44,7 +44,7 @@ releasing every claimed job.`,
 			workerTimeout := fs.Duration("worker-timeout", 5*time.Minute, "timeout of one worker invocation")
 			idle := fs.Duration("worker-idle", 10*time.Second, "a worker invocation ends after this long without work")
 			prefix := fs.String("prefix", "crawlq", "function name prefix (<prefix>-api, ...)")
-			maxUpload := fs.Int64("scrapyd-max-upload", 51<<20, "largest Scrapyd API request body in bytes (an addversion egg)")
+			maxUpload := fs.Int64("scrapyd-max-upload", 51<<20, "largest Scrapyd API request body in bytes (an addversion egg); positive")
 			specDir := fs.String("spiders", "", "push the specs in this directory to the stack's spiders at start (all or nothing)")
 			runners := fs.Int("runners", 4, "concurrency of the in-process runner for the long-crawl queue (command and Scrapy spiders); 0: none")
 			scrapydAddr := fs.String("scrapyd-addr", "127.0.0.1:6800", "address of the Scrapyd-compatible HTTP API; empty: off "+
@@ -52,8 +52,17 @@ releasing every claimed job.`,
 			dbURL := fs.String("database-url", "", "PostgreSQL URL (default $DATABASE_URL)")
 			eventBus := fs.String("event-bus", "", "EventBridge bus for run events, or off (default $CRAWLQ_EVENT_BUS, else \"default\" when AWS_ENDPOINT_URL names an emulator, else off)")
 			return func(ctx context.Context, args []string) error {
-				if *tick <= 0 || *workerTimeout <= 0 || *idle <= 0 {
-					return usageErr("--tick, --worker-timeout and --worker-idle must be positive")
+				switch {
+				case *tick <= 0:
+					return usageErr("--tick must be positive, got %s", *tick)
+				case *workerTimeout <= 0:
+					return usageErr("--worker-timeout must be positive, got %s", *workerTimeout)
+				case *idle <= 0:
+					return usageErr("--worker-idle must be positive, got %s", *idle)
+				case *runners < 0:
+					return usageErr("--runners must be ≥ 0 (0: none), got %d", *runners)
+				case *maxUpload <= 0:
+					return usageErr("--scrapyd-max-upload must be positive, got %d", *maxUpload)
 				}
 				// Stop cleanly (releasing claimed jobs) on Ctrl-C or a service manager's SIGTERM.
 				ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -133,6 +142,10 @@ releasing every claimed job.`,
 						sln = nil
 					}
 				}
+				// A Scrapyd API that fails (to start or later) stops the whole of local at once,
+				// with its error, rather than leaving the rest serving without it.
+				ctx, stopAll := context.WithCancel(ctx)
+				defer stopAll()
 				if sln != nil {
 					auth := "no auth"
 					if user != "" {
@@ -140,8 +153,13 @@ releasing every claimed job.`,
 					}
 					fmt.Fprintf(env.Stderr, "crawlq local: Scrapyd API on http://%s (%s)\n", sln.Addr(), auth)
 					go func() {
-						scrapydDone <- st.ServeScrapyd(ctx, sln, scrapyd.Config{Store: deps.Control.Store, Pool: pool,
+						err := st.ServeScrapyd(ctx, sln, scrapyd.Config{Store: deps.Control.Store, Pool: pool,
 							RunLog: runlog.Postgres{Pool: pool}, Username: user, Password: pass, MaxUploadBytes: *maxUpload})
+						if err != nil {
+							err = fmt.Errorf("scrapyd API: %w", err)
+							stopAll()
+						}
+						scrapydDone <- err
 					}()
 				} else {
 					scrapydDone <- nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -251,7 +252,8 @@ func redriveCmd() *Command {
 	return &Command{
 		Name: "redrive", Synopsis: "retry dead jobs, or a run's dead pages", Usage: "--queue Q [--limit N] [ID...] | --run RUN_ID", Args: Args{Max: -1, Name: "job ID"},
 		Help: `Makes dead jobs of the queue available again with a fresh attempt budget: the given ids, or
-up to --limit of them.
+up to --limit of them. Exits 1 if any given id is unknown, in another queue or not dead (the
+others are still redriven).
 
 With --run, retries the dead pages of a run that ended incomplete or failed: they are queued again
 and the run reopens (running), then finishes again, once, when they are done. Pages the run already
@@ -283,16 +285,43 @@ fetched are not fetched again.`,
 					return err
 				}
 				return pg.withPool(ctx, func(pool *pgxpool.Pool) error {
-					done, err := queue.New(pool, queue.Config{}).Redrive(ctx, *q, ids, *limit)
+					c := queue.New(pool, queue.Config{})
+					done, err := c.Redrive(ctx, *q, ids, *limit)
 					if err != nil {
 						return err
 					}
 					fmt.Fprintf(env.Stdout, "redrove %d jobs\n", len(done))
-					return nil
+					return notRedriven(ctx, c, *q, ids, done, *limit)
 				})
 			}
 		},
 	}
+}
+
+// notRedriven says why each of the given ids is not among those redriven: unknown (worded as
+// crawlq cancel words it), in another queue, not dead, or beyond the limit. Nil when every id
+// was redriven.
+func notRedriven(ctx context.Context, c *queue.Client, q string, ids, done []int64, limit int) error {
+	var errs []error
+	for _, id := range ids {
+		if slices.Contains(done, id) {
+			continue
+		}
+		j, err := c.Get(ctx, id)
+		switch {
+		case errors.Is(err, queue.ErrNotFound):
+			errs = append(errs, fmt.Errorf("redrive job %d: %w", id, queue.ErrNotFound))
+		case err != nil:
+			errs = append(errs, fmt.Errorf("redrive job %d: %w", id, err))
+		case j.Queue != q:
+			errs = append(errs, fmt.Errorf("redrive job %d: it is in queue %q, not %q (--queue)", id, j.Queue, q))
+		case j.State != queue.StateDead:
+			errs = append(errs, fmt.Errorf("redrive job %d (%s): only dead jobs are redriven", id, j.State))
+		default:
+			errs = append(errs, fmt.Errorf("redrive job %d: not redriven: beyond --limit %d", id, limit))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func retentionCmd() *Command {

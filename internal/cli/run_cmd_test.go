@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"crawlq/internal/dbtest"
 )
@@ -37,6 +38,13 @@ func TestRunOutcomeExitStatusAndRedriveInput(t *testing.T) {
 		if code != want || json.Unmarshal([]byte(out), &r) != nil || r.State != state {
 			t.Errorf("run of a %s run: exit %d, %q; want %d", state, code, out, want)
 		}
+		// --watch (with or without --wait) exits as --wait does once the run has ended.
+		for _, args := range [][]string{{"--watch"}, {"--wait", "--watch"}} {
+			code, out, errs := run(t, url, append([]string{"run", id, "--interval", "10ms"}, args...)...)
+			if code != want || !strings.Contains(out, "run "+id+" "+state) {
+				t.Errorf("run %v of a %s run: exit %d, %q %q; want %d", args, state, code, out, errs, want)
+			}
+		}
 	}
 	if code, _, errs := run(t, url, "redrive", "--run", id); code != 1 || !strings.Contains(errs, "no dead pages") {
 		t.Errorf("redrive of a succeeded run: exit %d %q", code, errs)
@@ -57,5 +65,75 @@ func TestRunOutcomeExitStatusAndRedriveInput(t *testing.T) {
 	}
 	if code, _, errs := run(t, url, "runs", "--state", "done"); code == 0 || !strings.Contains(errs, "done") {
 		t.Errorf("runs --state done: exit %d %q; want an error naming the state", code, errs)
+	}
+}
+
+// items and redrive name an unknown run or job as run and cancel do (exit 1), rather than
+// printing nothing or "redrove 0 jobs".
+func TestUnknownRunOrJobIsAnError(t *testing.T) {
+	t.Parallel()
+	_, url := dbtest.Schema(t)
+	code, out, _ := run(t, url, "schedule", "--spider", "demo", "--delay", "1h")
+	id := strings.TrimSpace(out)
+	if code != 0 || id == "" {
+		t.Fatalf("schedule: %d %q", code, out)
+	}
+	if code, out, errs := run(t, url, "items", id); code != 0 || out != "" {
+		t.Fatalf("items of a run without items: exit %d, %q %q; want 0 and nothing", code, out, errs)
+	}
+	code, out, errs := run(t, url, "enqueue", "--queue", "q", "--kind", "k", "--delay", "1h")
+	job := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("enqueue: %d %q", code, errs)
+	}
+	_, _, runErr := run(t, url, "run", "999999")
+	_, _, cancelErr := run(t, url, "cancel", "999999")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"items", "999999"}, "run 999999: crawl: run not found"},
+		{[]string{"redrive", "--run", "999999"}, "run 999999: crawl: run not found"},
+		{[]string{"redrive", "999999"}, "job 999999: queue: job not found"},
+		{[]string{"redrive", "--queue", "q", job}, "only dead jobs"},
+		{[]string{"redrive", job}, `not "default" (--queue)`},
+	} {
+		code, out, errs := run(t, url, c.args...)
+		if code != 1 || !strings.Contains(errs, c.want) {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 1 and %q", c.args, code, out, errs, c.want)
+		}
+	}
+	if !strings.Contains(runErr, "run 999999: crawl: run not found") || !strings.Contains(cancelErr, "job 999999: queue: job not found") {
+		t.Errorf("run and cancel of unknown ids say %q and %q: the wording above is theirs", runErr, cancelErr)
+	}
+}
+
+// schedule refuses --replace without --key and an --at long past, naming the flags.
+func TestScheduleFlagCombinations(t *testing.T) {
+	t.Parallel()
+	_, url := dbtest.Schema(t)
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--replace"}, []string{"--replace", "--key"}},
+		{[]string{"--replace", "--delay", "1m"}, []string{"--replace", "--key"}},
+		{[]string{"--at", "1900-01-01T00:00:00Z"}, []string{"--at", "past"}},
+	} {
+		code, _, errs := run(t, url, append([]string{"schedule", "--spider", "demo"}, c.args...)...)
+		for _, w := range c.want {
+			if code != 2 || !strings.Contains(errs, w) {
+				t.Errorf("schedule %q: exit %d, stderr %q; want 2 naming %s", c.args, code, errs, w)
+			}
+		}
+	}
+	if _, out, _ := run(t, url, "runs", "--json"); strings.TrimSpace(out) != "[]" {
+		t.Errorf("refused schedules made runs: %s", out)
+	}
+	soon := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	for _, args := range [][]string{{"--key", "k", "--replace"}, {"--at", soon}} {
+		if code, out, errs := run(t, url, append([]string{"schedule", "--spider", "demo"}, args...)...); code != 0 {
+			t.Errorf("schedule %q: exit %d, %q %q; want 0", args, code, out, errs)
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 // watchRun prints a live line for a run until it finishes (or ctx ends): pages, items, errors,
 // queue depth, rate, and an ETA when the run has a page limit. On a terminal the line is
 // rewritten in place; elsewhere (a pipe, a log) a line is printed each time the figures change.
+// Once the run has ended it returns runOutcome of its state, so that --watch exits as --wait does.
 func watchRun(ctx context.Context, w io.Writer, n *node.Node, id int64, every time.Duration) error {
 	tty := isTerminal(w)
 	limit := -1
@@ -50,8 +51,12 @@ func watchRun(ctx context.Context, w io.Writer, n *node.Node, id int64, every ti
 			// The verdict comes with the next publisher pass (a second under crawlq worker, a
 			// minute on AWS): wait a few refreshes for it before saying it is not there yet.
 			for range 3 {
-				if judged, err := printVerdict(ctx, w, n, r, false); err != nil || judged {
+				judged, err := printVerdict(ctx, w, n, r, false)
+				if err != nil {
 					return err
+				}
+				if judged {
+					return runOutcome(r.State)
 				}
 				select {
 				case <-ctx.Done():
@@ -59,8 +64,10 @@ func watchRun(ctx context.Context, w io.Writer, n *node.Node, id int64, every ti
 				case <-t.C:
 				}
 			}
-			_, err := printVerdict(ctx, w, n, r, true)
-			return err
+			if _, err := printVerdict(ctx, w, n, r, true); err != nil {
+				return err
+			}
+			return runOutcome(r.State)
 		}
 		select {
 		case <-ctx.Done():
