@@ -86,8 +86,9 @@ func TestBadInvocations(t *testing.T) {
 	_, url := dbtest.Schema(t)
 	for _, args := range [][]string{
 		{"nosuchcommand"},
-		{"enqueue", "--queue", "q"},                    // no kind
-		{"enqueue", "--kind", "k", "--at", "tomorrow"}, // bad time
+		{"enqueue", "--queue", "q"},                                // no kind
+		{"enqueue", "--kind", "k", "--at", "tomorrow"},             // bad time
+		{"enqueue", "--kind", "k", "--at", "1900-01-01T00:00:00Z"}, // long past
 		{"enqueue", "--kind", "k", "--on-duplicate", "x"},
 		{"jobs", "--state", "finished"},
 		{"cancel"},
@@ -170,6 +171,14 @@ func TestOutOfRangeFlagsAreUsageErrors(t *testing.T) {
 		{[]string{"worker", "--lease", "1ns"}, "--lease"},
 		{[]string{"worker", "--upkeep", "-1s"}, "--upkeep"},
 		{[]string{"runner", "--upkeep", "-1s"}, "--upkeep"},
+		{[]string{"runner", "--concurrency", "0"}, "--concurrency"},
+		{[]string{"runner", "--lease", "10ms"}, "--lease"},
+		{[]string{"runner", "--grace", "-1s"}, "--grace"},
+		{[]string{"runner", "--kill-grace", "-1s"}, "--kill-grace"},
+		{[]string{"runner", "--grace", "2m"}, "--grace plus --kill-grace"},
+		{[]string{"runner", "--max-jobs", "-1"}, "--max-jobs"},
+		{[]string{"runner", "--command-timeout", "0s"}, "--command-timeout"},
+		{[]string{"redrive", "--limit", "-5"}, "--limit"},
 		{[]string{"local", "--runners", "-3"}, "--runners"},
 		{[]string{"local", "--scrapyd-max-upload", "-1"}, "--scrapyd-max-upload"},
 		{[]string{"local", "--scrapyd-max-upload", "0"}, "--scrapyd-max-upload"},

@@ -128,12 +128,9 @@ unfinished, the same run is returned (with --replace, its start time moves if it
 					return usageErr("--replace needs --key (it moves the start of the pending run with that key)")
 				}
 				if *at != "" {
-					t, err := time.Parse(time.RFC3339, *at)
+					t, err := parseAt(*at)
 					if err != nil {
-						return usageErr("--at %q: want RFC 3339", *at)
-					}
-					if time.Since(t) > 24*time.Hour {
-						return usageErr("--at %s is more than a day in the past", *at)
+						return err
 					}
 					p.RunAt = t
 				}

@@ -74,7 +74,7 @@ priority to the new ones, earliest keeps the earlier run time.`,
 			args := fs.String("args", "{}", "job arguments as JSON (at most 256 KiB)")
 			fs.IntVar(&p.Priority, "priority", 0, "priority, -1000..1000; higher runs first")
 			fs.DurationVar(&p.Delay, "delay", 0, "run after this long (e.g. 30s, 5m)")
-			at := fs.String("at", "", "run at this time (RFC 3339, e.g. 2026-01-02T15:04:05Z)")
+			at := fs.String("at", "", "run at this time (RFC 3339, e.g. 2026-01-02T15:04:05Z; not more than a day in the past)")
 			fs.IntVar(&p.MaxAttempts, "max-attempts", 0, "attempts before the job is dead (default 25)")
 			fs.StringVar(&p.UniqueKey, "unique-key", "", "unique key among the queue's unfinished jobs")
 			dup := fs.String("on-duplicate", "keep", "keep, replace or earliest")
@@ -85,9 +85,9 @@ priority to the new ones, earliest keeps the earlier run time.`,
 				}
 				p.Args = json.RawMessage(*args)
 				if *at != "" {
-					t, err := time.Parse(time.RFC3339, *at)
+					t, err := parseAt(*at)
 					if err != nil {
-						return usageErr("--at %q: want RFC 3339 such as 2026-01-02T15:04:05Z", *at)
+						return err
 					}
 					p.RunAt = t
 				}
@@ -279,6 +279,9 @@ fetched are not fetched again.`,
 						fmt.Fprintf(env.Stdout, "run %d: %d dead pages queued again; the run is running\n", *run, k)
 						return nil
 					})
+				}
+				if *limit < 1 {
+					return usageErr("--limit must be at least 1, got %d", *limit)
 				}
 				ids, err := parseIDs(args)
 				if err != nil {

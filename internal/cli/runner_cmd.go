@@ -64,8 +64,25 @@ and CRAWLQ_SPIDER_DIR.`,
 						}
 					}
 				}
-				if *maxMem < 0 || *maxMem > 1<<30 {
-					return usageErr("--max-memory-mib must be 0..%d", 1<<30)
+				// Checked here, naming the flags (and the variables that set them), rather than left to
+				// runner.New, whose errors name its Config's fields.
+				switch {
+				case *maxMem < 0 || *maxMem > 1<<30:
+					return usageErr("--max-memory-mib must be 0..%d (it or $%s), got %d", 1<<30, ecsrun.EnvMaxMemory, *maxMem)
+				case *conc < 1 || *conc > 1000:
+					return usageErr("--concurrency must be 1..1000 (it or $%s), got %d", ecsrun.EnvConcurrency, *conc)
+				case *lease < time.Second:
+					return usageErr("--lease must be at least 1s, got %s", *lease)
+				case *grace < 0:
+					return usageErr("--grace must be ≥ 0 (it or $%s), got %s", ecsrun.EnvStopGrace, *grace)
+				case *killGrace < 0:
+					return usageErr("--kill-grace must be ≥ 0, got %s", *killGrace)
+				case *grace+*killGrace >= runner.MaxStopTimeout:
+					return usageErr("--grace plus --kill-grace must be below %s (the ECS stopTimeout limit), got %s", runner.MaxStopTimeout, *grace+*killGrace)
+				case *maxJobs < 0:
+					return usageErr("--max-jobs must be ≥ 0, 0 for no limit (it or $%s), got %d", ecsrun.EnvMaxJobs, *maxJobs)
+				case *cmdTimeout <= 0:
+					return usageErr("--command-timeout must be positive, got %s", *cmdTimeout)
 				}
 				up, mc, err := upkeepConfig(*upkeep, env.Getenv)
 				if err != nil {
