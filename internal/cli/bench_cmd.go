@@ -5,18 +5,21 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	neturl "net/url"
 	"os"
 	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 
 	"crawlq/internal/bench"
+	"crawlq/internal/db"
 )
 
 func benchCmd() *Command {
 	return &Command{
 		Name: "bench", Synopsis: "measure queue (and crawl) throughput beside the peers", Usage: "[--jobs N] [--op insert,work,unique|crawl|dbcost|soak] [--backlog M] [--cpuprofile FILE] [--memprofile FILE]",
-		Help: `Measures the queue on the database at DATABASE_URL, in a schema of its own (--schema, emptied
+		Help: `Measures the queue on the database at DATABASE_URL (pgx's query exec mode from the URL's
+default_query_exec_mode or CRAWLQ_DB_EXEC_MODE, as for every command), in a schema of its own (--schema, emptied
 first): inserts --jobs no-op jobs, then burns them down with workers in this process, and prints
 RESULT lines in the format of ../shared/bench/peers/run.sh so the figures sit beside River's,
 graphile-worker's and the SQL ceiling's from the same run:
@@ -87,6 +90,21 @@ allocations it made (read either with go tool pprof; -sample_index=alloc_objects
 				}
 				if cfg.URL == "" {
 					return usageErr("set DATABASE_URL or --database-url")
+				}
+				// The bench opens its pools from the URL (a schema of its own on each), so the mode
+				// that every other command takes from CRAWLQ_DB_EXEC_MODE goes into the URL.
+				if m := strings.TrimSpace(env.Getenv("CRAWLQ_DB_EXEC_MODE")); m != "" {
+					if strings.Contains(cfg.URL, "default_query_exec_mode=") {
+						return usageErr("CRAWLQ_DB_EXEC_MODE and default_query_exec_mode in the database URL: set one")
+					}
+					sep := "?"
+					if strings.Contains(cfg.URL, "?") {
+						sep = "&"
+					}
+					cfg.URL += sep + "default_query_exec_mode=" + neturl.QueryEscape(m)
+					if _, err := (db.Config{URL: cfg.URL}).PoolConfig(); err != nil {
+						return fmt.Errorf("CRAWLQ_DB_EXEC_MODE %q: %w", m, err)
+					}
 				}
 				cfg.Out = env.Stdout
 				if !*quiet {

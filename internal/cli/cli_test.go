@@ -133,6 +133,7 @@ func TestEveryCommandHonoursDBExecMode(t *testing.T) {
 		{"runner", "--upkeep", "0"},
 		{"spider", "list"},
 		{"stats", "--database-url", url},
+		{"bench", "--op", "insert", "--jobs", "10"},
 	} {
 		env := map[string]string{"CRAWLQ_DB_EXEC_MODE": "bogus"}
 		if !slices.Contains(args, "--database-url") {
