@@ -162,8 +162,8 @@ func (t *Tx) Discard() {
 	}
 }
 
-// sendTimeout bounds how long Send waits for a sent batch's answer once its caller's context is
-// done. A completion with its pages' items takes milliseconds on a healthy server; this only stops
+// sendTimeout bounds how long Send waits for a sent batch's answer, whatever its caller's context
+// says. A completion with its pages' items takes milliseconds on a healthy server; this only stops
 // a dead connection from holding a stopping worker for ever.
 const sendTimeout = time.Minute
 
