@@ -489,8 +489,8 @@ func jobView(r *crawl.Run, rec spiderstore.RunRecord, rep *events.Report) Job {
 	}
 	j := Job{Run: view.NewRun(r, rep), ID: id, RunID: r.ID, Project: project, Spider: name, Version: rec.Version, PID: rec.PID,
 		Items: r.Stats.Items, LogURL: "/logs/" + project + "/" + name + "/" + id + ".log", ItemsURL: "/items/" + project + "/" + name + "/" + id + ".jl"}
-	if rep != nil {
-		j.Monitors = rep.Monitors
+	if j.Run.Report != nil { // the report of the run's last finish (view.NewRun), not a redriven run's earlier one
+		j.Monitors = j.Run.Report.Monitors
 	}
 	if r.StartedAt != nil {
 		j.StartTime = r.StartedAt.UTC().Format(time.RFC3339Nano)
