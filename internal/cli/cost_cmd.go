@@ -2,55 +2,77 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"text/tabwriter"
 
 	"crawlq/internal/cost"
 )
 
+// costFlags names the flag of each cost.Inputs field, so a range error names what the user typed.
+var costFlags = map[string]string{
+	"PagesPerMonth": "--pages-per-month", "PageKB": "--page-kb", "Queues": "--queues", "Spiders": "--spiders",
+	"ItemBytes": "--item-bytes", "RetentionMonths": "--retention-months", "LogBytesPerPage": "--log-bytes-per-page",
+	"Runtime": "--runtime",
+}
+
 // costCmd is `crawlq cost`: the cost model of internal/cost, printed term by term.
 func costCmd() *Command {
 	return &Command{
-		Name: "cost", Synopsis: "what a million pages and a month of the AWS stack cost, term by term", Usage: "[--page-kb 100] [--pages-per-month N] [--stack fargate|lambda|both]",
-		Help: `Prints the cost per million pages and per month, term by term (compute, public IPv4,
-NAT/egress, RDS, RDS Proxy, logs, S3), with crawl jobs on the Fargate Spot runner fleet in
-public subnets (spiders declared runtime: ecs; fetched bytes come in through the internet
-gateway, free) and with crawl jobs on worker Lambdas in private subnets (runtime: lambda, the
-spider default; every fetched byte pays NAT processing, and cross-zone transfer to a single NAT
-gateway). Both share the stack's fixed costs. "per million" is the cost that grows with
-pages; "fixed/month" runs whether or not anything is crawled; "all-in" spreads the month's
-fixed costs over --pages-per-month. Prices are public us-east-1 list prices, named constants in
-internal/cost with the date they were read; the crawl rates assumed per task and per worker
-are in internal/cost's DefaultStack and LambdaStack.`,
+		Name: "cost", Synopsis: "the whole AWS bill of the stack, term by term: per million pages, per month, all-in",
+		Usage: "[--pages-per-month 100000000] [--page-kb 100] [--queues 2] [--spiders 10] [--item-bytes 1000] [--retention-months 1] [--runtime ecs|lambda] [--topology default|lean|both]",
+		Help: `Prints every term of the bill of the stack terraform/ deploys (topology "default") or of an
+alternative ("lean"), from us-east-1 list prices that are named constants in internal/cost with
+their source page and the date they were read (no free tier counted). Each term is either per
+million pages (it grows with pages: compute, the runners' public IPv4, outbound traffic,
+fetched bytes through NAT, cross-AZ traffic to the proxy and the database, logs, items kept
+for --retention-months) or fixed per month (NAT, RDS instance, storage and Proxy, CloudWatch
+metrics, dashboard, alarms and logs, the minute ticks, KMS, Secrets Manager, ECR). Then the
+month's bill at --pages-per-month, the all-in cost of a million pages (fixed costs shared out
+over the month's pages) and the monthly volume from which a million pages cost at most $1
+all-in. The crawl rates per task and per worker, and the traffic per page, are assumptions
+written in internal/cost; measure yours.
+
+--runtime ecs prices crawl jobs on the Fargate Spot runners (the default, items to Postgres),
+lambda on worker Lambdas behind NAT (items to S3). The lean topology runs on ecs only: it has
+no RDS Proxy, and Lambdas must not crawl without one.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
-			pageKB := fs.Float64("page-kb", 100, "average page size in KB")
-			perMonth := fs.Float64("pages-per-month", 100e6, "pages crawled per month (for the monthly and all-in figures)")
-			logBytes := fs.Float64("log-bytes-per-page", 100, "log bytes written per page (CloudWatch Logs)")
-			which := fs.String("stack", "both", "fargate, lambda or both")
+			d := cost.DefaultInputs()
+			perMonth := fs.Float64("pages-per-month", d.PagesPerMonth, "pages crawled per month (1000 to 1e12)")
+			pageKB := fs.Float64("page-kb", d.PageKB, "average fetched page size in KB (0.1 to 100000)")
+			queues := fs.Int("queues", d.Queues, "queues (crawlq writes 7 metrics per queue; 1 to 1000)")
+			spiders := fs.Int("spiders", d.Spiders, "spiders that run in a month (11 metrics each by default; 1 to 100000)")
+			itemBytes := fs.Float64("item-bytes", d.ItemBytes, "item bytes stored per page (0 to 1e8)")
+			retention := fs.Float64("retention-months", d.RetentionMonths, "months items are kept (0 to 1200; the default stack never deletes items)")
+			logBytes := fs.Float64("log-bytes-per-page", d.LogBytesPerPage, "log bytes written per page (0 to 1e7)")
+			runtime := fs.String("runtime", string(d.Runtime), "where crawl jobs run: ecs (Fargate Spot runners) or lambda (worker Lambdas)")
+			topology := fs.String("topology", "default", "default (terraform/ as deployed), lean, or both")
 			return func(ctx context.Context, args []string) error {
-				if *pageKB < 0 || *perMonth < 0 || *logBytes < 0 {
-					return usageErr("--page-kb, --pages-per-month and --log-bytes-per-page must not be negative")
+				in := cost.Inputs{PagesPerMonth: *perMonth, PageKB: *pageKB, Queues: *queues, Spiders: *spiders,
+					ItemBytes: *itemBytes, RetentionMonths: *retention, LogBytesPerPage: *logBytes, Runtime: cost.Runtime(*runtime)}
+				if err := in.Validate(); err != nil {
+					return usageErr("%s", flagNamed(err))
 				}
 				var stacks []cost.Stack
-				switch *which {
-				case "fargate":
+				switch *topology {
+				case "default":
 					stacks = []cost.Stack{cost.DefaultStack()}
-				case "lambda":
-					stacks = []cost.Stack{cost.LambdaStack()}
+				case "lean":
+					stacks = []cost.Stack{cost.LeanStack()}
 				case "both":
-					stacks = []cost.Stack{cost.DefaultStack(), cost.LambdaStack()}
+					stacks = []cost.Stack{cost.DefaultStack(), cost.LeanStack()}
 				default:
-					return usageErr("--stack %q: want fargate, lambda or both", *which)
+					return usageErr("--topology %q: want default, lean or both", *topology)
 				}
-				w := cost.Workload{PageKB: *pageKB, PagesPerMonth: *perMonth, LogBytesPerPage: *logBytes}
-				fmt.Fprintf(env.Stdout, "crawlq on AWS at %.0f KB/page, %.0f pages/month; us-east-1 list prices of %s\n",
-					w.PageKB, w.PagesPerMonth, cost.PricesDate)
+				fmt.Fprintf(env.Stdout, "crawlq on AWS: %.0f pages/month of %g KB, %d queues, %d spiders, %g B of items per page kept %g months, %g log B/page, crawling on %s.\nus-east-1 list prices read %s, no free tier.\n",
+					in.PagesPerMonth, in.PageKB, in.Queues, in.Spiders, in.ItemBytes, in.RetentionMonths, in.LogBytesPerPage, in.Runtime, cost.PricesDate)
 				for _, s := range stacks {
-					e, err := cost.Compute(s, w)
+					e, err := cost.Compute(s, in)
 					if err != nil {
-						return usageErr("%v", err)
+						return usageErr("--topology %s: %s", *topology, flagNamed(err))
 					}
 					printEstimate(env.Stdout, e)
 				}
@@ -60,14 +82,56 @@ are in internal/cost's DefaultStack and LambdaStack.`,
 	}
 }
 
-func printEstimate(out io.Writer, e cost.Estimate) {
-	fmt.Fprintf(out, "\n%s\n", e.Stack.Name)
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "term\tper million pages\tfixed/month\tper month\t")
-	for _, t := range e.Terms {
-		fmt.Fprintf(tw, "%s\t$%.3f\t$%.2f\t$%.2f\t\n", t.Name, t.PerMillion, t.FixedPerMonth, t.FixedPerMonth+t.PerMillion*e.Workload.PagesPerMonth/1e6)
+// flagNamed rewrites the cost.Inputs field names in err as the flags that set them.
+func flagNamed(err error) string {
+	var msgs []string
+	var walk func(error)
+	walk = func(err error) {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+			return
+		}
+		var ie *cost.InputError
+		if errors.As(err, &ie) {
+			msgs = append(msgs, costFlags[ie.Field]+": "+ie.Msg)
+			return
+		}
+		msgs = append(msgs, err.Error())
 	}
-	fmt.Fprintf(tw, "total\t$%.3f\t$%.2f\t$%.2f\t\n", e.PerMillion(), e.FixedPerMonth(), e.PerMonth())
+	walk(err)
+	out := ""
+	for i, m := range msgs {
+		if i > 0 {
+			out += "; "
+		}
+		out += m
+	}
+	return out
+}
+
+func printEstimate(out io.Writer, e cost.Estimate) {
+	fmt.Fprintf(out, "\ntopology %s\n", e.Stack.Name)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "term\tper million pages\tfixed/month\tat this volume/month\thow")
+	for _, t := range e.Terms {
+		fmt.Fprintf(tw, "%s\t$%.4f\t$%.2f\t$%.2f\t%s\n", t.Name, t.PerMillion, t.FixedPerMonth, t.FixedPerMonth+t.PerMillion*e.Inputs.PagesPerMonth/1e6, t.Basis)
+	}
+	fmt.Fprintf(tw, "total\t$%.4f\t$%.2f\t$%.2f\t\n", e.PerMillion(), e.FixedPerMonth(), e.PerMonth())
 	tw.Flush()
-	fmt.Fprintf(out, "all-in per million pages at this rate: $%.3f\n", e.AllInPerMillion())
+	fmt.Fprintf(out, "all-in per million pages at %.0f pages/month: $%.3f\n", e.Inputs.PagesPerMonth, e.AllInPerMillion())
+	if v := e.PagesPerMonthFor(1); math.IsInf(v, 1) {
+		fmt.Fprintf(out, "$1 per million pages all-in: never (the per-page cost alone is $%.3f)\n", e.PerMillion())
+	} else {
+		fmt.Fprintf(out, "$1 per million pages all-in: from %.0f million pages/month\n", math.Ceil(v/1e6))
+	}
+	if !e.Stack.ItemsToS3ForECS && e.Inputs.Runtime == cost.ECS {
+		maxGB := 4 * e.Stack.DBStorageGB // terraform: max_allocated_storage = 4 x db_allocated_storage
+		fmt.Fprintf(out, "items: +%.1f GB a month in Postgres; the default stack never deletes them, and RDS storage autoscaling stops at %.0f GB", e.ItemsGBPerMonth, maxGB)
+		if e.ItemsGBPerMonth > 0 {
+			fmt.Fprintf(out, " (%.1f months of crawling at this volume)", maxGB/e.ItemsGBPerMonth)
+		}
+		fmt.Fprintln(out)
+	}
 }

@@ -7,18 +7,52 @@ import (
 
 func TestCostCommand(t *testing.T) {
 	t.Parallel()
-	code, out, errs := run(t, "", "cost", "--page-kb", "100", "--pages-per-month", "100000000")
+	code, out, errs := run(t, "", "cost", "--pages-per-month", "100000000")
 	if code != 0 {
 		t.Fatalf("cost: %d %q", code, errs)
 	}
-	// The totals internal/cost's hand calculation gives for these inputs.
-	for _, want := range []string{"list prices of 2025-06", "runtime: ecs", "runtime: lambda", "$0.325", "$6.267", "$107.95", "NAT/egress", "RDS Proxy"} {
+	// Every term of the bill, and the totals internal/cost's hand calculation gives for the
+	// default inputs (100 KB pages, 2 queues, 10 spiders, 1 KB items kept a month).
+	for _, want := range []string{"list prices read 2025-06",
+		"Fargate Spot runners", "runner public IPv4", "outbound traffic (requests, ACKs, TLS)", "fetched bytes through NAT",
+		"cross-AZ to the database", "logs per page", "items in Postgres", "NAT gateway", "NAT public IPv4", "RDS instance",
+		"RDS storage", "RDS Proxy", "CloudWatch metrics (crawlq)", "128 = 7 x 2 queues", "Container Insights metrics",
+		"CloudWatch dashboard", "CloudWatch alarms", "logs of the minute ticks", "minute ticks (Lambda + Scheduler)", "KMS",
+		"Secrets Manager", "ECR images",
+		"$0.7187", "$163.50", "all-in per million pages at 100000000 pages/month: $2.354",
+		"$1 per million pages all-in: from 582 million pages/month", "RDS storage autoscaling stops at 200 GB"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("cost output lacks %q:\n%s", want, out)
 		}
 	}
-	if code, _, errs := run(t, "", "cost", "--stack", "ec2"); code != 2 || !strings.Contains(errs, "--stack") {
-		t.Errorf("bad --stack: %d %q", code, errs)
+	code, out, errs = run(t, "", "cost", "--topology", "both", "--spiders", "100")
+	if code != 0 {
+		t.Fatalf("cost --topology both: %d %q", code, errs)
+	}
+	for _, want := range []string{"topology default", "topology lean", "1118 = 7 x 2 queues", "25 = 7 x 2 queues + 7 spider totals", "items in S3"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("cost --topology both output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--pages-per-month", "0"}, "--pages-per-month"},
+		{[]string{"--page-kb", "-1"}, "--page-kb"},
+		{[]string{"--queues", "0"}, "--queues"},
+		{[]string{"--spiders", "0"}, "--spiders"},
+		{[]string{"--item-bytes", "NaN"}, "--item-bytes"},
+		{[]string{"--retention-months", "-1"}, "--retention-months"},
+		{[]string{"--log-bytes-per-page", "-5"}, "--log-bytes-per-page"},
+		{[]string{"--runtime", "ec2"}, "--runtime"},
+		{[]string{"--topology", "cheap"}, "--topology"},
+		{[]string{"--topology", "lean", "--runtime", "lambda"}, "--runtime"},
+	} {
+		code, _, errs := run(t, "", append([]string{"cost"}, c.args...)...)
+		if code != 2 || !strings.Contains(errs, c.flag) {
+			t.Errorf("cost %v: %d %q, want a usage error naming %s", c.args, code, errs, c.flag)
+		}
 	}
 }
 

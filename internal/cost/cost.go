@@ -1,100 +1,269 @@
-// Package cost owns crawlq's cost model on AWS: what a million crawled pages and a month of the
-// stack cost, term by term (compute, NAT and egress, RDS, RDS Proxy, logs, S3), for a stack
-// shape (the default Fargate crawl fleet in public subnets, or Lambda workers behind NAT) and a
-// workload, at public list prices that are named constants with the date they were read.
-// `crawlq cost` prints it; the model is arithmetic only, so a test checks it by hand.
+// Package cost owns crawlq's cost model on AWS: the whole monthly bill of a deployed stack, term
+// by term, split into what grows with pages (per million pages) and what runs whether or not
+// anything is crawled (per month), at public us-east-1 list prices that are named constants with
+// their source and the date they were read. A Stack is a topology (the one terraform/ deploys by
+// default, or an alternative), Inputs are the workload. `crawlq cost` prints it; the model is
+// arithmetic only, so a test checks it against a calculation done by hand.
 package cost
 
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
-// PricesDate is when the list prices below were read (us-east-1, on-demand, USD).
+// PricesDate is when the list prices below were read (us-east-1, on-demand, USD, no free tier:
+// an account's other use takes it).
 const PricesDate = "2025-06"
 
-// Public list prices, us-east-1, USD.
+// Public list prices, us-east-1, USD, read in PricesDate from the page named beside each.
 const (
-	FargateVCPUHour     = 0.04048  // Fargate Linux/x86, per vCPU-hour
-	FargateGBHour       = 0.004445 // Fargate Linux/x86, per GB of memory-hour
+	// https://aws.amazon.com/fargate/pricing/ (Linux/x86)
+	FargateVCPUHour     = 0.04048  // per vCPU-hour
+	FargateGBHour       = 0.004445 // per GB of memory-hour
 	FargateSpotDiscount = 0.70     // Fargate Spot's discount off on-demand ("up to 70%"; the spot price moves)
-	PublicIPv4Hour      = 0.005    // per in-use public IPv4 address-hour (each Fargate task with a public IP)
-	LambdaGBSecondArm   = 0.0000133334
-	LambdaRequest       = 0.20 / 1e6 // per invocation
-	NATHour             = 0.045      // per NAT gateway-hour
-	NATPerGB            = 0.045      // per GB a NAT gateway processes
-	CrossAZPerGB        = 0.02       // per GB between zones ($0.01 out + $0.01 in)
-	InternetInPerGB     = 0.0        // data in from the internet is free
-	RDSt4gMediumHour    = 0.065      // db.t4g.medium, PostgreSQL, Single-AZ
-	RDSGp3GBMonth       = 0.115      // gp3 storage per GB-month, Single-AZ
-	RDSProxyVCPUHour    = 0.015      // RDS Proxy per vCPU of the instance behind it (2 vCPU minimum)
-	LogsIngestPerGB     = 0.50       // CloudWatch Logs ingestion
-	S3PutPer1000        = 0.005      // S3 Standard PUT/COPY/POST/LIST per 1,000 requests
-	S3GBMonth           = 0.023      // S3 Standard storage, first 50 TB
-	HoursPerMonth       = 730.0
+	// https://aws.amazon.com/vpc/pricing/ (public IPv4 addresses, since 2024-02)
+	PublicIPv4Hour = 0.005 // per in-use public IPv4 address-hour (a Fargate task's, a NAT gateway's EIP)
+	// https://aws.amazon.com/lambda/pricing/ (Arm)
+	LambdaGBSecondArm = 0.0000133334
+	LambdaRequest     = 0.20 / 1e6 // per invocation
+	// https://aws.amazon.com/vpc/pricing/ (NAT gateways)
+	NATHour  = 0.045 // per NAT gateway-hour
+	NATPerGB = 0.045 // per GB a NAT gateway processes, in either direction
+	// https://aws.amazon.com/ec2/pricing/on-demand/ (t4g.nano, Linux; a NAT instance)
+	T4gNanoHour = 0.0042
+	// https://aws.amazon.com/ec2/pricing/on-demand/ (data transfer)
+	InternetOutPerGB = 0.09 // to the internet, first 10 TB/month
+	CrossAZPerGB     = 0.02 // between zones: $0.01 out of one + $0.01 into the other
+	// https://aws.amazon.com/rds/postgresql/pricing/ (Single-AZ)
+	RDSt4gMediumHour = 0.065 // db.t4g.medium: 2 vCPU, 4 GiB
+	RDSt4gSmallHour  = 0.032 // db.t4g.small: 2 vCPU, 2 GiB
+	RDSGp3GBMonth    = 0.115 // gp3 storage per GB-month
+	// https://aws.amazon.com/rds/proxy/pricing/
+	RDSProxyVCPUHour = 0.015 // per vCPU of the instance behind it, 2 vCPU minimum
+	// https://aws.amazon.com/cloudwatch/pricing/
+	MetricMonth        = 0.30 // per custom metric-month, first 10,000
+	DashboardMonth     = 3.00 // per dashboard-month
+	AlarmMonth         = 0.10 // per standard-resolution alarm metric-month
+	InsightsAlarmMonth = 0.10 // per metric a Metrics Insights query alarm analyzes, per month
+	LogsIngestPerGB    = 0.50 // CloudWatch Logs standard ingestion
+	LogsStoreGBMonth   = 0.03 // CloudWatch Logs archive storage
+	// https://aws.amazon.com/eventbridge/pricing/ (Scheduler)
+	SchedulerInvocation = 1.00 / 1e6
+	// https://aws.amazon.com/kms/pricing/
+	KMSKeyMonth   = 1.00       // per customer managed key-month
+	KMSPerReq     = 0.03 / 1e4 // per request
+	SecretMonth   = 0.40       // https://aws.amazon.com/secrets-manager/pricing/ per secret-month
+	SecretPerReq  = 0.05 / 1e4 // per API call
+	ECRGBMonth    = 0.10       // https://aws.amazon.com/ecr/pricing/ storage per GB-month
+	S3PutPer1000  = 0.005      // https://aws.amazon.com/s3/pricing/ PUT per 1,000 requests
+	S3GBMonth     = 0.023      // S3 Standard storage, first 50 TB
+	HoursPerMonth = 730.0
+	DaysPerMonth  = HoursPerMonth / 24
+)
+
+// Traffic a fetched page causes besides its own bytes (assumptions, not prices).
+const (
+	// RequestBytesPerPage is what a fetch sends: the request line and headers (~400 B), their TLS
+	// record, and a share of the handshakes of kept-alive connections.
+	RequestBytesPerPage = 600
+	// ACKBytesPerSegmentPair: TCP acknowledges every second received segment of 1,448 payload
+	// bytes with a 52-byte packet (IP 20 + TCP 20 + timestamps 12).
+	ACKBytesPerSegmentPair = 52
+	SegmentPairBytes       = 2 * 1448
+	// DBWireBytesPerPage is a page's database traffic besides its items: its share of the claim
+	// batch, completion, stats, and the URLs it discovered, both directions.
+	DBWireBytesPerPage = 2000
+)
+
+// The standing work of every stack (assumptions): the dispatch and metrics ticks each minute.
+const (
+	TicksPerMonth      = 2 * 60 * HoursPerMonth // dispatch + metrics, rate(1 minute) each
+	TickSeconds        = 1.0                    // an invocation's billed duration
+	TickMemoryGB       = 0.25                   // 256 MB functions
+	TickLogBytes       = 400                    // START/END/REPORT and a line per invocation
+	EMFLineBytes       = 400                    // one metrics line per queue and per spider each minute
+	KMSRequestsMonth   = 10000                  // the alarm key: SNS publishes, key rotation, console
+	SecretCallsMonth   = 10000                  // RDS Proxy reading its secrets as it opens connections
+	ECRStoredGB        = 1.0                    // runner images kept (up to 20, layers shared)
+	LogRetentionMonths = 30 / DaysPerMonth      // terraform's log_retention_days = 30
 )
 
 // Runtime is where crawl jobs run.
 type Runtime string
 
 const (
-	// Fargate runs crawl jobs on Fargate (Spot) tasks in public subnets with public IPs: fetched
-	// bytes come in through the internet gateway (free), not through NAT.
-	Fargate Runtime = "fargate"
-	// Lambda runs crawl jobs on worker Lambdas in private subnets: every fetched byte pays NAT
-	// processing, and the share from zones without the NAT gateway pays cross-zone transfer.
+	// ECS runs crawl jobs on Fargate Spot runner tasks in public subnets with public IPs (the
+	// default, crawl_runtime = "fargate"): fetched bytes come in through the internet gateway,
+	// free; items go to Postgres.
+	ECS Runtime = "ecs"
+	// Lambda runs crawl jobs on worker Lambdas in private subnets (crawl_runtime = "lambda"):
+	// every byte they fetch or send passes NAT; items go to S3.
 	Lambda Runtime = "lambda"
 )
 
-// Stack is the shape of a deployment, as terraform/variables.tf sets it. Zero fields are not
-// defaulted: use DefaultStack or LambdaStack and change what differs.
+// Stack is a topology: what is deployed and how it crawls. Use DefaultStack or LeanStack and
+// change what differs; zero fields are not defaulted.
 type Stack struct {
-	Name    string
-	Runtime Runtime
-	// Fargate: a runner task's size, whether it runs on Spot, and its crawl rate.
+	Name string
+	// Runner tasks (ECS): size, Spot, crawl rate (crawl_concurrency at about a second per page).
 	TaskVCPU, TaskMemoryGB float64
 	Spot                   bool
 	PagesPerSecondPerTask  float64
-	// Lambda: a worker's memory and its crawl rate (Lambda bills wall-clock time).
+	// Worker Lambdas: memory and crawl rate (Lambda bills wall-clock time).
 	WorkerMemoryGB          float64
 	PagesPerSecondPerWorker float64
 	InvocationSeconds       float64 // a worker invocation's length (the worker timeout)
-	// Network: zones, and NAT gateways (1 with single_nat_gateway, else one per zone).
-	Zones, NATGateways int
-	// Database: the instance's hourly price, its vCPUs (RDS Proxy bills them) and storage.
-	DBHour        float64
-	DBVCPU        int
-	DBStorageGB   float64
-	ProxyMinVCPU  int
-	ItemsToS3     bool // items are written to S3 (the worker's sink); the runner writes them to Postgres
-	S3PutsPerPage float64
+	// Network: zones; NAT gateways (1 with single_nat_gateway, else one per zone), or a NAT
+	// instance in their place.
+	Zones       int
+	NATGateways int
+	NATInstance bool
+	// Database: the instance's hourly price and vCPUs, allocated storage, and whether clients
+	// reach it through RDS Proxy.
+	DBClass     string
+	DBHour      float64
+	DBVCPU      int
+	DBStorageGB float64
+	Proxy       bool
+	// Observability: whether crawlq's spider metrics carry a Spider dimension, Container Insights
+	// metrics (0: off), dashboards and standard alarms (5 Lambda errors, RDS CPU, 4 monitors).
+	PerSpiderMetrics  bool
+	InsightsMetrics   int
+	Dashboards        int
+	StandardAlarms    int
+	InsightsAlarms    int // Metrics Insights query alarms over every queue (dead jobs, oldest past-due)
+	Secrets           int
+	KMSKeys           int
+	ItemsToS3ForECS   bool    // runners write items to S3 as the worker does (else Postgres)
+	S3ItemsPerPut     float64 // items batched into one S3 object
+	RuntimesSupported []Runtime
 }
 
-// DefaultStack is terraform/'s default network with crawl jobs on the Fargate Spot runner fleet
-// in public subnets (spiders declared `runtime: ecs`): 1 vCPU, 2 GB tasks at 20 pages/s each
-// (the runner's concurrency set to 20 at about a second per page), two zones, one NAT gateway
-// (the functions' AWS calls), db.t4g.medium with 50 GB, items in Postgres.
+// Terraform defaults (terraform/variables.tf, modules/*) the stacks below mirror.
+const (
+	defaultMonitorKinds = 4 // internal/spider MonitorKinds, one alarm each (terraform/events.tf)
+	defaultFunctions    = 5 // api, worker, dispatch, metrics, migrate: one errors alarm each
+	// Container Insights (container_insights = true) on a Fargate cluster whose tasks run one
+	// family: 12 metrics by ClusterName (CPU, memory and ephemeral storage reserved/utilized,
+	// network rx/tx, storage read/write, TaskCount, ServiceCount) and 10 by ClusterName +
+	// TaskDefinitionFamily (the same less the two counts).
+	defaultInsightsMetrics = 22
+)
+
+// DefaultStack is what terraform/ deploys with its default variables, crawling on rt: two zones,
+// one NAT gateway, db.t4g.medium with 50 GB behind RDS Proxy, 1 vCPU / 2 GB Fargate Spot runners
+// at 20 pages/s (crawl_concurrency 20), 512 MB worker Lambdas at 10 pages/s, metrics per queue,
+// per spider and per spider and monitor, Container Insights, one dashboard, 10 standard and 2
+// Metrics Insights alarms, 2 secrets (the RDS-managed master secret and the app role's), the
+// alarm topic's KMS key.
 func DefaultStack() Stack {
-	return Stack{Name: "fargate: Fargate Spot runners in public subnets (spiders with runtime: ecs)", Runtime: Fargate, TaskVCPU: 1, TaskMemoryGB: 2, Spot: true,
-		PagesPerSecondPerTask: 20, Zones: 2, NATGateways: 1, DBHour: RDSt4gMediumHour, DBVCPU: 2, DBStorageGB: 50, ProxyMinVCPU: 2}
+	return Stack{
+		Name: "default (terraform/ as deployed)", TaskVCPU: 1, TaskMemoryGB: 2, Spot: true, PagesPerSecondPerTask: 20,
+		WorkerMemoryGB: 0.5, PagesPerSecondPerWorker: 10, InvocationSeconds: 300,
+		Zones: 2, NATGateways: 1,
+		DBClass: "db.t4g.medium", DBHour: RDSt4gMediumHour, DBVCPU: 2, DBStorageGB: 50, Proxy: true,
+		PerSpiderMetrics: true, InsightsMetrics: defaultInsightsMetrics, Dashboards: 1,
+		StandardAlarms: defaultFunctions + 1 + defaultMonitorKinds, InsightsAlarms: 2, Secrets: 2, KMSKeys: 1,
+		S3ItemsPerPut: 100, RuntimesSupported: []Runtime{ECS, Lambda},
+	}
 }
 
-// LambdaStack is the Lambda-only stack: crawl jobs on 512 MB worker Lambdas in private subnets
-// (spiders with the default `runtime: lambda`; 10 jobs at once, about 10 pages/s), items to S3
-// in batches of 100, otherwise as DefaultStack.
-func LambdaStack() Stack {
+// LeanStack is the cheapest topology this model knows that keeps crawlq's guarantees (leases,
+// fencing, retries, alarms): runners reach the instance directly (IAM auth, no RDS Proxy, so no
+// Lambda may crawl: runtime ecs only, no burst), a t4g.nano NAT instance in place of the NAT
+// gateway for the functions' AWS calls, db.t4g.small, spider metrics without the Spider dimension
+// and Container Insights off, runners at crawl_concurrency 50 (50 pages/s per task), items to S3
+// in batches of 100, one secret (the master's; the app role logs in by IAM without a password).
+// What each choice costs in reliability is in the README ("Network and cost").
+func LeanStack() Stack {
 	s := DefaultStack()
-	s.Name, s.Runtime = "lambda: worker Lambdas behind NAT (spiders with runtime: lambda)", Lambda
-	s.WorkerMemoryGB, s.PagesPerSecondPerWorker, s.InvocationSeconds = 0.5, 10, 300
-	s.ItemsToS3, s.S3PutsPerPage = true, 0.01
+	s.Name = "lean (no RDS Proxy, NAT instance, db.t4g.small, no per-spider metrics, 50 pages/s per task, items to S3)"
+	s.NATGateways, s.NATInstance = 0, true
+	s.DBClass, s.DBHour, s.Proxy = "db.t4g.small", RDSt4gSmallHour, false
+	s.PerSpiderMetrics, s.InsightsMetrics = false, 0
+	s.PagesPerSecondPerTask = 50
+	s.ItemsToS3ForECS = true
+	s.Secrets = 1
+	s.RuntimesSupported = []Runtime{ECS}
 	return s
 }
 
-// Workload is what is crawled.
-type Workload struct {
-	PageKB          float64 // average page size in KB (1 KB = 1000 bytes); default in the CLI 100
-	PagesPerMonth   float64 // the rate the monthly figures and the all-in price assume
-	LogBytesPerPage float64 // log lines written per page (CloudWatch Logs ingestion)
+// Inputs is the workload. Ranges are checked by Validate.
+type Inputs struct {
+	PagesPerMonth   float64 // pages crawled a month
+	PageKB          float64 // average fetched page, KB (1 KB = 1000 bytes)
+	Queues          int     // queues that exist (crawlq metrics are written per queue)
+	Spiders         int     // spiders that run in a month (metrics per spider and per spider and monitor)
+	ItemBytes       float64 // item bytes stored per page
+	RetentionMonths float64 // how long items are kept (the default stack keeps them forever)
+	LogBytesPerPage float64 // log bytes written per page (CloudWatch Logs)
+	Runtime         Runtime
+}
+
+// DefaultInputs are `crawlq cost`'s defaults.
+func DefaultInputs() Inputs {
+	return Inputs{PagesPerMonth: 100e6, PageKB: 100, Queues: 2, Spiders: 10, ItemBytes: 1000, RetentionMonths: 1,
+		LogBytesPerPage: 100, Runtime: ECS}
+}
+
+// InputError names the Inputs field that is out of range.
+type InputError struct {
+	Field string // the Inputs field
+	Msg   string
+}
+
+func (e *InputError) Error() string { return fmt.Sprintf("cost: %s %s", e.Field, e.Msg) }
+
+// ErrInvalid is wrapped by every error Compute returns for inputs or a stack it cannot price.
+var ErrInvalid = errors.New("cost: invalid input")
+
+func (e *InputError) Unwrap() error { return ErrInvalid }
+
+func inRange(field string, v, lo, hi float64) error {
+	if math.IsNaN(v) || v < lo || v > hi {
+		return &InputError{Field: field, Msg: fmt.Sprintf("%g out of range: want %g to %g", v, lo, hi)}
+	}
+	return nil
+}
+
+// Validate checks every field against the range the model is meant for.
+func (in Inputs) Validate() error {
+	return errors.Join(
+		inRange("PagesPerMonth", in.PagesPerMonth, 1000, 1e12),
+		inRange("PageKB", in.PageKB, 0.1, 100000),
+		inRange("Queues", float64(in.Queues), 1, 1000),
+		inRange("Spiders", float64(in.Spiders), 1, 100000),
+		inRange("ItemBytes", in.ItemBytes, 0, 1e8),
+		inRange("RetentionMonths", in.RetentionMonths, 0, 1200),
+		inRange("LogBytesPerPage", in.LogBytesPerPage, 0, 1e7),
+		func() error {
+			if in.Runtime != ECS && in.Runtime != Lambda {
+				return &InputError{Field: "Runtime", Msg: fmt.Sprintf("%q: want ecs or lambda", in.Runtime)}
+			}
+			return nil
+		}(),
+	)
+}
+
+func (s Stack) validate(rt Runtime) error {
+	ok := false
+	for _, r := range s.RuntimesSupported {
+		ok = ok || r == rt
+	}
+	switch {
+	case !ok:
+		return &InputError{Field: "Runtime", Msg: fmt.Sprintf("%q: the %s stack crawls only on %v", rt, s.Name, s.RuntimesSupported)}
+	case rt == ECS && (s.TaskVCPU <= 0 || s.TaskMemoryGB <= 0 || s.PagesPerSecondPerTask <= 0):
+		return fmt.Errorf("%w: TaskVCPU, TaskMemoryGB and PagesPerSecondPerTask must be positive", ErrInvalid)
+	case rt == Lambda && (s.WorkerMemoryGB <= 0 || s.PagesPerSecondPerWorker <= 0 || s.InvocationSeconds <= 0):
+		return fmt.Errorf("%w: WorkerMemoryGB, PagesPerSecondPerWorker and InvocationSeconds must be positive", ErrInvalid)
+	case s.Zones < 1 || s.NATGateways < 0 || s.NATGateways > s.Zones:
+		return fmt.Errorf("%w: Zones %d, NATGateways %d: want 1+ zones and at most one NAT gateway each", ErrInvalid, s.Zones, s.NATGateways)
+	case s.S3ItemsPerPut <= 0:
+		return fmt.Errorf("%w: S3ItemsPerPut must be positive", ErrInvalid)
+	}
+	return nil
 }
 
 // Term is one line of the bill.
@@ -104,13 +273,20 @@ type Term struct {
 	PerMillion float64
 	// FixedPerMonth is the cost that runs whether or not anything is crawled.
 	FixedPerMonth float64
+	// Basis is how the figure is made, quantities times prices.
+	Basis string
 }
 
 // Estimate is a stack's bill for a workload.
 type Estimate struct {
-	Stack    Stack
-	Workload Workload
-	Terms    []Term
+	Stack  Stack
+	Inputs Inputs
+	Terms  []Term
+	// CustomMetrics is the number of crawlq's own CloudWatch metrics (without Container Insights').
+	CustomMetrics int
+	// ItemsGBPerMonth is how much item storage a month of crawling adds; ItemsGBKept is what the
+	// retention keeps at steady state.
+	ItemsGBPerMonth, ItemsGBKept float64
 }
 
 // PerMillion is the variable cost of a million pages (no fixed costs).
@@ -131,82 +307,146 @@ func (e Estimate) FixedPerMonth() float64 {
 	return s
 }
 
-// PerMonth is the monthly bill at Workload.PagesPerMonth.
+// PerMonth is the monthly bill at Inputs.PagesPerMonth.
 func (e Estimate) PerMonth() float64 {
-	return e.FixedPerMonth() + e.PerMillion()*e.Workload.PagesPerMonth/1e6
+	return e.FixedPerMonth() + e.PerMillion()*e.Inputs.PagesPerMonth/1e6
 }
 
-// AllInPerMillion is PerMonth spread over the month's pages: what a million pages cost with
-// the stack's fixed costs shared out at this rate.
+// AllInPerMillion is PerMonth spread over the month's pages.
 func (e Estimate) AllInPerMillion() float64 {
-	if e.Workload.PagesPerMonth <= 0 {
-		return 0
-	}
-	return e.PerMonth() / (e.Workload.PagesPerMonth / 1e6)
+	return e.PerMonth() / (e.Inputs.PagesPerMonth / 1e6)
 }
 
-// ErrInvalid is returned (wrapped, naming the field) for a Stack or Workload the model cannot price.
-var ErrInvalid = errors.New("cost: invalid input")
-
-func (s Stack) validate() error {
-	switch {
-	case s.Runtime != Fargate && s.Runtime != Lambda:
-		return fmt.Errorf("%w: Runtime %q: want fargate or lambda", ErrInvalid, s.Runtime)
-	case s.Runtime == Fargate && (s.TaskVCPU <= 0 || s.TaskMemoryGB <= 0 || s.PagesPerSecondPerTask <= 0):
-		return fmt.Errorf("%w: TaskVCPU, TaskMemoryGB and PagesPerSecondPerTask must be positive for fargate", ErrInvalid)
-	case s.Runtime == Lambda && (s.WorkerMemoryGB <= 0 || s.PagesPerSecondPerWorker <= 0 || s.InvocationSeconds <= 0):
-		return fmt.Errorf("%w: WorkerMemoryGB, PagesPerSecondPerWorker and InvocationSeconds must be positive for lambda", ErrInvalid)
-	case s.Zones < 1 || s.NATGateways < 0 || s.NATGateways > s.Zones:
-		return fmt.Errorf("%w: Zones %d, NATGateways %d: want 1+ zones and at most one NAT gateway each", ErrInvalid, s.Zones, s.NATGateways)
+// PagesPerMonthFor is the monthly volume from which a million pages cost at most target all-in
+// (fixed costs shared out), or +Inf when the per-page cost alone reaches target. The per-page
+// terms are taken as fixed at these inputs (their only dependence on volume is none).
+func (e Estimate) PagesPerMonthFor(target float64) float64 {
+	v := e.PerMillion()
+	if v >= target {
+		return math.Inf(1)
 	}
-	return nil
+	return e.FixedPerMonth() / (target - v) * 1e6
 }
 
-// Compute prices a stack for a workload.
-func Compute(s Stack, w Workload) (Estimate, error) {
-	if err := s.validate(); err != nil {
+// CustomMetrics counts the CloudWatch metrics crawlq writes (internal/metrics): 7 per queue
+// (dimension Queue), 7 per spider (Spider), MonitorFailed per spider and monitor kind
+// (Spider+Monitor) and per monitor kind (Monitor). Without per-spider dimensions the 7 spider
+// metrics are written once, as totals, and MonitorFailed only per monitor kind.
+func CustomMetrics(queues, spiders int, perSpider bool) int {
+	const perQueue, perSpiderNames = 7, 7
+	if !perSpider {
+		return perQueue*queues + perSpiderNames + defaultMonitorKinds
+	}
+	return perQueue*queues + perSpiderNames*spiders + defaultMonitorKinds*spiders + defaultMonitorKinds
+}
+
+// Compute prices stack s for inputs in.
+func Compute(s Stack, in Inputs) (Estimate, error) {
+	if err := in.Validate(); err != nil {
 		return Estimate{}, err
 	}
-	if w.PageKB < 0 || w.PagesPerMonth < 0 || w.LogBytesPerPage < 0 {
-		return Estimate{}, fmt.Errorf("%w: Workload fields must not be negative", ErrInvalid)
+	if err := s.validate(in.Runtime); err != nil {
+		return Estimate{}, err
 	}
-	const pages = 1e6
-	gb := w.PageKB * 1000 * pages / 1e9 // fetched GB per million pages
-	var compute, ips, nat float64
-	switch s.Runtime {
-	case Fargate:
-		hours := pages / s.PagesPerSecondPerTask / 3600 // task-hours per million pages
+	const pages = 1e6 // every per-page term is for a million pages
+	gbOf := func(bytesPerPage float64) float64 { return bytesPerPage * pages / 1e9 }
+	pageBytes := in.PageKB * 1000
+	outBytes := RequestBytesPerPage + pageBytes/SegmentPairBytes*ACKBytesPerSegmentPair
+	cross := float64(s.Zones-1) / float64(s.Zones) // share of traffic between two random zones' ends that crosses
+	var terms []Term
+	add := func(name string, perMillion, fixed float64, basis string, a ...any) {
+		terms = append(terms, Term{Name: name, PerMillion: perMillion, FixedPerMonth: fixed, Basis: fmt.Sprintf(basis, a...)})
+	}
+
+	// Crawling.
+	itemsToS3 := in.Runtime == Lambda || s.ItemsToS3ForECS
+	switch in.Runtime {
+	case ECS:
+		hours := pages / s.PagesPerSecondPerTask / 3600
 		rate := s.TaskVCPU*FargateVCPUHour + s.TaskMemoryGB*FargateGBHour
+		kind := "Fargate"
 		if s.Spot {
 			rate *= 1 - FargateSpotDiscount
+			kind = "Fargate Spot"
 		}
-		compute = hours * rate
-		ips = hours * PublicIPv4Hour
-		nat = gb * InternetInPerGB // through the internet gateway: free
+		add(kind+" runners", hours*rate, 0, "%.3f task-h (%g pages/s) x $%.6f/h (%g vCPU, %g GB)", hours, s.PagesPerSecondPerTask, rate, s.TaskVCPU, s.TaskMemoryGB)
+		add("runner public IPv4", hours*PublicIPv4Hour, 0, "%.3f task-h x $%.3f/h", hours, PublicIPv4Hour)
+		add("outbound traffic (requests, ACKs, TLS)", gbOf(outBytes)*InternetOutPerGB, 0, "%.0f B/page = %.3f GB x $%.2f/GB out", outBytes, gbOf(outBytes), InternetOutPerGB)
+		add("fetched bytes through NAT", 0, 0, "runners fetch through the internet gateway: inbound free")
 	case Lambda:
-		seconds := pages / s.PagesPerSecondPerWorker
-		compute = seconds*s.WorkerMemoryGB*LambdaGBSecondArm + seconds/s.InvocationSeconds*LambdaRequest
-		// Every fetched byte passes NAT; with fewer NAT gateways than zones, the workers in the
-		// zones without one send their share across zones to it.
-		crossShare := 0.0
+		secs := pages / s.PagesPerSecondPerWorker
+		add("worker Lambdas", secs*s.WorkerMemoryGB*LambdaGBSecondArm+secs/s.InvocationSeconds*LambdaRequest, 0,
+			"%.0f s (%g pages/s) x %g GB x $%.10f + %.0f invocations x $%.1f/M", secs, s.PagesPerSecondPerWorker, s.WorkerMemoryGB, LambdaGBSecondArm, secs/s.InvocationSeconds, LambdaRequest*1e6)
+		add("outbound traffic (requests, ACKs, TLS)", gbOf(outBytes)*InternetOutPerGB, 0, "%.0f B/page = %.3f GB x $%.2f/GB out", outBytes, gbOf(outBytes), InternetOutPerGB)
+		natGB := gbOf(pageBytes + outBytes)
+		crossNAT := 0.0
 		if s.NATGateways > 0 && s.NATGateways < s.Zones {
-			crossShare = float64(s.Zones-s.NATGateways) / float64(s.Zones)
+			crossNAT = float64(s.Zones-s.NATGateways) / float64(s.Zones)
 		}
-		nat = gb*NATPerGB + gb*crossShare*CrossAZPerGB
+		add("fetched bytes through NAT", natGB*NATPerGB+natGB*crossNAT*CrossAZPerGB, 0,
+			"%.3f GB in+out x $%.3f processing + %.0f%% of it cross-zone to the NAT x $%.2f", natGB, NATPerGB, crossNAT*100, CrossAZPerGB)
 	}
-	var s3 float64
-	if s.ItemsToS3 {
-		s3 = pages * s.S3PutsPerPage / 1000 * S3PutPer1000
+	// Database traffic crosses zones on each hop whose two ends are in different zones: clients
+	// to the proxy (spread over every zone) and the proxy to the single-AZ instance; without a
+	// proxy, clients to the instance. Items travel to Postgres unless they go to S3.
+	dbBytes := float64(DBWireBytesPerPage)
+	if !itemsToS3 {
+		dbBytes += in.ItemBytes
 	}
-	proxyVCPU := max(s.DBVCPU, s.ProxyMinVCPU)
-	terms := []Term{
-		{Name: "compute", PerMillion: compute},
-		{Name: "public IPv4", PerMillion: ips},
-		{Name: "NAT/egress", PerMillion: nat, FixedPerMonth: float64(s.NATGateways) * NATHour * HoursPerMonth},
-		{Name: "RDS", FixedPerMonth: s.DBHour*HoursPerMonth + s.DBStorageGB*RDSGp3GBMonth},
-		{Name: "RDS Proxy", FixedPerMonth: float64(proxyVCPU) * RDSProxyVCPUHour * HoursPerMonth},
-		{Name: "logs", PerMillion: pages * w.LogBytesPerPage / 1e9 * LogsIngestPerGB},
-		{Name: "S3", PerMillion: s3},
+	hops, target := 1.0, "instance"
+	if s.Proxy {
+		hops, target = 2, "proxy and instance"
 	}
-	return Estimate{Stack: s, Workload: w, Terms: terms}, nil
+	add("cross-AZ to the database", gbOf(dbBytes)*cross*hops*CrossAZPerGB, 0,
+		"%.0f B/page = %.3f GB x %.0f hop(s) (to the %s) x %.0f%% crossing x $%.2f/GB", dbBytes, gbOf(dbBytes), hops, target, cross*100, CrossAZPerGB)
+	logGB := gbOf(in.LogBytesPerPage)
+	add("logs per page", logGB*LogsIngestPerGB+logGB*LogsStoreGBMonth*LogRetentionMonths, 0,
+		"%.3f GB x ($%.2f ingest + %.3f months x $%.2f stored)", logGB, LogsIngestPerGB, LogRetentionMonths, LogsStoreGBMonth)
+	itemsGB := gbOf(in.ItemBytes)
+	if itemsToS3 {
+		puts := pages / s.S3ItemsPerPut
+		add("items in S3", itemsGB*in.RetentionMonths*S3GBMonth+puts/1000*S3PutPer1000, 0,
+			"%.3f GB x %g months x $%.3f + %.0f PUTs x $%.3f/1000", itemsGB, in.RetentionMonths, S3GBMonth, puts, S3PutPer1000)
+	} else {
+		add("items in Postgres", itemsGB*in.RetentionMonths*RDSGp3GBMonth, 0,
+			"%.3f GB x %g months kept x $%.3f/GB-month gp3", itemsGB, in.RetentionMonths, RDSGp3GBMonth)
+	}
+
+	// Standing costs.
+	if s.NATInstance {
+		add("NAT instance (t4g.nano)", 0, T4gNanoHour*HoursPerMonth, "730 h x $%.4f", T4gNanoHour)
+		add("NAT public IPv4", 0, PublicIPv4Hour*HoursPerMonth, "1 address x 730 h x $%.3f", PublicIPv4Hour)
+	} else {
+		add("NAT gateway", 0, float64(s.NATGateways)*NATHour*HoursPerMonth, "%d x 730 h x $%.3f", s.NATGateways, NATHour)
+		add("NAT public IPv4", 0, float64(s.NATGateways)*PublicIPv4Hour*HoursPerMonth, "%d address(es) x 730 h x $%.3f", s.NATGateways, PublicIPv4Hour)
+	}
+	add("RDS instance", 0, s.DBHour*HoursPerMonth, "%s, 730 h x $%.3f", s.DBClass, s.DBHour)
+	add("RDS storage", 0, s.DBStorageGB*RDSGp3GBMonth, "%g GB gp3 allocated x $%.3f", s.DBStorageGB, RDSGp3GBMonth)
+	if s.Proxy {
+		v := max(s.DBVCPU, 2)
+		add("RDS Proxy", 0, float64(v)*RDSProxyVCPUHour*HoursPerMonth, "%d vCPU x 730 h x $%.3f", v, RDSProxyVCPUHour)
+	} else {
+		add("RDS Proxy", 0, 0, "none: clients connect to the instance")
+	}
+	metrics := CustomMetrics(in.Queues, in.Spiders, s.PerSpiderMetrics)
+	if s.PerSpiderMetrics {
+		add("CloudWatch metrics (crawlq)", 0, float64(metrics)*MetricMonth, "%d = 7 x %d queues + 7 x %d spiders + 4 monitors x (%d spiders + 1), x $%.2f",
+			metrics, in.Queues, in.Spiders, in.Spiders, MetricMonth)
+	} else {
+		add("CloudWatch metrics (crawlq)", 0, float64(metrics)*MetricMonth, "%d = 7 x %d queues + 7 spider totals + 4 monitors, x $%.2f", metrics, in.Queues, MetricMonth)
+	}
+	add("Container Insights metrics", 0, float64(s.InsightsMetrics)*MetricMonth, "%d x $%.2f", s.InsightsMetrics, MetricMonth)
+	add("CloudWatch dashboard", 0, float64(s.Dashboards)*DashboardMonth, "%d x $%.2f", s.Dashboards, DashboardMonth)
+	add("CloudWatch alarms", 0, float64(s.StandardAlarms)*AlarmMonth+float64(s.InsightsAlarms*in.Queues)*InsightsAlarmMonth,
+		"%d standard x $%.2f + %d Metrics Insights x %d queues x $%.2f", s.StandardAlarms, AlarmMonth, s.InsightsAlarms, in.Queues, InsightsAlarmMonth)
+	tickLogGB := (TicksPerMonth*TickLogBytes + float64(in.Queues+in.Spiders)*60*HoursPerMonth*EMFLineBytes) / 1e9
+	add("logs of the minute ticks", 0, tickLogGB*LogsIngestPerGB, "%.3f GB (Lambda lines + %d EMF lines a minute) x $%.2f", tickLogGB, in.Queues+in.Spiders, LogsIngestPerGB)
+	add("minute ticks (Lambda + Scheduler)", 0, TicksPerMonth*(TickSeconds*TickMemoryGB*LambdaGBSecondArm+LambdaRequest+SchedulerInvocation),
+		"%.0f invocations x (%g s x %g GB x $%.10f + $%.1f/M + $%.1f/M)", TicksPerMonth, TickSeconds, TickMemoryGB, LambdaGBSecondArm, LambdaRequest*1e6, SchedulerInvocation*1e6)
+	add("KMS", 0, float64(s.KMSKeys)*KMSKeyMonth+KMSRequestsMonth*KMSPerReq, "%d key x $%.2f + %d requests x $%.2f/10k", s.KMSKeys, KMSKeyMonth, KMSRequestsMonth, KMSPerReq*1e4)
+	add("Secrets Manager", 0, float64(s.Secrets)*SecretMonth+SecretCallsMonth*SecretPerReq, "%d secrets x $%.2f + %d calls x $%.2f/10k", s.Secrets, SecretMonth, SecretCallsMonth, SecretPerReq*1e4)
+	add("ECR images", 0, ECRStoredGB*ECRGBMonth, "%g GB x $%.2f", ECRStoredGB, ECRGBMonth)
+
+	return Estimate{Stack: s, Inputs: in, Terms: terms, CustomMetrics: metrics,
+		ItemsGBPerMonth: in.ItemBytes * in.PagesPerMonth / 1e9, ItemsGBKept: in.ItemBytes * in.PagesPerMonth / 1e9 * in.RetentionMonths}, nil
 }
