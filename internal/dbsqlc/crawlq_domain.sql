@@ -73,9 +73,11 @@ WHERE host = @host AND (down_since IS NOT NULL OR paused_until IS NOT NULL);
 
 -- name: PruneDomains :one
 -- Walks the rows in host order, max_hosts at a time from after a host, and deletes those idle
--- since before a time: no request in flight and none due to wait (a host paused or in its delay
--- has next_at in the future). A forgotten host starts again as a new one, which is what an idle
--- host is. Index: the primary key (host); there is deliberately no index on the times, which
+-- since before a time: no request in flight, none due to wait (a host in its delay has next_at in
+-- the future) and no pause since then. A paused host's row holds its failing streak (fail_streak,
+-- down_since), which is how a host that never comes back reaches its down limit: deleting it would
+-- start the streak over, so a down host's run would never end. A forgotten host starts again as a
+-- new one, which is what an idle host is. Index: the primary key (host); there is deliberately no index on the times, which
 -- every request updates. The DELETE re-checks the times on the current row, so a host reserved
 -- meanwhile stays. Returns the last host of the chunk, how many hosts the chunk held (fewer than
 -- max_hosts: the walk reached the end) and how many rows it deleted.
@@ -84,8 +86,17 @@ WITH chunk AS (
 ), del AS (
     DELETE FROM crawlq_domain d
     WHERE d.host IN (SELECT host FROM chunk) AND d.next_at < @idle_before::timestamptz AND d.busy_until < @idle_before::timestamptz
+      AND (d.paused_until IS NULL OR d.paused_until < @idle_before::timestamptz)
     RETURNING 1
 )
 SELECT COALESCE((SELECT max(host) FROM chunk), '')::text AS last_host,
        (SELECT count(*) FROM chunk) AS hosts,
        (SELECT count(*) FROM del) AS deleted;
+
+-- name: HostFailing :one
+-- Whether a host is in a failing streak that is not stale (see HostFailed): a 5xx or 429 from it
+-- is then a failed probe of a host already known down, not a page's own failure. No row: the
+-- host is not failing.
+SELECT (down_since IS NOT NULL AND paused_until IS NOT NULL
+        AND paused_until >= COALESCE(sqlc.narg(now)::timestamptz, now()) - sqlc.arg(stale_after_us)::bigint * interval '1 microsecond')::bool AS failing
+FROM crawlq_domain WHERE host = @host;

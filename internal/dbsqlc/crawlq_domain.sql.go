@@ -77,6 +77,28 @@ func (q *Queries) HostFailed(ctx context.Context, arg HostFailedParams) (HostFai
 	return i, err
 }
 
+const HostFailing = `-- name: HostFailing :one
+SELECT (down_since IS NOT NULL AND paused_until IS NOT NULL
+        AND paused_until >= COALESCE($1::timestamptz, now()) - $2::bigint * interval '1 microsecond')::bool AS failing
+FROM crawlq_domain WHERE host = $3
+`
+
+type HostFailingParams struct {
+	Now          *time.Time
+	StaleAfterUs int64
+	Host         string
+}
+
+// Whether a host is in a failing streak that is not stale (see HostFailed): a 5xx or 429 from it
+// is then a failed probe of a host already known down, not a page's own failure. No row: the
+// host is not failing.
+func (q *Queries) HostFailing(ctx context.Context, arg HostFailingParams) (bool, error) {
+	row := q.db.QueryRow(ctx, HostFailing, arg.Now, arg.StaleAfterUs, arg.Host)
+	var failing bool
+	err := row.Scan(&failing)
+	return failing, err
+}
+
 const HostRecovered = `-- name: HostRecovered :exec
 UPDATE crawlq_domain SET paused_until = NULL, fail_streak = 0, down_since = NULL
 WHERE host = $1 AND (down_since IS NOT NULL OR paused_until IS NOT NULL)
@@ -94,6 +116,7 @@ WITH chunk AS (
 ), del AS (
     DELETE FROM crawlq_domain d
     WHERE d.host IN (SELECT host FROM chunk) AND d.next_at < $3::timestamptz AND d.busy_until < $3::timestamptz
+      AND (d.paused_until IS NULL OR d.paused_until < $3::timestamptz)
     RETURNING 1
 )
 SELECT COALESCE((SELECT max(host) FROM chunk), '')::text AS last_host,
@@ -114,9 +137,11 @@ type PruneDomainsRow struct {
 }
 
 // Walks the rows in host order, max_hosts at a time from after a host, and deletes those idle
-// since before a time: no request in flight and none due to wait (a host paused or in its delay
-// has next_at in the future). A forgotten host starts again as a new one, which is what an idle
-// host is. Index: the primary key (host); there is deliberately no index on the times, which
+// since before a time: no request in flight, none due to wait (a host in its delay has next_at in
+// the future) and no pause since then. A paused host's row holds its failing streak (fail_streak,
+// down_since), which is how a host that never comes back reaches its down limit: deleting it would
+// start the streak over, so a down host's run would never end. A forgotten host starts again as a
+// new one, which is what an idle host is. Index: the primary key (host); there is deliberately no index on the times, which
 // every request updates. The DELETE re-checks the times on the current row, so a host reserved
 // meanwhile stays. Returns the last host of the chunk, how many hosts the chunk held (fewer than
 // max_hosts: the walk reached the end) and how many rows it deleted.
