@@ -56,3 +56,18 @@ INSERT INTO crawlq_spider_run (run_id, spider, version)
 VALUES (@run_id, @spider, @version)
 ON CONFLICT (run_id) DO UPDATE SET version = EXCLUDED.version
 WHERE crawlq_spider_run.version = '';
+
+-- name: RequestSpiderRunCancel :one
+-- Records a cancel of a run and the signal it asked for (empty: the runner's default), and returns
+-- how many cancels the run has had. A run cancelled before it recorded anything gets its row
+-- here (StartSpiderRun fills in the rest). Index: the primary key (the conflict target).
+INSERT INTO crawlq_spider_run (run_id, spider, cancel_signal, cancels)
+VALUES (@run_id, @spider, @cancel_signal::text, 1)
+ON CONFLICT (run_id) DO UPDATE
+SET cancel_signal = EXCLUDED.cancel_signal, cancels = crawlq_spider_run.cancels + 1
+RETURNING cancels;
+
+-- name: SpiderRunCancel :one
+-- The signal a run's last cancel asked for and how many cancels it has had (the runner polls it
+-- while a cancelled command shuts down). Index: the primary key.
+SELECT cancel_signal, cancels FROM crawlq_spider_run WHERE run_id = @run_id;

@@ -10,7 +10,7 @@ import (
 )
 
 const GetSpiderRun = `-- name: GetSpiderRun :one
-SELECT run_id, project, spider, version, jobid, settings, pid, created_at FROM crawlq_spider_run WHERE run_id = $1
+SELECT run_id, project, spider, version, jobid, settings, pid, created_at, cancel_signal, cancels FROM crawlq_spider_run WHERE run_id = $1
 `
 
 // A run's record. Index: the primary key.
@@ -26,6 +26,8 @@ func (q *Queries) GetSpiderRun(ctx context.Context, runID int64) (CrawlqSpiderRu
 		&i.Settings,
 		&i.Pid,
 		&i.CreatedAt,
+		&i.CancelSignal,
+		&i.Cancels,
 	)
 	return i, err
 }
@@ -86,6 +88,30 @@ func (q *Queries) PinSpiderRun(ctx context.Context, arg PinSpiderRunParams) erro
 	return err
 }
 
+const RequestSpiderRunCancel = `-- name: RequestSpiderRunCancel :one
+INSERT INTO crawlq_spider_run (run_id, spider, cancel_signal, cancels)
+VALUES ($1, $2, $3::text, 1)
+ON CONFLICT (run_id) DO UPDATE
+SET cancel_signal = EXCLUDED.cancel_signal, cancels = crawlq_spider_run.cancels + 1
+RETURNING cancels
+`
+
+type RequestSpiderRunCancelParams struct {
+	RunID        int64
+	Spider       string
+	CancelSignal string
+}
+
+// Records a cancel of a run and the signal it asked for (empty: the runner's default), and returns
+// how many cancels the run has had. A run cancelled before it recorded anything gets its row
+// here (StartSpiderRun fills in the rest). Index: the primary key (the conflict target).
+func (q *Queries) RequestSpiderRunCancel(ctx context.Context, arg RequestSpiderRunCancelParams) (int32, error) {
+	row := q.db.QueryRow(ctx, RequestSpiderRunCancel, arg.RunID, arg.Spider, arg.CancelSignal)
+	var cancels int32
+	err := row.Scan(&cancels)
+	return cancels, err
+}
+
 const SpiderRunByJobID = `-- name: SpiderRunByJobID :one
 SELECT run_id FROM crawlq_spider_run WHERE jobid = $1::text
 `
@@ -96,6 +122,24 @@ func (q *Queries) SpiderRunByJobID(ctx context.Context, jobid string) (int64, er
 	var run_id int64
 	err := row.Scan(&run_id)
 	return run_id, err
+}
+
+const SpiderRunCancel = `-- name: SpiderRunCancel :one
+SELECT cancel_signal, cancels FROM crawlq_spider_run WHERE run_id = $1
+`
+
+type SpiderRunCancelRow struct {
+	CancelSignal string
+	Cancels      int32
+}
+
+// The signal a run's last cancel asked for and how many cancels it has had (the runner polls it
+// while a cancelled command shuts down). Index: the primary key.
+func (q *Queries) SpiderRunCancel(ctx context.Context, runID int64) (SpiderRunCancelRow, error) {
+	row := q.db.QueryRow(ctx, SpiderRunCancel, runID)
+	var i SpiderRunCancelRow
+	err := row.Scan(&i.CancelSignal, &i.Cancels)
+	return i, err
 }
 
 const SpiderRunVersion = `-- name: SpiderRunVersion :one
@@ -111,7 +155,7 @@ func (q *Queries) SpiderRunVersion(ctx context.Context, runID int64) (string, er
 }
 
 const SpiderRuns = `-- name: SpiderRuns :many
-SELECT run_id, project, spider, version, jobid, settings, pid, created_at FROM crawlq_spider_run WHERE run_id = ANY($1::bigint[])
+SELECT run_id, project, spider, version, jobid, settings, pid, created_at, cancel_signal, cancels FROM crawlq_spider_run WHERE run_id = ANY($1::bigint[])
 `
 
 // The records of many runs. Index: the primary key.
@@ -133,6 +177,8 @@ func (q *Queries) SpiderRuns(ctx context.Context, runIds []int64) ([]CrawlqSpide
 			&i.Settings,
 			&i.Pid,
 			&i.CreatedAt,
+			&i.CancelSignal,
+			&i.Cancels,
 		); err != nil {
 			return nil, err
 		}

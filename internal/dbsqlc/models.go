@@ -274,14 +274,16 @@ type CrawlqSpider struct {
 }
 
 type CrawlqSpiderRun struct {
-	RunID     int64
-	Project   string
-	Spider    string
-	Version   string
-	Jobid     pgtype.Text
-	Settings  []byte
-	Pid       pgtype.Int4
-	CreatedAt time.Time
+	RunID        int64
+	Project      string
+	Spider       string
+	Version      string
+	Jobid        pgtype.Text
+	Settings     []byte
+	Pid          pgtype.Int4
+	CreatedAt    time.Time
+	CancelSignal string
+	Cancels      int32
 }
 
 type CrawlqWorker struct {
