@@ -10,6 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"crawlq/internal/metrics"
+	"crawlq/internal/spider"
 )
 
 // PricesDate is when the list prices below were read (us-east-1, on-demand, USD, no free tier:
@@ -141,9 +144,10 @@ type Stack struct {
 }
 
 // Terraform defaults (terraform/variables.tf, modules/*) the stacks below mirror.
+var defaultMonitorKinds = len(spider.MonitorKinds()) // one alarm each (terraform/events.tf)
+
 const (
-	defaultMonitorKinds = 4 // internal/spider MonitorKinds, one alarm each (terraform/events.tf)
-	defaultFunctions    = 5 // api, worker, dispatch, metrics, migrate: one errors alarm each
+	defaultFunctions = 5 // api, worker, dispatch, metrics, migrate: one errors alarm each
 	// Container Insights (container_insights = true) on a Fargate cluster whose tasks run one
 	// family: 12 metrics by ClusterName (CPU, memory and ephemeral storage reserved/utilized,
 	// network rx/tx, storage read/write, TaskCount, ServiceCount) and 10 by ClusterName +
@@ -328,16 +332,18 @@ func (e Estimate) PagesPerMonthFor(target float64) float64 {
 	return e.FixedPerMonth() / (target - v) * 1e6
 }
 
-// CustomMetrics counts the CloudWatch metrics crawlq writes (internal/metrics): 7 per queue
-// (dimension Queue), 7 per spider (Spider), MonitorFailed per spider and monitor kind
-// (Spider+Monitor) and per monitor kind (Monitor). Without per-spider dimensions the 7 spider
-// metrics are written once, as totals, and MonitorFailed only per monitor kind.
+// CustomMetrics counts the CloudWatch metrics crawlq writes, from internal/metrics' vocabulary:
+// each queue metric per queue (dimension Queue), each spider metric per spider (Spider), and
+// MonitorFailed per spider and monitor kind (Spider+Monitor) and per monitor kind (Monitor).
+// Without per-spider dimensions the spider metrics are written once, as totals, and
+// MonitorFailed only per monitor kind.
 func CustomMetrics(queues, spiders int, perSpider bool) int {
-	const perQueue, perSpiderNames = 7, 7
+	perQueue, perSpiderNames := len(metrics.QueueMetricNames()), len(metrics.SpiderMetricNames())
+	monitors := len(metrics.MonitorMetricNames()) * defaultMonitorKinds
 	if !perSpider {
-		return perQueue*queues + perSpiderNames + defaultMonitorKinds
+		return perQueue*queues + perSpiderNames + monitors
 	}
-	return perQueue*queues + perSpiderNames*spiders + defaultMonitorKinds*spiders + defaultMonitorKinds
+	return perQueue*queues + perSpiderNames*spiders + monitors*spiders + monitors
 }
 
 // Compute prices stack s for inputs in.
