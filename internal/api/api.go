@@ -397,6 +397,11 @@ func (a *API) cancel(ctx context.Context, r *Request) (Response, error) {
 	case err != nil:
 		return nil, err
 	}
+	// As Scrapyd: every cancel of a running command sends its signal again (the runner reads
+	// this record); a second one makes Scrapy force its shutdown.
+	if _, err := a.cfg.Store.RequestCancel(ctx, r.Job, run.Spider, r.Signal); err != nil {
+		return nil, err
+	}
 	a.runChanged(ctx, r.Job)
 	return Response{"prevstate": prev}, nil
 }

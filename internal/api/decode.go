@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"crawlq/internal/crawl"
+	"crawlq/internal/spiderstore"
 )
 
 // Limits on a request.
@@ -85,6 +86,9 @@ type Request struct {
 	JobRef string `json:"-"`
 	// JobID is the client's own id for a new run (schedule; Scrapyd's jobid).
 	JobID string `json:"-"`
+	// Signal is what a cancel sends the run's command (Scrapyd's cancel.json signal: INT, TERM,
+	// KILL... or a number; spiderstore.ParseCancelSignal). Default: SIGINT to a Scrapy run.
+	Signal string `json:"signal,omitempty"`
 	// Version pins a spider or project version (schedule, listspiders; Scrapyd's _version) or
 	// names one (addversion, delversion, pushspider, delspider).
 	Version string `json:"version,omitempty"`
@@ -120,7 +124,7 @@ type wire struct {
 // fields lists, per action, the fields it accepts besides action, project and source.
 var fields = map[string][]string{
 	ActSchedule:      {"spider", "args", "settings", "priority", "delay_seconds", "at", "unique_key", "replace", "jobid", "version"},
-	ActCancel:        {"job"},
+	ActCancel:        {"job", "signal"},
 	ActStatus:        {"job"},
 	ActListJobs:      {"spider", "limit"},
 	ActListSpiders:   {"version"},
@@ -273,6 +277,9 @@ func (r *Request) Validate() error {
 	}
 	if r.Priority != nil && (*r.Priority < -1000 || *r.Priority > 1000) {
 		return badf("priority %d out of range: want -1000..1000", *r.Priority)
+	}
+	if _, err := spiderstore.ParseCancelSignal(r.Signal); err != nil {
+		return badf("%s", strings.TrimPrefix(err.Error(), spiderstore.ErrInvalid.Error()+": "))
 	}
 	// Checked here, not only where JSON is decoded: the Scrapyd HTTP API builds its Request from a
 	// form, and a jobid of digits there would name another run to status and cancel.

@@ -230,6 +230,9 @@ func request(action string, form map[string][]string, files map[string][]byte) (
 		if job == "" {
 			return nil, errors.New("missing job")
 		}
+		if action == api.ActCancel {
+			req.Signal = first("signal")
+		}
 		if id, err := strconv.ParseInt(job, 10, 64); err == nil && id > 0 {
 			req.Job = id
 		} else {
