@@ -3,13 +3,19 @@
 -- internal/migrate/migrations/0009_run_events.sql).
 
 -- name: InsertRunReport :one
--- Stores a run's report once: a second judge of the same run (a concurrent publisher) inserts
--- nothing and gets no row, and then reads the first one's. items_stored and coverage are NULL
--- when unknown (the items went to another sink). Index: the primary key (the conflict target).
-INSERT INTO crawlq_run_report (run_id, spider, state, monitors, results, items_stored, coverage, stats)
+-- Stores the report of a run's final event event_id. A run that finishes again (after a
+-- redrive) has a newer final event, whose report replaces the older one. A second judge of the
+-- same event, or of an older one (a concurrent publisher), stores nothing and gets no row, and
+-- then reads the stored one. items_stored and coverage are NULL when unknown (the items went to
+-- another sink). Index: the primary key (the conflict target).
+INSERT INTO crawlq_run_report (run_id, spider, state, monitors, results, items_stored, coverage, stats, event_id)
 VALUES (@run_id, @spider, @state, @monitors, sqlc.arg(results)::text::jsonb, sqlc.narg(items_stored)::bigint,
-        sqlc.narg(coverage)::text::jsonb, sqlc.arg(stats)::text::jsonb)
-ON CONFLICT (run_id) DO NOTHING
+        sqlc.narg(coverage)::text::jsonb, sqlc.arg(stats)::text::jsonb, @event_id)
+ON CONFLICT (run_id) DO UPDATE
+SET spider = EXCLUDED.spider, state = EXCLUDED.state, monitors = EXCLUDED.monitors, results = EXCLUDED.results,
+    items_stored = EXCLUDED.items_stored, coverage = EXCLUDED.coverage, stats = EXCLUDED.stats,
+    event_id = EXCLUDED.event_id, evaluated_at = now()
+WHERE crawlq_run_report.event_id < EXCLUDED.event_id
 RETURNING *;
 
 -- name: RunReports :many

@@ -49,11 +49,15 @@ func (q *Queries) GoodRunItems(ctx context.Context, arg GoodRunItemsParams) ([]i
 
 const InsertRunReport = `-- name: InsertRunReport :one
 
-INSERT INTO crawlq_run_report (run_id, spider, state, monitors, results, items_stored, coverage, stats)
+INSERT INTO crawlq_run_report (run_id, spider, state, monitors, results, items_stored, coverage, stats, event_id)
 VALUES ($1, $2, $3, $4, $5::text::jsonb, $6::bigint,
-        $7::text::jsonb, $8::text::jsonb)
-ON CONFLICT (run_id) DO NOTHING
-RETURNING run_id, spider, state, monitors, results, items_stored, coverage, stats, evaluated_at
+        $7::text::jsonb, $8::text::jsonb, $9)
+ON CONFLICT (run_id) DO UPDATE
+SET spider = EXCLUDED.spider, state = EXCLUDED.state, monitors = EXCLUDED.monitors, results = EXCLUDED.results,
+    items_stored = EXCLUDED.items_stored, coverage = EXCLUDED.coverage, stats = EXCLUDED.stats,
+    event_id = EXCLUDED.event_id, evaluated_at = now()
+WHERE crawlq_run_report.event_id < EXCLUDED.event_id
+RETURNING run_id, spider, state, monitors, results, items_stored, coverage, stats, evaluated_at, event_id
 `
 
 type InsertRunReportParams struct {
@@ -65,14 +69,17 @@ type InsertRunReportParams struct {
 	ItemsStored pgtype.Int8
 	Coverage    pgtype.Text
 	Stats       string
+	EventID     int64
 }
 
 // Every query on crawlq_run_report: a finished run's monitor verdict, computed once when its
 // final event is published (internal/events; the table is in
 // internal/migrate/migrations/0009_run_events.sql).
-// Stores a run's report once: a second judge of the same run (a concurrent publisher) inserts
-// nothing and gets no row, and then reads the first one's. items_stored and coverage are NULL
-// when unknown (the items went to another sink). Index: the primary key (the conflict target).
+// Stores the report of a run's final event event_id. A run that finishes again (after a
+// redrive) has a newer final event, whose report replaces the older one. A second judge of the
+// same event, or of an older one (a concurrent publisher), stores nothing and gets no row, and
+// then reads the stored one. items_stored and coverage are NULL when unknown (the items went to
+// another sink). Index: the primary key (the conflict target).
 func (q *Queries) InsertRunReport(ctx context.Context, arg InsertRunReportParams) (CrawlqRunReport, error) {
 	row := q.db.QueryRow(ctx, InsertRunReport,
 		arg.RunID,
@@ -83,6 +90,7 @@ func (q *Queries) InsertRunReport(ctx context.Context, arg InsertRunReportParams
 		arg.ItemsStored,
 		arg.Coverage,
 		arg.Stats,
+		arg.EventID,
 	)
 	var i CrawlqRunReport
 	err := row.Scan(
@@ -95,12 +103,13 @@ func (q *Queries) InsertRunReport(ctx context.Context, arg InsertRunReportParams
 		&i.Coverage,
 		&i.Stats,
 		&i.EvaluatedAt,
+		&i.EventID,
 	)
 	return i, err
 }
 
 const RunReports = `-- name: RunReports :many
-SELECT run_id, spider, state, monitors, results, items_stored, coverage, stats, evaluated_at FROM crawlq_run_report WHERE run_id = ANY($1::bigint[])
+SELECT run_id, spider, state, monitors, results, items_stored, coverage, stats, evaluated_at, event_id FROM crawlq_run_report WHERE run_id = ANY($1::bigint[])
 `
 
 // The reports of some runs. Index: the primary key.
@@ -123,6 +132,7 @@ func (q *Queries) RunReports(ctx context.Context, runIds []int64) ([]CrawlqRunRe
 			&i.Coverage,
 			&i.Stats,
 			&i.EvaluatedAt,
+			&i.EventID,
 		); err != nil {
 			return nil, err
 		}

@@ -250,6 +250,7 @@ type CrawlqRunReport struct {
 	Coverage    []byte
 	Stats       []byte
 	EvaluatedAt time.Time
+	EventID     int64
 }
 
 type CrawlqRunStat struct {

@@ -83,8 +83,8 @@ func (s *snapshot) version() string {
 }
 
 // Report is how a finished run was judged: its monitors' verdict and results, its field
-// coverage and its final figures. Written once, when the publisher first sees the run's final
-// event.
+// coverage and its final figures. Written when the publisher first sees a final event of the
+// run, and written again for a later final event (the run was redriven and finished again).
 type Report struct {
 	RunID  int64  `json:"run_id"`
 	Spider string `json:"spider"`
@@ -99,6 +99,16 @@ type Report struct {
 	Coverage    map[string]int64 `json:"field_coverage"`
 	Stats       Stats            `json:"stats"`
 	EvaluatedAt time.Time        `json:"evaluated_at"`
+	// EventID is the final event (its sequence) this report judged: a run that finishes again
+	// after a redrive is judged again, and its report then names the newer event.
+	EventID int64 `json:"event_id"`
+}
+
+// Current reports whether the report judged the run as it ended last: in state, at finishedAt
+// (the run's). A run redriven since is live again, or finished again and not judged again yet:
+// its report is then of the earlier finish, and not current. Both times are the database's.
+func (r *Report) Current(state string, finishedAt *time.Time) bool {
+	return r != nil && finishedAt != nil && r.State == state && !r.EvaluatedAt.Before(*finishedAt)
 }
 
 // IsFinal reports whether state is a run's final state.
@@ -112,7 +122,8 @@ func IsFinal(state string) bool {
 
 // reportFrom decodes a stored report.
 func reportFrom(row dbsqlc.CrawlqRunReport) (*Report, error) {
-	r := &Report{RunID: row.RunID, Spider: row.Spider, State: row.State, Monitors: row.Monitors, EvaluatedAt: row.EvaluatedAt}
+	r := &Report{RunID: row.RunID, Spider: row.Spider, State: row.State, Monitors: row.Monitors, EvaluatedAt: row.EvaluatedAt,
+		EventID: row.EventID}
 	if row.ItemsStored.Valid {
 		r.ItemsStored = &row.ItemsStored.Int64
 	}
@@ -151,14 +162,16 @@ func Reports(ctx context.Context, db DB, ids []int64) (map[int64]*Report, error)
 	return out, nil
 }
 
-// judge returns the run's report, computing and storing it if this is the first time its final
-// event is seen (fresh is then true). monitors is asked only then.
+// judge returns the report of the run's final event ev, computing and storing it if this is the
+// first time that event is judged (fresh is then true): a report of an earlier final event (the
+// run finished, was redriven and finished again) is replaced, so the report, the monitor metrics
+// and ev carry the verdict of the run as it ended this time. monitors is asked only when judging.
 func judge(ctx context.Context, db DB, monitors func() (spider.Monitors, error), ev *event) (rep *Report, fresh bool, err error) {
 	got, err := Reports(ctx, db, []int64{ev.RunID})
 	if err != nil {
 		return nil, false, err
 	}
-	if r := got[ev.RunID]; r != nil {
+	if r := got[ev.RunID]; r != nil && r.EventID >= ev.ID {
 		return r, false, nil
 	}
 	mons, err := monitors()
@@ -210,12 +223,12 @@ func judge(ctx context.Context, db DB, monitors func() (spider.Monitors, error),
 	}
 	row, err := dbsqlc.New(db).InsertRunReport(ctx, dbsqlc.InsertRunReportParams{
 		RunID: ev.RunID, Spider: ev.Spider, State: ev.State, Monitors: string(verdict), Results: string(resJSON),
-		ItemsStored: itemsStored, Coverage: covJSON, Stats: string(stJSON),
+		ItemsStored: itemsStored, Coverage: covJSON, Stats: string(stJSON), EventID: ev.ID,
 	})
 	if err == nil {
 		rep, err = reportFrom(row)
 	}
-	if errors.Is(err, pgx.ErrNoRows) { // judged meanwhile by another publisher: use its verdict
+	if errors.Is(err, pgx.ErrNoRows) { // this event (or a later one) judged meanwhile by another publisher: use its verdict
 		got, err := Reports(ctx, db, []int64{ev.RunID})
 		if err != nil {
 			return nil, false, err

@@ -66,8 +66,12 @@ type FailedPage struct {
 	Attempts int    `json:"attempts"`
 }
 
-// NewRun is r as shown, with its report when it has one (nil before it is judged).
+// NewRun is r as shown, with its report when it has one for the way the run ended last (nil
+// before it is judged, and after a redrive until it is judged again).
 func NewRun(r *crawl.Run, rep *events.Report) Run {
+	if !rep.Current(r.State, r.FinishedAt) {
+		rep = nil
+	}
 	v := Run{ID: r.ID, Spider: r.Spider, Args: r.Args, Settings: r.Settings, Priority: r.Priority, Queue: r.Queue, State: r.State,
 		IdempotencyKey: r.IdempotencyKey, CancelRequested: r.CancelRequested, Error: r.Error, CreatedAt: r.CreatedAt, RunAt: r.RunAt,
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, DeadPages: r.DeadPages, FailedPages: []FailedPage{}, Report: rep,
