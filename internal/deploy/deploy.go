@@ -355,33 +355,70 @@ var ErrDeletionProtected = errors.New("the deployed database has deletion protec
 // Protected returns the addresses of the resources in the current state that refuse deletion
 // (RDS instances with deletion_protection on). An empty or missing state has none.
 func (c Config) Protected(ctx context.Context) ([]string, error) {
-	tf, err := c.terraform()
-	if err != nil {
-		return nil, err
-	}
-	return c.protected(ctx, tf)
+	f, err := c.facts(ctx)
+	return f.protected, err
 }
 
-func (c Config) protected(ctx context.Context, tf *tfexec.Terraform) ([]string, error) {
+// Kept is what a destroy of the current state leaves behind on purpose.
+type Kept struct {
+	// Address is the resource whose deletion leaves it (module.database.aws_db_instance.this).
+	Address string
+	// What it is, e.g. "final DB snapshot".
+	What string
+	// Name is its identifier in AWS.
+	Name string
+	// Delete is the command that deletes it, once it is no longer wanted.
+	Delete string
+}
+
+// Kept returns what destroying the current state keeps: the final snapshot of each RDS
+// instance that takes one. An empty or missing state keeps nothing.
+func (c Config) Kept(ctx context.Context) ([]Kept, error) {
+	f, err := c.facts(ctx)
+	return f.kept, err
+}
+
+type stateFacts struct {
+	protected []string
+	kept      []Kept
+}
+
+// facts reads the state. terraform-exec copies what a command prints to the configured
+// Stdout, and `terraform show -json` prints the whole state (every resource's attributes,
+// ~230 KB for the stack), so the state is read through a handle that prints nowhere.
+func (c Config) facts(ctx context.Context) (stateFacts, error) {
 	if _, err := os.Stat(c.StatePath()); errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return stateFacts{}, nil
+	}
+	quiet := c
+	quiet.Stdout = nil
+	tf, err := quiet.terraform()
+	if err != nil {
+		return stateFacts{}, err
 	}
 	st, err := tf.ShowStateFile(ctx, c.StatePath())
 	if err != nil {
-		return nil, fmt.Errorf("read state: %w", err)
+		return stateFacts{}, fmt.Errorf("read state: %w", err)
 	}
+	var f stateFacts
 	if st.Values == nil {
-		return nil, nil
+		return f, nil
 	}
-	var out []string
 	var walk func(m *tfjson.StateModule)
 	walk = func(m *tfjson.StateModule) {
 		if m == nil {
 			return
 		}
 		for _, r := range m.Resources {
-			if r.Mode == tfjson.ManagedResourceMode && r.Type == "aws_db_instance" && r.AttributeValues["deletion_protection"] == true {
-				out = append(out, r.Address)
+			if r.Mode != tfjson.ManagedResourceMode || r.Type != "aws_db_instance" {
+				continue
+			}
+			if r.AttributeValues["deletion_protection"] == true {
+				f.protected = append(f.protected, r.Address)
+			}
+			if snap, _ := r.AttributeValues["final_snapshot_identifier"].(string); snap != "" && r.AttributeValues["skip_final_snapshot"] != true {
+				f.kept = append(f.kept, Kept{Address: r.Address, What: "final DB snapshot", Name: snap,
+					Delete: "aws rds delete-db-snapshot --db-snapshot-identifier " + snap})
 			}
 		}
 		for _, ch := range m.ChildModules {
@@ -389,12 +426,13 @@ func (c Config) protected(ctx context.Context, tf *tfexec.Terraform) ([]string, 
 		}
 	}
 	walk(st.Values.RootModule)
-	slices.Sort(out)
-	return out, nil
+	slices.Sort(f.protected)
+	return f, nil
 }
 
 // Destroy runs init, checks that nothing in the state refuses deletion (ErrDeletionProtected,
-// before deleting anything), then runs `terraform destroy`.
+// before deleting anything), then runs `terraform destroy`. Call Kept first to learn what it
+// will leave behind. The state itself is never written to Stdout.
 func (c Config) Destroy(ctx context.Context) error {
 	tf, err := c.terraform()
 	if err != nil {
@@ -403,12 +441,12 @@ func (c Config) Destroy(ctx context.Context) error {
 	if err := c.init(ctx, tf); err != nil {
 		return err
 	}
-	prot, err := c.protected(ctx, tf)
+	f, err := c.facts(ctx)
 	if err != nil {
 		return err
 	}
-	if len(prot) > 0 {
-		return fmt.Errorf("%w: %s", ErrDeletionProtected, strings.Join(prot, ", "))
+	if len(f.protected) > 0 {
+		return fmt.Errorf("%w: %s", ErrDeletionProtected, strings.Join(f.protected, ", "))
 	}
 	var opts []tfexec.DestroyOption
 	for _, v := range c.VarArgs(os.Environ()) {

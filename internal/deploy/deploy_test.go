@@ -1,11 +1,15 @@
 package deploy_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-exec/tfexec"
@@ -97,5 +101,62 @@ func TestFlattenOutputs(t *testing.T) {
 	}
 	if _, err := deploy.FlattenOutputs(map[string]tfexec.OutputMeta{"x": raw(`{`)}); err == nil {
 		t.Fatal("bad JSON must be an error")
+	}
+}
+
+// stateWithDB is a state of the stack holding only its database, protected, with a final
+// snapshot and a marker attribute that must never reach the terminal.
+const stateWithDB = `{
+  "version": 4, "terraform_version": "1.11.4", "serial": 1, "lineage": "00000000-0000-0000-0000-000000000000",
+  "outputs": {},
+  "resources": [{
+    "module": "module.database", "mode": "managed", "type": "aws_db_instance", "name": "this",
+    "provider": "provider[\"registry.terraform.io/hashicorp/aws\"]",
+    "instances": [{"schema_version": 2, "attributes": {
+      "id": "db-STATEMARKER", "identifier": "crawlq", "deletion_protection": true,
+      "skip_final_snapshot": false, "final_snapshot_identifier": "crawlq-final-20261124185500"
+    }}]
+  }]
+}`
+
+// TestDestroyPrintsNoState: a refused destroy says why and prints nothing of the state
+// (terraform-exec copies `terraform show -json`'s output to Stdout, which printed the whole
+// state, every resource's attributes), and Kept names the final snapshot.
+func TestDestroyPrintsNoState(t *testing.T) {
+	tfBin, err := exec.LookPath("terraform")
+	if err != nil {
+		t.Fatal("terraform not found on PATH")
+	}
+	rc, err := exec.Command("../../scripts/tfrc.sh").Output()
+	if err != nil {
+		t.Fatalf("scripts/tfrc.sh: %v", err)
+	}
+	var out bytes.Buffer
+	c := deploy.Config{Dir: "../../terraform", WorkDir: t.TempDir(), ExecPath: tfBin, Stdout: &out,
+		Env: map[string]string{"TF_CLI_CONFIG_FILE": strings.TrimSpace(string(rc)), "CHECKPOINT_DISABLE": "1"}}
+	if err := os.WriteFile(c.StatePath(), []byte(stateWithDB), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	err = c.Destroy(ctx)
+	if !errors.Is(err, deploy.ErrDeletionProtected) || !strings.Contains(err.Error(), "module.database.aws_db_instance.this") {
+		t.Fatalf("Destroy: %v, want ErrDeletionProtected naming the instance", err)
+	}
+	if strings.Contains(out.String(), "STATEMARKER") || strings.Contains(out.String(), `"values"`) {
+		t.Fatalf("Destroy printed the state:\n%.2000s", out.String())
+	}
+	kept, err := c.Kept(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kept) != 1 || kept[0].Name != "crawlq-final-20261124185500" || !strings.Contains(kept[0].Delete, "delete-db-snapshot") {
+		t.Fatalf("Kept = %+v, want the final snapshot", kept)
+	}
+	if strings.Contains(out.String(), "STATEMARKER") {
+		t.Fatalf("Kept printed the state:\n%.2000s", out.String())
 	}
 }
