@@ -207,9 +207,11 @@ database and the items bucket.
 
 The database is deployed with deletion protection (db_deletion_protection, default true). destroy
 reads the state first and, while protection is on, refuses before deleting anything, printing
-the two commands to run: a deploy that turns protection off, then destroy again. RDS keeps a
-final snapshot <name>-final unless db_skip_final_snapshot=true; delete or rename an older one of
-that name first.`,
+the two commands to run: a deploy that turns protection off, then destroy again. The items
+bucket is deleted with every item version in it, and the ECR repository with its images. RDS
+keeps a final snapshot <name>-final-<time of the first deploy> unless
+db_skip_final_snapshot=true; destroy prints its name and how to delete it, and the next deploy's
+snapshot gets a name of its own.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			var d deployFlags
 			d.declare(fs)
@@ -225,6 +227,10 @@ that name first.`,
 				if err := cfg.Init(ctx); err != nil {
 					return err
 				}
+				kept, err := cfg.Kept(ctx)
+				if err != nil {
+					return err
+				}
 				if err := cfg.Destroy(ctx); err != nil {
 					if errors.Is(err, deploy.ErrDeletionProtected) {
 						return usageErr("%v; nothing was deleted. Turn protection off, then destroy:\n  %s\n  %s",
@@ -233,6 +239,9 @@ that name first.`,
 					return err
 				}
 				fmt.Fprintln(env.Stdout, "destroyed")
+				for _, k := range kept {
+					fmt.Fprintf(env.Stdout, "kept: %s %s (delete it when no longer needed: %s)\n", k.What, k.Name, k.Delete)
+				}
 				return nil
 			}
 		},
