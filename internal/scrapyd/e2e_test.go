@@ -326,7 +326,7 @@ func TestScrapyProjectThroughScrapydAPI(t *testing.T) {
 			}
 		}
 		log := s.get(t, j["log_url"].(string))
-		for _, w := range []string{"Spider closed (finished)", "crawlq: scrapy stats: item_scraped_count=" + fmt.Sprint(want), "label=hello", "CATALOG_TAG=t1"} {
+		for _, w := range []string{"Spider closed (finished)", "[crawlq] INFO: scrapy stats: item_scraped_count=" + fmt.Sprint(want), "label=hello", "CATALOG_TAG=t1"} {
 			if !strings.Contains(log, w) {
 				t.Fatalf("log lacks %q:\n%s", w, log)
 			}

@@ -2,8 +2,10 @@
 // status.json, listjobs.json, listspiders.json, listprojects.json, listversions.json,
 // addversion.json, delversion.json, delproject.json and daemonstatus.json with Scrapyd's request
 // encodings (query string, urlencoded form, multipart) and response shapes, plus each run's log
-// (/logs/PROJECT/SPIDER/JOB.log) and items (/items/PROJECT/SPIDER/JOB.jl), behind HTTP basic
-// auth as Scrapyd has it. It only translates: every action is an internal/api request, so the
+// (/logs/PROJECT/SPIDER/JOB.log) and items (/items/PROJECT/SPIDER/JOB.jl), and the pages
+// ScrapydWeb reads besides the JSON: Scrapyd's HTML Jobs page (/jobs), Twisted directory
+// listings under /logs/ and /items/, and LogParser's JSON (/logs/P/S/JOB.json, /logs/stats.json),
+// behind HTTP basic auth as Scrapyd has it. It only translates: every action is an internal/api request, so the
 // Lambda payload API and this one validate and behave the same. `crawlq local` serves it on a
 // port of its own; in AWS the api function serves it behind a Lambda function URL
 // (LambdaHandler).
@@ -27,7 +29,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"crawlq/internal/api"
-	"crawlq/internal/items"
 	"crawlq/internal/runlog"
 	"crawlq/internal/spiderstore"
 )
@@ -108,8 +109,15 @@ func (s *Server) Handler() http.Handler {
 	for path, ep := range endpoints {
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) { s.serveJSON(w, r, ep) })
 	}
+	mux.HandleFunc("GET /jobs", s.serveJobsPage)
 	mux.HandleFunc("GET /logs/{project}/{spider}/{file}", s.serveLog)
 	mux.HandleFunc("GET /items/{project}/{spider}/{file}", s.serveItems)
+	mux.HandleFunc("GET /logs/stats.json", s.serveStats)
+	for _, kind := range []string{"logs", "items"} {
+		mux.HandleFunc("GET /"+kind+"/{$}", s.serveListing(kind))
+		mux.HandleFunc("GET /"+kind+"/{project}/{$}", s.serveListing(kind))
+		mux.HandleFunc("GET /"+kind+"/{project}/{spider}/{$}", s.serveListing(kind))
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/" {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -403,7 +411,7 @@ func jobShape(j api.Job, group string) map[string]any {
 func (s *Server) runOf(ctx context.Context, file, ext string) (int64, error) {
 	job, ok := strings.CutSuffix(file, ext)
 	if !ok || job == "" {
-		return 0, fmt.Errorf("want <job>%s", ext)
+		return 0, &badPath{fmt.Sprintf("want <job>%s", ext)}
 	}
 	if id, err := strconv.ParseInt(job, 10, 64); err == nil && id > 0 {
 		return id, nil
@@ -413,60 +421,9 @@ func (s *Server) runOf(ctx context.Context, file, ext string) (int64, error) {
 		return 0, err
 	}
 	if id == 0 {
-		return 0, fmt.Errorf("unknown job %q", clip(job))
+		return 0, &badPath{fmt.Sprintf("unknown job %q", clip(job))}
 	}
 	return id, nil
-}
-
-func (s *Server) serveLog(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.RunLog == nil {
-		http.Error(w, "run logs are not configured", http.StatusNotFound)
-		return
-	}
-	id, err := s.runOf(r.Context(), r.PathValue("file"), ".log")
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusNotFound)
-		return
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	cur := ""
-	for {
-		lines, next, err := s.cfg.RunLog.Read(r.Context(), id, cur)
-		if err != nil {
-			s.log.Error("scrapyd: read run log", "run", id, "err", err)
-			fmt.Fprintf(w, "\ncrawlq: reading the log failed: %v\n", err)
-			return
-		}
-		for _, l := range lines {
-			fmt.Fprintf(w, "%s %s\n", l.At.UTC().Format("2006-01-02 15:04:05.000"), l.Text)
-		}
-		if len(lines) == 0 || next == cur {
-			return
-		}
-		cur = next
-	}
-}
-
-func (s *Server) serveItems(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.Pool == nil {
-		http.Error(w, "items are not in Postgres here (see the items bucket)", http.StatusNotFound)
-		return
-	}
-	id, err := s.runOf(r.Context(), r.PathValue("file"), ".jl")
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusNotFound)
-		return
-	}
-	its, err := items.ListItems(r.Context(), s.cfg.Pool, id, items.MaxListLimit)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	for _, it := range its {
-		w.Write(it.Data)
-		w.Write([]byte("\n"))
-	}
 }
 
 func clip(s string) string {
