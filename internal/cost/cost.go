@@ -322,8 +322,8 @@ func (e Estimate) AllInPerMillion() float64 {
 }
 
 // PagesPerMonthFor is the monthly volume from which a million pages cost at most target all-in
-// (fixed costs shared out), or +Inf when the per-page cost alone reaches target. The per-page
-// terms are taken as fixed at these inputs (their only dependence on volume is none).
+// (fixed costs shared out), or +Inf when the per-page cost alone reaches target. Every other
+// input stays as given (no term's price per page changes with volume in this model).
 func (e Estimate) PagesPerMonthFor(target float64) float64 {
 	v := e.PerMillion()
 	if v >= target {
