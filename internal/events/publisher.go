@@ -5,7 +5,8 @@
 // When it first meets a run's final event it judges the run against the monitors of the spider
 // version the run ran (internal/monitor), stores the verdict with the run's field coverage and
 // figures (crawlq_run_report), writes the monitor metrics (EMF), and only then publishes the
-// event, so the event carries the verdict.
+// event, so the event carries the verdict. A run redriven and finished again has a new final
+// event, and is judged again by it: the report and metrics then say how it ended this time.
 //
 // Events go out as soon as the process that changed a run can publish them (PublishRuns, for
 // the runs it changed): a long-running process (`crawlq worker`, `crawlq runner`, a worker
