@@ -61,7 +61,9 @@ type Config struct {
 	// batch of pages. The node sets it for the default Postgres sink.
 	TxSink items.TxSink
 	// Fetch is the base fetcher configuration; each spider's user agent and AllowPrivate are
-	// applied on top. Zero values take fetch's defaults.
+	// applied on top. Zero values take fetch's defaults, which refuse every address that is not
+	// public: a process that crawls a site on this machine (the demo, local development, tests,
+	// benchmarks) sets Fetch.AllowLoopback.
 	Fetch fetch.Config
 	// CountItems, when set, counts the distinct items a run holds in the sink (the Postgres sink
 	// keys them by run and key), which a run's items stat then reports: a page fetched twice under

@@ -401,6 +401,11 @@ func (c *Crawler) fetchFailed(ctx context.Context, job *queue.Job, ri *runInfo, 
 			c.health.status(host, false)
 			c.hostAnswered(ctx, host) // the host answers; the page is at fault
 		}
+		if errors.Is(ferr, fetch.ErrForbiddenAddress) {
+			// The page's failure, not the host's: said here with the address and what would allow
+			// it, since the run's stats keep only the kind.
+			c.log.Warn("page refused: its address is not public", "run", ri.id, "url", pageURL(job), "err", ferr)
+		}
 		o := outcome{errors: 1, kind: kind}
 		if res != nil {
 			o.bytes = res.Bytes
@@ -546,7 +551,9 @@ func (c *Crawler) policy(ctx context.Context, ri *runInfo, f *fetch.Fetcher, pag
 	case ctx.Err() != nil:
 		unclaim()
 		return nil, 0, fmt.Errorf("fetch %s: %w", origin, ferr)
-	case fetch.Retryable(ferr):
+	case fetch.Retryable(ferr), errors.Is(ferr, fetch.ErrForbiddenAddress):
+		// A refused address is the page's failure, said as such (fetchFailed), not a robots.txt
+		// that disallows everything; nothing is stored, so each page of the origin is refused.
 		unclaim()
 		return nil, 0, &robotsFetchError{fmt.Errorf("fetch %s: %w", origin, ferr)}
 	}

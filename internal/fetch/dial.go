@@ -6,32 +6,96 @@ import (
 	"syscall"
 )
 
-var (
-	linkLocal4  = netip.MustParsePrefix("169.254.0.0/16")
-	linkLocal6  = netip.MustParsePrefix("fe80::/10")
-	ec2Metadata = netip.MustParseAddr("fd00:ec2::254")
-)
-
-// forbiddenAddr reports whether a crawl must not connect to addr: link-local
-// addresses (where cloud metadata services live, 169.254.169.254 among them) and
-// the EC2 IPv6 metadata address. IPv4-mapped IPv6 forms are unmapped first so
-// ::ffff:169.254.169.254 is caught too.
-func forbiddenAddr(addr netip.Addr) bool {
-	addr = addr.Unmap()
-	return linkLocal4.Contains(addr) || linkLocal6.Contains(addr.WithZone("")) || addr.WithZone("") == ec2Metadata
+// A range of addresses that are not the public internet, and what to call them in an error.
+type addrRange struct {
+	prefix netip.Prefix
+	class  string
 }
 
-// controlForbidden is a net.Dialer.Control hook. It sees the resolved "ip:port"
-// after socket() and before connect(), so returning an error means nothing is sent.
-func controlForbidden(network, address string, _ syscall.RawConn) error {
+// nonPublic lists the ranges a crawl does not connect to unless allowed, most specific first
+// (the metadata addresses sit inside the link-local and unique-local ranges), so the first match
+// names the address best. From a Lambda function or an ECS task these reach the function's own
+// runtime API (127.0.0.1:9001), the instance or task metadata and its credentials, and every
+// service of the VPC (the database proxy among them).
+var nonPublic = []addrRange{
+	{netip.MustParsePrefix("169.254.169.254/32"), "cloud metadata"},
+	{netip.MustParsePrefix("fd00:ec2::254/128"), "cloud metadata"},
+	{netip.MustParsePrefix("127.0.0.0/8"), "loopback"},
+	{netip.MustParsePrefix("::1/128"), "loopback"},
+	// Connecting to 0.0.0.0 or :: reaches this machine's own listeners.
+	{netip.MustParsePrefix("0.0.0.0/8"), "unspecified"},
+	{netip.MustParsePrefix("::/128"), "unspecified"},
+	{netip.MustParsePrefix("169.254.0.0/16"), "link-local"},
+	{netip.MustParsePrefix("fe80::/10"), "link-local"},
+	{netip.MustParsePrefix("10.0.0.0/8"), "private"},
+	{netip.MustParsePrefix("172.16.0.0/12"), "private"},
+	{netip.MustParsePrefix("192.168.0.0/16"), "private"},
+	{netip.MustParsePrefix("100.64.0.0/10"), "shared (CGNAT)"},
+	{netip.MustParsePrefix("fc00::/7"), "unique local"},
+}
+
+// nat64 is the well-known NAT64 prefix (RFC 6052): 64:ff9b::a00:5 is 10.0.0.5 translated by a
+// NAT64 gateway (a VPC's NAT gateway does it), so the IPv4 address inside is what is reached.
+var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+
+// classify names the non-public range addr falls in, or "" for a public address. IPv4-mapped
+// (::ffff:127.0.0.1) and NAT64 forms are judged by the IPv4 address inside them.
+func classify(addr netip.Addr) string {
+	addr = addr.Unmap().WithZone("")
+	if nat64.Contains(addr) {
+		b := addr.As16()
+		addr = netip.AddrFrom4([4]byte(b[12:]))
+	}
+	for _, r := range nonPublic {
+		if r.prefix.Contains(addr) {
+			return r.class
+		}
+	}
+	return ""
+}
+
+// RefusedError is the error of a connection the address guard refused before it was made:
+// Addr is not a public address and the fetcher was not allowed to reach its kind. It matches
+// ErrForbiddenAddress.
+type RefusedError struct {
+	Addr  netip.Addr
+	Class string // "loopback", "private", "cloud metadata", ...
+}
+
+func (e *RefusedError) Error() string {
+	hint := "set allow_private: true in the spider to crawl it"
+	if e.Class == "loopback" {
+		hint += " (or run a local worker with --allow-loopback)"
+	}
+	return fmt.Sprintf("refused: %s is a %s address; %s", e.Addr, e.Class, hint)
+}
+
+// Is makes errors.Is(err, ErrForbiddenAddress) true for a refusal.
+func (e *RefusedError) Is(target error) bool { return target == ErrForbiddenAddress }
+
+// guard decides, for each connection the fetcher is about to make, whether its address may be
+// reached (Config.AllowPrivate and AllowLoopback).
+type guard struct {
+	allowLoopback bool
+}
+
+// check returns a *RefusedError for an address the fetcher must not connect to.
+func (g guard) check(addr netip.Addr) error {
+	class := classify(addr)
+	if class == "" || (class == "loopback" && g.allowLoopback) {
+		return nil
+	}
+	return &RefusedError{Addr: addr.Unmap(), Class: class}
+}
+
+// control is a net.Dialer.Control hook. It sees the resolved "ip:port" after socket() and before
+// connect(), so a refusal means nothing is sent; and it runs for every connection, so neither a
+// redirect nor a DNS answer that changes between lookups (DNS rebinding) gets past it.
+func (g guard) control(network, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
-		// Not an IP literal (should not happen after resolution): refuse rather
-		// than guess.
+		// Not an IP literal (should not happen after resolution): refuse rather than guess.
 		return fmt.Errorf("dial %s %s: %w: unparseable address", network, address, ErrForbiddenAddress)
 	}
-	if forbiddenAddr(ap.Addr()) {
-		return fmt.Errorf("dial %s %s: %w", network, address, ErrForbiddenAddress)
-	}
-	return nil
+	return g.check(ap.Addr())
 }

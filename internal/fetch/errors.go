@@ -28,8 +28,10 @@ var (
 	// ErrRedirectLoop: a redirect pointed back to a URL already visited in this
 	// Fetch. It also matches ErrTooManyRedirects.
 	ErrRedirectLoop = fmt.Errorf("%w: redirect loop", ErrTooManyRedirects)
-	// ErrForbiddenAddress: the host resolved to a link-local or cloud metadata
-	// address and Config.AllowPrivate is false. No packet was sent to it.
+	// ErrForbiddenAddress: the host resolved to an address that is not public
+	// (loopback, private, link-local, cloud metadata...) and the Config does not
+	// allow it. No packet was sent to it. The error is a *RefusedError naming the
+	// address and its kind.
 	ErrForbiddenAddress = errors.New("forbidden address")
 	// ErrTimeout: Config.ReadTimeout elapsed (or a connect/TLS timeout fired).
 	ErrTimeout = errors.New("read timeout")

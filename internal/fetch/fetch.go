@@ -1,7 +1,8 @@
 // Package fetch owns crawlq's HTTP GET of one page: a shared, tuned transport,
 // redirect policy, body size caps (on the decoded size, so compression bombs are
 // bounded), content decoding (gzip, deflate, charset to UTF-8), a dial-time guard
-// against cloud metadata and link-local addresses, and the classification of
+// against every address that is not public (loopback, private, link-local, cloud
+// metadata: what a crawled page must not reach inside a VPC), and the classification of
 // failures into retryable or not for the queue's retry policy.
 //
 // It knows nothing about robots.txt, politeness or jobs; internal/crawl composes those.
@@ -37,11 +38,20 @@ type Config struct {
 	NoFollow bool
 	// UserAgent is sent with every request. Default "crawlq/1.0".
 	UserAgent string
-	// AllowPrivate lets the fetcher connect to link-local and cloud metadata
-	// addresses (169.254.0.0/16, fe80::/10, fd00:ec2::254). Default false: those
-	// fail with ErrForbiddenAddress, checked on the resolved address at dial time.
-	// Loopback and RFC 1918 addresses are always allowed.
+	// AllowPrivate lets the fetcher connect to addresses that are not public: loopback
+	// (127.0.0.0/8, ::1), private (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16), shared
+	// (CGNAT, 100.64.0.0/10), unique local (fc00::/7), link-local (169.254.0.0/16,
+	// fe80::/10), unspecified (0.0.0.0/8, ::) and cloud metadata (169.254.169.254,
+	// fd00:ec2::254), also in their IPv4-mapped and NAT64 forms. Default false: a
+	// connection to one fails with a *RefusedError (ErrForbiddenAddress), decided on
+	// the resolved address of every connection before connect(), so also after
+	// redirects and DNS answers that change. A spider asks for it with
+	// allow_private: true.
 	AllowPrivate bool
+	// AllowLoopback lets the fetcher connect to loopback addresses only, every other
+	// non-public address staying refused: for a site served on this machine (the
+	// demo, local development, tests, benchmarks). Default false.
+	AllowLoopback bool
 	// MaxIdleConnsPerHost is how many keep-alive connections are kept per host.
 	// Default 64, sized for many goroutines crawling one site.
 	MaxIdleConnsPerHost int
@@ -142,15 +152,7 @@ func New(cfg Config) (*Fetcher, error) {
 	}
 	cfg = cfg.withDefaults()
 
-	dialer := &net.Dialer{
-		Timeout:   cfg.ConnectTimeout,
-		KeepAlive: 30 * time.Second,
-	}
-	if !cfg.AllowPrivate {
-		// Control runs on the resolved address after socket() and before connect(),
-		// so neither DNS rebinding nor a redirect can reach a forbidden address.
-		dialer.Control = controlForbidden
-	}
+	dialer := newDialer(cfg)
 	transport := &http.Transport{
 		// No proxy: a proxy would dial on our behalf and bypass the address guard.
 		Proxy:                  nil,
@@ -172,6 +174,20 @@ func New(cfg Config) (*Fetcher, error) {
 		CheckRedirect: f.checkRedirect,
 	}
 	return f, nil
+}
+
+// newDialer builds the dialer of every connection a Fetcher makes, with its address guard.
+func newDialer(cfg Config) *net.Dialer {
+	dialer := &net.Dialer{
+		Timeout:   cfg.ConnectTimeout,
+		KeepAlive: 30 * time.Second,
+	}
+	if !cfg.AllowPrivate {
+		// Control runs on the resolved address after socket() and before connect(),
+		// so neither DNS rebinding nor a redirect can reach a forbidden address.
+		dialer.Control = guard{allowLoopback: cfg.AllowLoopback}.control
+	}
+	return dialer
 }
 
 // Close releases idle keep-alive connections. The Fetcher stays usable.

@@ -8,18 +8,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
 )
 
+// newFetcher builds a fetcher for the loopback test servers: AllowLoopback is set, since the
+// default refuses them.
 func newFetcher(t testing.TB, cfg Config) *Fetcher {
 	t.Helper()
+	cfg.AllowLoopback = true
 	f, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -492,61 +497,190 @@ func TestBinaryUntouched(t *testing.T) {
 	}
 }
 
-func TestForbiddenAddress(t *testing.T) {
+// recorder is a loopback server that counts the requests that reach it: a stand-in for the
+// Lambda runtime API (127.0.0.1:9001) or any other service a crawled page must not reach.
+func recorder(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var hits atomic.Int64
+	srv := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		fmt.Fprint(w, `{"next":"invocation"}`)
+	}))
+	return srv, &hits
+}
+
+// The default fetcher refuses a loopback server, by address and by a name that resolves to it,
+// with a page error that says what to set; the server never sees a request. The controls: the
+// same server is reachable with AllowLoopback and with AllowPrivate.
+func TestDefaultRefusesLoopback(t *testing.T) {
 	t.Parallel()
-	mux := http.NewServeMux()
-	mux.HandleFunc("/redirect-to-metadata", func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/", http.StatusFound)
-	})
-	mux.HandleFunc("/x", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "fine") })
-	srv := serve(t, mux)
-	// A long connect timeout: if the guard failed, the test would hang on the
-	// unroutable address instead of passing by accident.
-	f := newFetcher(t, Config{ConnectTimeout: time.Minute, ReadTimeout: time.Minute})
-	for _, u := range []string{
-		"http://169.254.169.254/latest/meta-data/",
-		"http://169.254.169.254:8080/",
-		"http://[::ffff:169.254.169.254]/",
-		srv.URL + "/redirect-to-metadata",
-	} {
+	srv, hits := recorder(t)
+	f, err := New(Config{ConnectTimeout: time.Minute, ReadTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	byName := strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)
+	for _, u := range []string{srv.URL + "/2018-06-01/runtime/invocation/next", byName + "/x"} {
 		_, err := f.Fetch(context.Background(), u)
-		if !errors.Is(err, ErrForbiddenAddress) {
-			t.Errorf("Fetch(%s) err = %v; want ErrForbiddenAddress", u, err)
-			continue
+		var re *RefusedError
+		if !errors.As(err, &re) || !errors.Is(err, ErrForbiddenAddress) || re.Class != "loopback" {
+			t.Fatalf("Fetch(%s) err = %v; want a loopback *RefusedError", u, err)
 		}
-		if Retryable(err) || Kind(err) != "forbidden" {
-			t.Errorf("Fetch(%s): Retryable=%v Kind=%q", u, Retryable(err), Kind(err))
+		if !strings.Contains(err.Error(), "is a loopback address; set allow_private: true") {
+			t.Errorf("Fetch(%s) err = %q; want it to say what the address is and what to set", u, err)
+		}
+		if Kind(err) != "forbidden" || Retryable(err) || IsHostFailure(err) {
+			t.Errorf("Fetch(%s): kind %q retryable %v host failure %v; want a permanent page failure of kind forbidden",
+				u, Kind(err), Retryable(err), IsHostFailure(err))
 		}
 	}
-	// Loopback stays allowed.
-	if _, err := f.Fetch(context.Background(), strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)+"/x"); err != nil {
-		t.Errorf("loopback refused: %v", err)
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("the loopback server got %d requests through a refusing fetcher", n)
+	}
+	for _, cfg := range []Config{{AllowLoopback: true}, {AllowPrivate: true}} {
+		g, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.Fetch(context.Background(), srv.URL+"/x"); err != nil {
+			t.Errorf("Fetch with %+v: %v", cfg, err)
+		}
+		g.Close()
+	}
+	if n := hits.Load(); n != 2 {
+		t.Errorf("the loopback server got %d requests from the allowed fetchers, want 2", n)
 	}
 }
 
-func TestForbiddenAddrTable(t *testing.T) {
+// A public site that redirects to the runtime API: the redirect is followed through the guarded
+// dialer, which refuses it, and the stand-in for the runtime API records no request. The public
+// site is a loopback server reached by a route of this test's own (the name public.test dials it
+// directly, as a public address would be dialed); every other connection takes the fetcher's
+// guarded dialer, unchanged.
+func TestRedirectToLoopbackRefused(t *testing.T) {
 	t.Parallel()
-	for addr, want := range map[string]bool{
-		"169.254.169.254:80":          true,
-		"169.254.0.1:443":             true,
-		"[fe80::1]:80":                true,
-		"[fe80::1%eth0]:80":           true,
-		"[febf::1]:80":                true,
-		"[fd00:ec2::254]:80":          true,
-		"[::ffff:169.254.169.254]:80": true,
-		"127.0.0.1:80":                false,
-		"10.1.2.3:80":                 false,
-		"192.168.0.1:80":              false,
-		"172.16.0.1:80":               false,
-		"[::1]:80":                    false,
-		"[fd00:ec2::253]:80":          false,
-		"93.184.216.34:443":           false,
-		"not-an-address":              true,
-	} {
-		err := controlForbidden("tcp", addr, nil)
-		if got := errors.Is(err, ErrForbiddenAddress); got != want {
-			t.Errorf("controlForbidden(%s) = %v; want forbidden=%v", addr, err, want)
+	runtimeAPI, hits := recorder(t)
+	public := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, runtimeAPI.URL+"/2018-06-01/runtime/invocation/next", http.StatusFound)
+	}))
+	for _, noFollow := range []bool{false, true} {
+		f, err := New(Config{NoFollow: noFollow, ConnectTimeout: time.Minute, ReadTimeout: time.Minute})
+		if err != nil {
+			t.Fatal(err)
 		}
+		guarded := f.transport.DialContext
+		var direct net.Dialer
+		f.transport.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if addr == "public.test:80" {
+				return direct.DialContext(ctx, network, public.Listener.Addr().String())
+			}
+			return guarded(ctx, network, addr)
+		}
+		res, err := f.Fetch(context.Background(), "http://public.test/start")
+		if noFollow {
+			// The crawler's way: the redirect comes back as a result, and its target is fetched as
+			// a page of its own, through the same guard.
+			if err != nil || res.Location == "" {
+				t.Fatalf("no-follow fetch of the redirecting page: %+v %v", res, err)
+			}
+			_, err = f.Fetch(context.Background(), res.Location)
+		}
+		var re *RefusedError
+		if !errors.As(err, &re) || re.Class != "loopback" {
+			t.Errorf("NoFollow %v: err = %v; want a loopback *RefusedError", noFollow, err)
+		}
+		f.Close()
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("the runtime API stand-in got %d requests through a redirect", n)
+	}
+}
+
+// errNeverConnect ends a test dial after the guard let it through, before connect(): these tests
+// send nothing to a non-loopback address.
+var errNeverConnect = errors.New("test dialer: never connects")
+
+// The guard of the dialer New builds, on addresses no test may send a packet to: its Control
+// hook runs on the resolved address and refuses the non-public ones before connect(). The
+// dialer's Control is wrapped to count the calls and to stop a dial the guard allows, so no
+// address here is ever connected to.
+func TestDialerRefusesNonPublicBeforeConnect(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		addr  string
+		class string // "" for an address the guard lets through
+	}{
+		{"127.0.0.1:9001", "loopback"},
+		{"127.1.2.3:80", "loopback"},
+		{"[::1]:80", "loopback"},
+		{"[::ffff:127.0.0.1]:80", "loopback"},
+		{"10.0.0.5:5432", "private"},
+		{"172.16.0.1:80", "private"},
+		{"172.31.255.254:80", "private"},
+		{"192.168.1.1:80", "private"},
+		{"100.64.0.1:80", "shared (CGNAT)"},
+		{"100.127.255.254:80", "shared (CGNAT)"},
+		{"[fd00::1]:80", "unique local"},
+		{"[fc00::1]:80", "unique local"},
+		{"169.254.169.254:80", "cloud metadata"},
+		{"[::ffff:169.254.169.254]:80", "cloud metadata"},
+		{"[fd00:ec2::254]:80", "cloud metadata"},
+		{"169.254.170.2:80", "link-local"},
+		{"[fe80::1]:80", "link-local"},
+		{"0.0.0.0:80", "unspecified"},
+		{"[::]:80", "unspecified"},
+		{"[64:ff9b::a00:5]:80", "private"}, // 10.0.0.5 through NAT64
+		{"93.184.216.34:443", ""},
+		{"172.32.0.1:80", ""},
+		{"100.128.0.1:80", ""},
+		{"[2606:2800:220:1::1]:443", ""},
+	}
+	for _, c := range cases {
+		for _, allowLoopback := range []bool{false, true} {
+			d := newDialer(Config{AllowLoopback: allowLoopback, ConnectTimeout: time.Second})
+			guard := d.Control
+			if guard == nil {
+				t.Fatal("the default dialer has no Control hook")
+			}
+			calls := 0
+			d.Control = func(network, address string, rc syscall.RawConn) error {
+				calls++
+				if err := guard(network, address, rc); err != nil {
+					return err
+				}
+				return errNeverConnect
+			}
+			_, err := d.DialContext(context.Background(), "tcp", c.addr)
+			if calls == 0 {
+				if strings.Contains(c.addr, ":") && strings.HasPrefix(c.addr, "[") {
+					// This machine has no IPv6 socket: the dial failed before Control could run.
+					t.Logf("dial %s: %v (no IPv6 here?)", c.addr, err)
+					continue
+				}
+				t.Errorf("dial %s: Control not called (%v)", c.addr, err)
+				continue
+			}
+			want := c.class
+			if allowLoopback && want == "loopback" {
+				want = ""
+			}
+			var re *RefusedError
+			switch {
+			case want == "" && !errors.Is(err, errNeverConnect):
+				t.Errorf("dial %s (AllowLoopback %v): %v; want the guard to let it through", c.addr, allowLoopback, err)
+			case want != "" && (!errors.As(err, &re) || re.Class != want || !errors.Is(err, ErrForbiddenAddress)):
+				t.Errorf("dial %s (AllowLoopback %v): %v; want a %s *RefusedError", c.addr, allowLoopback, err, want)
+			case want != "" && !strings.Contains(err.Error(), "is a "+want+" address"):
+				t.Errorf("dial %s: %q does not name the kind of address", c.addr, err)
+			}
+		}
+	}
+	if d := newDialer(Config{AllowPrivate: true}); d.Control != nil {
+		t.Error("AllowPrivate: the dialer still has a guard")
+	}
+	if err := (guard{}).control("tcp", "not-an-address", nil); !errors.Is(err, ErrForbiddenAddress) {
+		t.Errorf("unparseable address: %v, want ErrForbiddenAddress", err)
 	}
 }
 
@@ -615,7 +749,7 @@ func TestNoFollowReturnsTheRedirect(t *testing.T) {
 		fmt.Fprint(w, "new")
 	}))
 	defer srv.Close()
-	f, err := New(Config{NoFollow: true})
+	f, err := New(Config{NoFollow: true, AllowLoopback: true})
 	if err != nil {
 		t.Fatal(err)
 	}
