@@ -34,6 +34,7 @@ import (
 
 	"crawlq/internal/crawl"
 	"crawlq/internal/demosite"
+	"crawlq/internal/fetch"
 	"crawlq/internal/items"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
@@ -134,7 +135,8 @@ func (w *workerProc) start(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(w.bin, append([]string{"worker"}, w.args...)...)
+	// --allow-loopback: the demo site is on loopback, which a worker refuses by default.
+	cmd := exec.Command(w.bin, append([]string{"worker", "--allow-loopback"}, w.args...)...)
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+w.url)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
@@ -697,6 +699,7 @@ func slowFailingSink(t *testing.T, sum *summary) {
 	defer logf.Close()
 	n, err := node.New(node.Config{Pool: pool, Workers: 2, Sink: sink, Logger: slog.New(slog.NewTextHandler(logf, nil)), Pipeline: pcfg, ItemTimeout: 5 * time.Second,
 		Worker:   queue.WorkerConfig{Concurrency: 16, Lease: 10 * time.Second, StopGrace: 5 * time.Second},
+		Fetch:    fetch.Config{AllowLoopback: true},
 		OnFinish: func(int64, string) { finishes.Add(1) }})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"crawlq/internal/api"
 	"crawlq/internal/dbtest"
+	"crawlq/internal/fetch"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
 	"crawlq/internal/spider"
@@ -36,7 +37,7 @@ func TestOutcomeAndRedrive(t *testing.T) {
 		t.Fatal(err)
 	}
 	pool := dbtest.Pool(t)
-	n, err := node.New(node.Config{Pool: pool, Spiders: reg, Worker: queue.WorkerConfig{Concurrency: 2}})
+	n, err := node.New(node.Config{Pool: pool, Spiders: reg, Worker: queue.WorkerConfig{Concurrency: 2}, Fetch: fetch.Config{AllowLoopback: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"crawlq/internal/api"
 	"crawlq/internal/crawl"
 	"crawlq/internal/dbtest"
+	"crawlq/internal/fetch"
 	"crawlq/internal/node"
 	"crawlq/internal/spider"
 	"crawlq/internal/spiderstore"
@@ -95,7 +96,7 @@ func headingsSite(t *testing.T) string {
 func TestScheduleAnOlderVersion(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.Pool(t)
-	n, err := node.New(node.Config{Pool: pool, Queues: []string{"crawl"}, Upkeep: -1})
+	n, err := node.New(node.Config{Pool: pool, Queues: []string{"crawl"}, Upkeep: -1, Fetch: fetch.Config{AllowLoopback: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

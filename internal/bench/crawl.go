@@ -9,6 +9,7 @@ import (
 
 	"crawlq/internal/crawl"
 	"crawlq/internal/db"
+	"crawlq/internal/fetch"
 	"crawlq/internal/migrate"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
@@ -52,6 +53,7 @@ func Crawl(ctx context.Context, cfg Config, siteURL string) (Result, error) {
 	finished := make(chan struct{})
 	var once atomic.Bool
 	n, err := node.New(node.Config{Pool: pool, Workers: cfg.Workers, Worker: queue.WorkerConfig{Concurrency: cfg.Concurrency, BatchSize: cfg.Concurrency * 2},
+		Fetch: fetch.Config{AllowLoopback: true}, // the bench site is served on loopback
 		OnFinish: func(int64, string) {
 			if once.CompareAndSwap(false, true) {
 				close(finished)

@@ -13,6 +13,7 @@ import (
 
 	"crawlq/internal/crawl"
 	"crawlq/internal/db"
+	"crawlq/internal/fetch"
 	"crawlq/internal/maintain"
 	"crawlq/internal/migrate"
 	"crawlq/internal/node"
@@ -123,6 +124,7 @@ func Soak(ctx context.Context, cfg Config, sc SoakConfig) ([]SoakReport, error) 
 	finished := make(chan int64, 1)
 	mc := sc.Maintain
 	n, err := node.New(node.Config{Pool: pool, Workers: cfg.Workers, Maintain: &mc,
+		Fetch:    fetch.Config{AllowLoopback: true}, // the soak's site is served on loopback
 		Worker:   queue.WorkerConfig{Concurrency: cfg.Concurrency, BatchSize: cfg.Concurrency * 2},
 		OnFinish: func(id int64, _ string) { finished <- id }})
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"crawlq/internal/crawl"
 	"crawlq/internal/demosite"
 	"crawlq/internal/events"
+	"crawlq/internal/fetch"
 	"crawlq/internal/items"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
@@ -58,6 +59,7 @@ or finishes at once, the others' at each upkeep. Spiders: the built-in specs plu
 			conc := fs.Int("concurrency", 16, "jobs in flight per worker (1..10000)")
 			dir := fs.String("spiders", "", "directory of extra spider specs")
 			lease := fs.Duration("lease", 30*time.Second, "job lease length (at least 1s)")
+			allowLoopback := fs.Bool("allow-loopback", false, "let crawls reach sites on this machine (127.0.0.0/8, ::1), e.g. a local test site; other non-public addresses stay refused unless a spider sets allow_private")
 			upkeep := fs.Duration("upkeep", time.Second, "upkeep interval (0 turns it, automatic maintenance and run events off)")
 			eventBus := fs.String("event-bus", "", "with upkeep: EventBridge bus for run events, or off (default $CRAWLQ_EVENT_BUS, else \"default\" when AWS_ENDPOINT_URL names an emulator, else off)")
 			return func(ctx context.Context, args []string) error {
@@ -88,7 +90,8 @@ or finishes at once, the others' at each upkeep. Spiders: the built-in specs plu
 						}
 					}
 					n, err := node.New(node.Config{Pool: pool, Spiders: reg, Queues: strings.Split(*queues, ","), Workers: *workers,
-						Worker: queue.WorkerConfig{Concurrency: *conc, Lease: *lease}, Upkeep: up, Maintain: mc, Events: evs})
+						Worker: queue.WorkerConfig{Concurrency: *conc, Lease: *lease}, Upkeep: up, Maintain: mc, Events: evs,
+						Fetch: fetch.Config{AllowLoopback: *allowLoopback}})
 					if err != nil {
 						return err
 					}

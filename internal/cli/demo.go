@@ -14,6 +14,7 @@ import (
 
 	"crawlq/internal/crawl"
 	"crawlq/internal/demosite"
+	"crawlq/internal/fetch"
 	"crawlq/internal/items"
 	"crawlq/internal/migrate"
 	"crawlq/internal/node"
@@ -57,6 +58,7 @@ exactly what the site says a correct crawl yields.`,
 					var runID int64
 					var mu sync.Mutex
 					n, err := node.New(node.Config{Pool: pool, Workers: *workers, Worker: queue.WorkerConfig{Concurrency: *conc},
+						Fetch: fetch.Config{AllowLoopback: true}, // the demo site above, on loopback
 						OnFinish: func(id int64, state string) {
 							mu.Lock()
 							mine := id == runID

@@ -13,6 +13,7 @@ import (
 
 	"crawlq/internal/awsx"
 	"crawlq/internal/db"
+	"crawlq/internal/fetch"
 	"crawlq/internal/lambdafn"
 	"crawlq/internal/local"
 	"crawlq/internal/migrate"
@@ -46,6 +47,7 @@ releasing every claimed job.`,
 			prefix := fs.String("prefix", "crawlq", "function name prefix (<prefix>-api, ...)")
 			maxUpload := fs.Int64("scrapyd-max-upload", 51<<20, "largest Scrapyd API request body in bytes (an addversion egg); positive")
 			specDir := fs.String("spiders", "", "push the specs in this directory to the stack's spiders at start (all or nothing)")
+			allowLoopback := fs.Bool("allow-loopback", false, "let crawls reach sites on this machine (127.0.0.0/8, ::1), e.g. a local test site; other non-public addresses stay refused unless a spider sets allow_private")
 			runners := fs.Int("runners", 4, "concurrency of the in-process runner for the long-crawl queue (command and Scrapy spiders); 0: none")
 			scrapydAddr := fs.String("scrapyd-addr", "127.0.0.1:6800", "address of the Scrapyd-compatible HTTP API; empty: off "+
 				"(basic auth from $CRAWLQ_SCRAPYD_USERNAME and $CRAWLQ_SCRAPYD_PASSWORD)")
@@ -112,7 +114,8 @@ releasing every claimed job.`,
 					}
 				}
 				st, err := local.New(local.Config{Deps: deps, Prefix: *prefix, Tick: *tick, WorkerTimeout: *workerTimeout,
-					Worker: lambdafn.WorkerOptions{IdleExit: *idle}, Metrics: env.Stdout, Runners: *runners})
+					Worker:  lambdafn.WorkerOptions{IdleExit: *idle, Fetch: fetch.Config{AllowLoopback: *allowLoopback}},
+					Metrics: env.Stdout, Runners: *runners})
 				if err != nil {
 					return err
 				}

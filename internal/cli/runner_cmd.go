@@ -15,6 +15,7 @@ import (
 	"crawlq/internal/command"
 	"crawlq/internal/ecsrun"
 	"crawlq/internal/events"
+	"crawlq/internal/fetch"
 	"crawlq/internal/node"
 	"crawlq/internal/runlog"
 	"crawlq/internal/runner"
@@ -48,6 +49,7 @@ and CRAWLQ_SPIDER_DIR.`,
 			maxMem := fs.Int64("max-memory-mib", 0, "exit when resident memory passes this many MiB; 0: no limit ($"+ecsrun.EnvMaxMemory+")")
 			dir := fs.String("spiders", "", "directory of extra spider specs ($CRAWLQ_SPIDER_DIR)")
 			lease := fs.Duration("lease", 30*time.Second, "job lease (heartbeats renew it every third of it)")
+			allowLoopback := fs.Bool("allow-loopback", false, "let crawls reach sites on this machine (127.0.0.0/8, ::1), e.g. a local test site; other non-public addresses stay refused unless a spider sets allow_private")
 			upkeep := fs.Duration("upkeep", 10*time.Second, "how often to rescue expired leases, sweep finished runs and publish run events; 0: never (and no automatic maintenance, no run events)")
 			eventBus := fs.String("event-bus", "", "with upkeep: EventBridge bus for run events, or off (default $CRAWLQ_EVENT_BUS, else \"default\" when AWS_ENDPOINT_URL names an emulator, else off)")
 			cmdTimeout := fs.Duration("command-timeout", 12*time.Hour, "kill a command spider after this, unless its spec sets a timeout")
@@ -112,7 +114,7 @@ and CRAWLQ_SPIDER_DIR.`,
 					r, err := runner.New(runner.Config{
 						Pool: pool, Queue: *q, Concurrency: *conc, Lease: *lease, StopGrace: *grace, MaxJobs: *maxJobs,
 						MaxMemory: *maxMem << 20, Upkeep: up, Maintain: mc, Spiders: reg, Events: evs, Logger: log,
-						Command: cc,
+						Command: cc, Fetch: fetch.Config{AllowLoopback: *allowLoopback},
 					})
 					if err != nil {
 						return usageErr("%v", err)

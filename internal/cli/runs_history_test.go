@@ -15,6 +15,7 @@ import (
 	"crawlq/internal/dbtest"
 	"crawlq/internal/demosite"
 	"crawlq/internal/events"
+	"crawlq/internal/fetch"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
 	"crawlq/internal/spider"
@@ -97,7 +98,7 @@ func TestWatchRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := node.New(node.Config{Pool: pool, Worker: queue.WorkerConfig{Concurrency: 4}})
+	n, err := node.New(node.Config{Pool: pool, Worker: queue.WorkerConfig{Concurrency: 4}, Fetch: fetch.Config{AllowLoopback: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

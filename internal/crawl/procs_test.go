@@ -17,6 +17,7 @@ import (
 	"crawlq/internal/crawl"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/demosite"
+	"crawlq/internal/fetch"
 	"crawlq/internal/items"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
@@ -75,7 +76,7 @@ func TestHelperCrawlProcess(t *testing.T) {
 	fmt.Sscan(os.Getenv("CRAWLQ_HELPER_WORKERS"), &workers)
 	lease, _ := time.ParseDuration(os.Getenv("CRAWLQ_HELPER_LEASE"))
 	pool := dbtest.Open(t, url, 20)
-	n, err := node.New(node.Config{Pool: pool, Workers: workers, Upkeep: 200 * time.Millisecond,
+	n, err := node.New(node.Config{Pool: pool, Workers: workers, Upkeep: 200 * time.Millisecond, Fetch: fetch.Config{AllowLoopback: true},
 		Worker:   queue.WorkerConfig{Concurrency: 8, Lease: lease, StopGrace: time.Second},
 		OnFinish: func(id int64, _ string) { fmt.Printf("FINISHED %d\n", id) }})
 	if err != nil {

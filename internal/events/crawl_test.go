@@ -16,6 +16,7 @@ import (
 	"crawlq/internal/dbtest"
 	"crawlq/internal/demosite"
 	"crawlq/internal/events"
+	"crawlq/internal/fetch"
 	"crawlq/internal/monitor"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
@@ -72,7 +73,7 @@ func startCrawlWith(t *testing.T, site demosite.Config, adjust func(*pgxpool.Poo
 		t.Fatal(err)
 	}
 	e.base = "http://" + addr.String()
-	nc := node.Config{Pool: e.pool, Spiders: e.reg, Workers: 1, Worker: queue.WorkerConfig{Concurrency: 8}}
+	nc := node.Config{Pool: e.pool, Spiders: e.reg, Workers: 1, Worker: queue.WorkerConfig{Concurrency: 8}, Fetch: fetch.Config{AllowLoopback: true}}
 	if adjust != nil {
 		adjust(e.pool, &nc)
 	}

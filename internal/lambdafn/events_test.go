@@ -26,6 +26,7 @@ import (
 	"crawlq/internal/demosite"
 	"crawlq/internal/dispatch"
 	"crawlq/internal/events"
+	"crawlq/internal/fetch"
 	"crawlq/internal/lambdafn"
 )
 
@@ -208,7 +209,7 @@ func TestFunctionsPublishTheirRunEvents(t *testing.T) {
 	receiveStates(t, sq, q, r.RunID, "pending")
 	done := make(chan error, 1)
 	go func() {
-		_, err := d.Worker(lambdafn.WorkerOptions{Margin: 4 * time.Second, IdleExit: 30 * time.Second})(ctx, dispatch.WorkerEvent{})
+		_, err := d.Worker(lambdafn.WorkerOptions{Margin: 4 * time.Second, IdleExit: 30 * time.Second, Fetch: fetch.Config{AllowLoopback: true}})(ctx, dispatch.WorkerEvent{})
 		done <- err
 	}()
 	receiveStates(t, sq, q, r.RunID, "running,succeeded")

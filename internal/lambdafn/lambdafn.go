@@ -30,6 +30,7 @@ import (
 	"crawlq/internal/dispatch"
 	"crawlq/internal/ecsrun"
 	"crawlq/internal/events"
+	"crawlq/internal/fetch"
 	"crawlq/internal/items"
 	"crawlq/internal/maintain"
 	"crawlq/internal/metrics"
@@ -270,6 +271,10 @@ type WorkerOptions struct {
 	Worker queue.WorkerConfig
 	// ItemsBucket, when set, stores items in S3 under items/ (CRAWLQ_ITEMS_BUCKET); else Postgres.
 	ItemsBucket string
+	// Fetch is the fetcher's base config. The zero value (the Lambda's) refuses every address
+	// that is not public, the function's own runtime API on 127.0.0.1:9001 among them; crawlq
+	// local sets AllowLoopback with --allow-loopback, to crawl a site on this machine.
+	Fetch fetch.Config
 	// Configure, when set, adjusts each invocation's node before it runs (extra job kinds).
 	Configure func(*node.Node)
 }
@@ -330,7 +335,7 @@ func (d *Deps) Worker(opt WorkerOptions) func(ctx context.Context, ev dispatch.W
 			return res, fmt.Errorf("assemble worker: %w", err)
 		}
 		n, err := node.New(node.Config{Pool: d.Pool, Spiders: d.Spiders, Queues: []string{ev.Queue}, Worker: wc,
-			Upkeep: -1, Sink: sink, Events: evs, Logger: d.Logger})
+			Upkeep: -1, Sink: sink, Events: evs, Fetch: opt.Fetch, Logger: d.Logger})
 		if err != nil {
 			return res, fmt.Errorf("assemble worker: %w", err)
 		}

@@ -154,7 +154,7 @@ func New(cfg Config) (*Stack, error) {
 			return nil, err
 		}
 		r, err := runner.New(runner.Config{Pool: d.Pool, Queue: cfg.LongQueue, Concurrency: cfg.Runners, Upkeep: -1,
-			StopGrace: 10 * time.Second, Events: evs, Logger: s.log})
+			StopGrace: 10 * time.Second, Events: evs, Fetch: cfg.Worker.Fetch, Logger: s.log})
 		if err != nil {
 			return nil, err
 		}

@@ -18,6 +18,7 @@ import (
 
 	"crawlq/internal/dbtest"
 	"crawlq/internal/demosite"
+	"crawlq/internal/fetch"
 	"crawlq/internal/items"
 	"crawlq/internal/lambdafn"
 	"crawlq/internal/local"
@@ -48,7 +49,7 @@ func startStack(t *testing.T) (*stack, *demosite.Site, string, *pgxpool.Pool) {
 		t.Fatal(err)
 	}
 	st, err := local.New(local.Config{Deps: deps, Tick: time.Second, WorkerTimeout: 2 * time.Minute,
-		Worker: lambdafn.WorkerOptions{IdleExit: 2 * time.Second, Margin: time.Second}, Metrics: os.Stderr})
+		Worker: lambdafn.WorkerOptions{IdleExit: 2 * time.Second, Margin: time.Second, Fetch: fetch.Config{AllowLoopback: true}}, Metrics: os.Stderr})
 	if err != nil {
 		t.Fatal(err)
 	}

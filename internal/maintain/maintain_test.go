@@ -16,6 +16,7 @@ import (
 
 	"crawlq/internal/crawl"
 	"crawlq/internal/dbtest"
+	"crawlq/internal/fetch"
 	"crawlq/internal/maintain"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
@@ -182,7 +183,7 @@ func registry(t *testing.T) *spider.Registry {
 // runs it finishes on finished.
 func startNode(t *testing.T, pool *pgxpool.Pool, finished chan<- int64) (n *node.Node, stop func()) {
 	t.Helper()
-	n, err := node.New(node.Config{Pool: pool, Spiders: registry(t), Workers: 1,
+	n, err := node.New(node.Config{Pool: pool, Spiders: registry(t), Workers: 1, Fetch: fetch.Config{AllowLoopback: true},
 		Worker:   queue.WorkerConfig{Concurrency: 8, StopGrace: 100 * time.Millisecond}, // the hanging page need not finish
 		Queue:    queue.Config{RetryBase: 5 * time.Millisecond, RetryMax: 10 * time.Millisecond},
 		OnFinish: func(id int64, _ string) { finished <- id }})

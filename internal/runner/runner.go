@@ -28,6 +28,7 @@ import (
 
 	"crawlq/internal/command"
 	"crawlq/internal/events"
+	"crawlq/internal/fetch"
 	"crawlq/internal/items"
 	"crawlq/internal/maintain"
 	"crawlq/internal/node"
@@ -95,6 +96,9 @@ type Config struct {
 	Command command.Config
 	// Pipeline tunes the item pipeline (see node.Config.Pipeline).
 	Pipeline items.Config
+	// Fetch is the fetcher's base config (see node.Config.Fetch). The zero value refuses every
+	// address that is not public; crawlq runner --allow-loopback sets AllowLoopback.
+	Fetch fetch.Config
 	// Sink receives items. Default the Postgres sink.
 	Sink items.Sink
 	// Handlers adds job kinds to the runner's mux beside the crawl's (tests, embedding).
@@ -175,7 +179,7 @@ func New(cfg Config) (*Runner, error) {
 		return nil, err
 	}
 	n, err := node.New(node.Config{Pool: cfg.Pool, Spiders: cfg.Spiders, SpiderDir: cfg.SpiderDir, Queues: []string{cfg.Queue},
-		Upkeep: -1, Maintain: cfg.Maintain, Sink: cfg.Sink, Pipeline: cfg.Pipeline, Events: cfg.Events, Logger: cfg.Logger})
+		Upkeep: -1, Maintain: cfg.Maintain, Sink: cfg.Sink, Pipeline: cfg.Pipeline, Fetch: cfg.Fetch, Events: cfg.Events, Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("assemble runner: %w", err)
 	}

@@ -22,6 +22,7 @@ import (
 	"crawlq/internal/dbtest"
 	"crawlq/internal/demosite"
 	"crawlq/internal/events"
+	"crawlq/internal/fetch"
 	"crawlq/internal/queue"
 	"crawlq/internal/runner"
 	"crawlq/internal/spider"
@@ -380,7 +381,7 @@ func TestRunnerPublishesRunEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := runner.New(runner.Config{Pool: pool, Spiders: reg, Concurrency: 4, Upkeep: -1, Events: loop})
+	r, err := runner.New(runner.Config{Pool: pool, Spiders: reg, Concurrency: 4, Upkeep: -1, Events: loop, Fetch: fetch.Config{AllowLoopback: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"crawlq/internal/api"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/demosite"
+	"crawlq/internal/fetch"
 	"crawlq/internal/node"
 	"crawlq/internal/spider"
 	"crawlq/internal/spiderstore"
@@ -309,7 +310,7 @@ func TestPushedSpiderRunsOnRunningWorkers(t *testing.T) {
 	}
 	finished := make(chan int64, 4)
 	reg := spider.NewRegistry() // no built-ins in-process: only what the store holds
-	n, err := node.New(node.Config{Pool: pool, Spiders: reg, Workers: 4, OnFinish: func(id int64, _ string) { finished <- id }})
+	n, err := node.New(node.Config{Pool: pool, Spiders: reg, Workers: 4, Fetch: fetch.Config{AllowLoopback: true}, OnFinish: func(id int64, _ string) { finished <- id }})
 	if err != nil {
 		t.Fatal(err)
 	}
