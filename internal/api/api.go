@@ -481,6 +481,8 @@ type Job struct {
 	// Monitors is the verdict of a judged run (passed, failed, none or skipped; its Report has
 	// the details); absent until judged.
 	Monitors string `json:"monitors,omitempty"`
+	// ScrapySettings are the Scrapy settings the run was scheduled with (Scrapyd's setting=...).
+	ScrapySettings map[string]string `json:"scrapy_settings,omitempty"`
 }
 
 func jobView(r *crawl.Run, rec spiderstore.RunRecord, rep *events.Report) Job {
@@ -492,7 +494,7 @@ func jobView(r *crawl.Run, rec spiderstore.RunRecord, rep *events.Report) Job {
 	if rec.JobID != "" {
 		id = rec.JobID
 	}
-	j := Job{Run: view.NewRun(r, rep), ID: id, RunID: r.ID, Project: project, Spider: name, Version: rec.Version, PID: rec.PID,
+	j := Job{Run: view.NewRun(r, rep), ID: id, RunID: r.ID, Project: project, Spider: name, Version: rec.Version, PID: rec.PID, ScrapySettings: rec.Settings,
 		Items: r.Stats.Items, LogURL: "/logs/" + project + "/" + name + "/" + id + ".log", ItemsURL: "/items/" + project + "/" + name + "/" + id + ".jl"}
 	if j.Run.Report != nil { // the report of the run's last finish (view.NewRun), not a redriven run's earlier one
 		j.Monitors = j.Run.Report.Monitors

@@ -7,7 +7,7 @@ import (
 
 // userKeyed are response objects whose keys are the user's or the data's (spider arguments,
 // field names, queue names, error kinds), not the api's.
-var userKeyed = map[string]bool{"args": true, "field_coverage": true, "errors_by_kind": true, "workers_by_queue": true, "payload": true}
+var userKeyed = map[string]bool{"args": true, "field_coverage": true, "errors_by_kind": true, "workers_by_queue": true, "payload": true, "scrapy_settings": true}
 
 var snakeKey = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 
