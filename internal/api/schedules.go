@@ -46,7 +46,7 @@ func (a *API) addSchedule(ctx context.Context, r *Request) (Response, error) {
 	if _, err := a.scheduleParams(ctx, r); err != nil {
 		return nil, err
 	}
-	expr, err := ScheduleExpression(r.Cron)
+	expr, err := a.expression(r.Cron)
 	if err != nil {
 		return nil, err
 	}
@@ -94,6 +94,23 @@ func (a *API) addSchedule(ctx context.Context, r *Request) (Response, error) {
 		return nil, fmt.Errorf("create schedule: %w", err)
 	}
 	return Response{"name": name, "expression": expr, "timezone": tz}, nil
+}
+
+// expression checks a schedule's expression as ScheduleExpression does, or, when the Scheduler
+// checks its own (crawlq local's store, which also fires rate(N seconds) and cannot fire every
+// EventBridge cron), as the Scheduler does.
+func (a *API) expression(s string) (string, error) {
+	c, ok := a.cfg.Scheduler.(interface {
+		Expression(expr string, check func(string) (string, error)) (string, error)
+	})
+	if !ok {
+		return ScheduleExpression(s)
+	}
+	expr, err := c.Expression(s, ScheduleExpression)
+	if err != nil && !errors.Is(err, ErrBadRequest) {
+		return "", badf("cron %q: %v", clip(s), err)
+	}
+	return expr, err
 }
 
 // scheduleSafe keeps the characters a schedule name allows, leaving room for the suffix.
