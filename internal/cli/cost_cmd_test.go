@@ -19,8 +19,8 @@ func TestCostCommand(t *testing.T) {
 		"RDS storage", "RDS Proxy", "CloudWatch metrics (crawlq)", "128 = 7 x 2 queues", "Container Insights metrics",
 		"CloudWatch dashboard", "CloudWatch alarms", "logs of the minute ticks", "minute ticks (Lambda + Scheduler)", "KMS",
 		"Secrets Manager", "ECR images",
-		"$0.7187", "$163.50", "all-in per million pages at 100000000 pages/month: $2.354",
-		"$1 per million pages all-in: from 582 million pages/month", "RDS storage autoscaling stops at 200 GB"} {
+		"$0.6947", "$163.50", "all-in per million pages at 100000000 pages/month: $2.330",
+		"$1 per million pages all-in: from 536 million pages/month", "RDS storage autoscaling stops at 200 GB"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("cost output lacks %q:\n%s", want, out)
 		}

@@ -49,8 +49,9 @@ func checkTerms(t *testing.T, e cost.Estimate, want map[string]term) {
 // The issue's own calculation (issue 32, point 8) came to $0.61 per million pages + $161/month:
 // $2.22 all-in at 100 M pages and ≤ $1 from ~400 M. This one adds the items kept in Postgres
 // ($0.115 per million at 1 KB for a month), the per-page logs' storage, Container Insights'
-// metrics ($6.60), the Metrics Insights alarms, the minute ticks and ECR: $0.72 + $163.50,
-// $2.35 all-in, ≤ $1 from 582 M pages a month.
+// metrics ($6.60), the Metrics Insights alarms, the minute ticks and ECR, and measures the
+// database traffic a page causes (800 B, not the issue's ~3 KB): $0.69 + $163.50, $2.33
+// all-in, ≤ $1 from 536 M pages a month.
 func TestDefaultStackAgainstHandCalculation(t *testing.T) {
 	t.Parallel()
 	e, err := cost.Compute(cost.DefaultStack(), cost.DefaultInputs())
@@ -68,10 +69,10 @@ func TestDefaultStackAgainstHandCalculation(t *testing.T) {
 		"outbound traffic (requests, ACKs, TLS)": {0.215602, 0},
 		// The runners sit in public subnets: fetched bytes never touch NAT, inbound is free.
 		"fetched bytes through NAT": {0, 0},
-		// 2,000 B of queue traffic + 1,000 B of items per page = 3 GB per million; two hops
+		// 800 B of queue traffic + 1,000 B of items per page = 1.8 GB per million; two hops
 		// (runner → proxy, proxy → instance), each crossing zones half the time in 2 zones:
-		// 3 × 2 × 0.5 × $0.02.
-		"cross-AZ to the database": {0.06, 0},
+		// 1.8 × 2 × 0.5 × $0.02.
+		"cross-AZ to the database": {0.036, 0},
 		// 100 B × 1e6 = 0.1 GB: ingest 0.1 × $0.50 = 0.05, stored 30 days = 30/30.416667 months:
 		// 0.1 × 0.03 × 0.986301 = 0.002959.
 		"logs per page": {0.052959, 0},
@@ -105,18 +106,18 @@ func TestDefaultStackAgainstHandCalculation(t *testing.T) {
 		"Secrets Manager": {0, 0.85},
 		"ECR images":      {0, 0.10},
 	})
-	// 0.205708 + 0.069444 + 0.215602 + 0 + 0.06 + 0.052959 + 0.115
-	near(t, "per million", e.PerMillion(), 0.718713)
+	// 0.205708 + 0.069444 + 0.215602 + 0 + 0.036 + 0.052959 + 0.115
+	near(t, "per million", e.PerMillion(), 0.694713)
 	// 32.85 + 3.65 + 47.45 + 5.75 + 21.90 + 38.40 + 6.60 + 3.00 + 1.40 + 0.12264 + 0.397121 + 1.03 + 0.85 + 0.10
 	near(t, "fixed per month", e.FixedPerMonth(), 163.499761)
-	// 163.499761 + 100 × 0.71871384 (the per-million sum before rounding: 0.20570833 + 0.06944444 +
-	// 0.21560221 + 0.06 + 0.05295890 + 0.115).
-	near(t, "per month at 100 M", e.PerMonth(), 163.499761+71.871384)
-	// 0.718713 + 163.499761 / 100
-	near(t, "all-in per million at 100 M", e.AllInPerMillion(), 2.353711)
-	// 163.499761 / (1 − 0.718713) = 581.26 M pages a month.
-	if got := e.PagesPerMonthFor(1) / 1e6; math.Abs(got-581.26) > 0.01 {
-		t.Errorf("$1 all-in from %.2f M pages/month, want 581.26 M", got)
+	// 163.499761 + 100 × 0.69471384 (the per-million sum before rounding: 0.20570833 + 0.06944444 +
+	// 0.21560221 + 0.036 + 0.05295890 + 0.115).
+	near(t, "per month at 100 M", e.PerMonth(), 163.499761+69.471384)
+	// 0.694713 + 163.499761 / 100
+	near(t, "all-in per million at 100 M", e.AllInPerMillion(), 2.329711)
+	// 163.499761 / (1 − 0.694714) = 535.56 M pages a month.
+	if got := e.PagesPerMonthFor(1) / 1e6; math.Abs(got-535.56) > 0.01 {
+		t.Errorf("$1 all-in from %.2f M pages/month, want 535.56 M", got)
 	}
 	if e.CustomMetrics != 128 {
 		t.Errorf("%d custom metrics, want 128", e.CustomMetrics)
@@ -146,13 +147,13 @@ func TestLambdaRuntimeAgainstHandCalculation(t *testing.T) {
 	// (100,000 + 2,395.58) B × 1e6 = 102.39558 GB through NAT × $0.045 = 4.607801, and half of it
 	// from the zone without the NAT gateway: 51.19779 GB × $0.02 = 1.023956.
 	fixed["fetched bytes through NAT"] = term{5.631757, 0}
-	// Items go to S3, so only the 2,000 B of queue traffic: 2 GB × 2 hops × 0.5 × $0.02.
-	fixed["cross-AZ to the database"] = term{0.04, 0}
+	// Items go to S3, so only the 800 B of queue traffic: 0.8 GB × 2 hops × 0.5 × $0.02.
+	fixed["cross-AZ to the database"] = term{0.016, 0}
 	fixed["logs per page"] = term{0.052959, 0}
 	// 1 GB × 1 month × $0.023 + 1e6 / 100 items per object = 10,000 PUTs × $0.005/1000.
 	fixed["items in S3"] = term{0.073, 0}
 	checkTerms(t, e, fixed)
-	near(t, "lambda per million", e.PerMillion(), 0.666737+0.215602+5.631757+0.04+0.052959+0.073)
+	near(t, "lambda per million", e.PerMillion(), 0.666737+0.215602+5.631757+0.016+0.052959+0.073)
 	if !math.IsInf(e.PagesPerMonthFor(1), 1) {
 		t.Errorf("Lambda crawling costs $%.2f per million before fixed costs; no volume reaches $1", e.PerMillion())
 	}
@@ -171,8 +172,8 @@ func TestLeanStackAgainstHandCalculation(t *testing.T) {
 		"runner public IPv4":                     {0.027778, 0},
 		"outbound traffic (requests, ACKs, TLS)": {0.215602, 0},
 		"fetched bytes through NAT":              {0, 0},
-		// Items to S3: 2 GB of queue traffic × 1 hop (no proxy) × 0.5 × $0.02.
-		"cross-AZ to the database": {0.02, 0},
+		// Items to S3: 0.8 GB of queue traffic × 1 hop (no proxy) × 0.5 × $0.02.
+		"cross-AZ to the database": {0.008, 0},
 		"logs per page":            {0.052959, 0},
 		"items in S3":              {0.073, 0},
 		// A t4g.nano NAT instance 730 × 0.0042 = 3.066 and its public IPv4 3.65.
@@ -194,12 +195,12 @@ func TestLeanStackAgainstHandCalculation(t *testing.T) {
 		"Secrets Manager": {0, 0.45},
 		"ECR images":      {0, 0.10},
 	})
-	// 0.082283 + 0.027778 + 0.215602 + 0.02 + 0.052959 + 0.073 = 0.471622;
+	// 0.082283 + 0.027778 + 0.215602 + 0.008 + 0.052959 + 0.073 = 0.459622;
 	// 3.066 + 3.65 + 23.36 + 5.75 + 7.50 + 3.00 + 1.40 + 0.12264 + 0.397121 + 1.03 + 0.45 + 0.10 = 49.825761;
-	// all-in at 100 M: 0.471622 + 0.498258 = 0.969880.
-	near(t, "lean per million", e.PerMillion(), 0.471622)
+	// all-in at 100 M: 0.459622 + 0.498258 = 0.957880.
+	near(t, "lean per million", e.PerMillion(), 0.459622)
 	near(t, "lean fixed", e.FixedPerMonth(), 49.825761)
-	near(t, "lean all-in", e.AllInPerMillion(), 0.969880)
+	near(t, "lean all-in", e.AllInPerMillion(), 0.957880)
 	if e.AllInPerMillion() > 1 {
 		t.Errorf("lean all-in $%.3f per million at 100 M pages/month, want ≤ $1", e.AllInPerMillion())
 	}
