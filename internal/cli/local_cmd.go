@@ -31,7 +31,9 @@ the Lambda Invoke REST API, so the AWS CLI works against it as against AWS:
   aws lambda invoke --endpoint-url http://127.0.0.1:3001 --function-name crawlq-api \
       --payload '{"action":"schedule","spider":"demo","args":{"base_url":"http://127.0.0.1:8080"}}' out.json
 
-(AWS CLI v2 also needs --cli-binary-format raw-in-base64-out.) The Scrapyd-compatible HTTP API
+(AWS CLI v2 also needs --cli-binary-format raw-in-base64-out; and --allow-loopback for a site
+on this machine, like that one: the workers refuse every non-public address by default, as on
+AWS.) The Scrapyd-compatible HTTP API
 listens on --scrapyd-addr (scrapyd-deploy, ScrapydWeb and curl work against it unchanged). Dispatch
 ticks every --tick and right after each schedule; the long-crawl queue (command and Scrapy spiders)
 is worked by an in-process runner of --runners concurrency, as an always-on ECS task would. The

@@ -33,17 +33,17 @@ type Spec struct {
 	AllowedDomains []string     `yaml:"allowed_domains"` // default: the hosts of start_urls
 	Follow         []FollowRule `yaml:"follow"`
 	Items          []ItemRule   `yaml:"items"`
-	MaxPages       int          `yaml:"max_pages"`   // default 0 = unlimited
-	MaxDepth       int          `yaml:"max_depth"`   // default 0 = unlimited
-	Delay          string       `yaml:"delay"`       // Go duration, default "0s"
-	Concurrency    int          `yaml:"concurrency"` // default 1, at most 64
-	UserAgent      string       `yaml:"user_agent"`  // default DefaultUserAgent
-	ObeyRobots     *bool        `yaml:"obey_robots"` // default true
-	Runtime        string       `yaml:"runtime"`     // "lambda" (default) or "ecs" (the default of command spiders)
-	Queue          string       `yaml:"queue"`       // default "crawl"
-	AllowPrivate   bool         `yaml:"allow_private"`
-	Retry          *RetrySpec   `yaml:"retry"`    // page retries and host pauses; see Retry
-	Monitors       *Monitors    `yaml:"monitors"` // checks on each run's outcome (monitors.go); default none
+	MaxPages       int          `yaml:"max_pages"`     // default 0 = unlimited
+	MaxDepth       int          `yaml:"max_depth"`     // default 0 = unlimited
+	Delay          string       `yaml:"delay"`         // Go duration, default "0s"
+	Concurrency    int          `yaml:"concurrency"`   // default 1, at most 64
+	UserAgent      string       `yaml:"user_agent"`    // default DefaultUserAgent
+	ObeyRobots     *bool        `yaml:"obey_robots"`   // default true
+	Runtime        string       `yaml:"runtime"`       // "lambda" (default) or "ecs" (the default of command spiders)
+	Queue          string       `yaml:"queue"`         // default "crawl"
+	AllowPrivate   bool         `yaml:"allow_private"` // may fetch non-public addresses (loopback, private, link-local, metadata); default false
+	Retry          *RetrySpec   `yaml:"retry"`         // page retries and host pauses; see Retry
+	Monitors       *Monitors    `yaml:"monitors"`      // checks on each run's outcome (monitors.go); default none
 
 	// Command spiders only.
 	Command []string          `yaml:"command"` // argv; "{spider}" is replaced by the name

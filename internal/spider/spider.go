@@ -85,7 +85,7 @@ type Settings struct {
 	ObeyRobots     bool          // honour robots.txt; default true (via DefaultSettings and specs)
 	Runtime        string        // "lambda" (default) or "ecs"
 	Queue          string        // queue for the spider's page jobs; default "crawl"
-	AllowPrivate   bool          // may fetch link-local/metadata addresses (169.254.0.0/16, fd00:ec2::254); default false
+	AllowPrivate   bool          // may fetch addresses that are not public: loopback, private (RFC 1918), CGNAT, unique local, link-local and cloud metadata (fetch.Config.AllowPrivate); default false: refused when dialed
 	Retry          Retry         // page retries, host pauses and the dead-page limit (retry.go); defaults there
 }
 
