@@ -46,9 +46,9 @@ GROUP BY f.name;
 
 -- name: ListRunItemsAfter :many
 -- A page of a run's items in key order after a key ("" for the first page): keyset pagination,
--- so reading every item of a large run holds one page at a time (the Scrapyd /items/ answer).
--- Index: the primary key, a range scan from the key.
-SELECT key, data FROM crawlq_item
+-- so reading every item of a large run holds one page at a time (the Scrapyd /items/ answer,
+-- crawlq items). Index: the primary key, a range scan from the key.
+SELECT key, url, data FROM crawlq_item
 WHERE run_id = @run_id AND key > sqlc.arg(after)::text
 ORDER BY key
 LIMIT sqlc.arg(max_items)::int;

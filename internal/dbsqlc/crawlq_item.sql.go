@@ -107,7 +107,7 @@ func (q *Queries) ListRunItems(ctx context.Context, arg ListRunItemsParams) ([]L
 }
 
 const ListRunItemsAfter = `-- name: ListRunItemsAfter :many
-SELECT key, data FROM crawlq_item
+SELECT key, url, data FROM crawlq_item
 WHERE run_id = $1 AND key > $2::text
 ORDER BY key
 LIMIT $3::int
@@ -121,12 +121,13 @@ type ListRunItemsAfterParams struct {
 
 type ListRunItemsAfterRow struct {
 	Key  string
+	Url  string
 	Data []byte
 }
 
 // A page of a run's items in key order after a key ("" for the first page): keyset pagination,
-// so reading every item of a large run holds one page at a time (the Scrapyd /items/ answer).
-// Index: the primary key, a range scan from the key.
+// so reading every item of a large run holds one page at a time (the Scrapyd /items/ answer,
+// crawlq items). Index: the primary key, a range scan from the key.
 func (q *Queries) ListRunItemsAfter(ctx context.Context, arg ListRunItemsAfterParams) ([]ListRunItemsAfterRow, error) {
 	rows, err := q.db.Query(ctx, ListRunItemsAfter, arg.RunID, arg.After, arg.MaxItems)
 	if err != nil {
@@ -136,7 +137,7 @@ func (q *Queries) ListRunItemsAfter(ctx context.Context, arg ListRunItemsAfterPa
 	items := []ListRunItemsAfterRow{}
 	for rows.Next() {
 		var i ListRunItemsAfterRow
-		if err := rows.Scan(&i.Key, &i.Data); err != nil {
+		if err := rows.Scan(&i.Key, &i.Url, &i.Data); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

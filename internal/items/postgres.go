@@ -146,7 +146,7 @@ func ListItems(ctx context.Context, pool *pgxpool.Pool, runID int64, limit int) 
 
 // ListItemsAfter returns up to limit items of a run in key order after the key after ("" for the
 // first): keyset pagination, so a caller reads every item of a run of any size one page at a
-// time. Only Key and Data are set.
+// time. Spider is not set.
 func ListItemsAfter(ctx context.Context, pool *pgxpool.Pool, runID int64, after string, limit int) ([]Item, error) {
 	if limit < 1 || limit > MaxListLimit {
 		return nil, fmt.Errorf("list items of run %d: limit %d: must be between 1 and %d", runID, limit, MaxListLimit)
@@ -157,7 +157,7 @@ func ListItemsAfter(ctx context.Context, pool *pgxpool.Pool, runID int64, after 
 	}
 	items := make([]Item, len(rows))
 	for i, r := range rows {
-		items[i] = Item{RunID: runID, Key: r.Key, Data: json.RawMessage(r.Data)}
+		items[i] = Item{RunID: runID, Key: r.Key, URL: r.Url, Data: json.RawMessage(r.Data)}
 	}
 	return items, nil
 }
