@@ -20,7 +20,7 @@ func TestCostCommand(t *testing.T) {
 		"CloudWatch dashboard", "CloudWatch alarms", "logs of the minute ticks", "minute ticks (Lambda + Scheduler)", "KMS",
 		"Secrets Manager", "ECR images",
 		"$0.6947", "$163.50", "all-in per million pages at 100000000 pages/month: $2.330",
-		"$1 per million pages all-in: from 536 million pages/month", "RDS storage autoscaling stops at 200 GB"} {
+		"$1 per million pages all-in: from 536 million pages/month", "RDS storage autoscaling stops at 200 GB", "the lean topology (--topology lean", "$0.958 all-in"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("cost output lacks %q:\n%s", want, out)
 		}
