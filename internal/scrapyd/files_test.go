@@ -36,7 +36,12 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	pool := dbtest.Pool(t)
-	n, err := node.New(node.Config{Pool: pool, Upkeep: -1})
+	// Eggs' spiders are read from their sources (no Python): these tests are about the HTTP.
+	st, err := spiderstore.New(spiderstore.Config{Pool: pool, Lister: spiderstore.StaticLister{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.New(node.Config{Pool: pool, Upkeep: -1, Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}

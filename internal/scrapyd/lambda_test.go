@@ -92,6 +92,14 @@ func TestFunctionURL(t *testing.T) {
 	if res = call(event("GET", "/daemonstatus.json", "", "", false)); res.StatusCode != 401 || !strings.Contains(res.Body, `"status":"error"`) {
 		t.Fatalf("no credentials: %+v", res)
 	}
+	// A CORS preflight carries no credentials: answered with Scrapyd's headers and no data.
+	if res = call(event("OPTIONS", "/listjobs.json", "", "", false)); res.StatusCode != 204 || res.Body != "" ||
+		res.Headers["Access-Control-Allow-Origin"] != "*" || res.Headers["Access-Control-Allow-Methods"] != "OPTIONS, HEAD, GET" {
+		t.Fatalf("preflight: %+v", res)
+	}
+	if res = call(event("OPTIONS", "/jobs", "", "", false)); res.StatusCode != 401 {
+		t.Fatalf("OPTIONS on a page without credentials: %+v; want 401", res)
+	}
 	// A plain payload is the JSON api, as before.
 	out, err := h(ctx, json.RawMessage(`{"action":"status","job":"fn-url-1"}`))
 	if err != nil {

@@ -135,6 +135,12 @@ func (s *Server) auth(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, isJSON := endpoints[r.URL.Path]; isJSON && r.Method == http.MethodOptions {
+			// A browser's CORS preflight carries no credentials, and its answer holds no
+			// data (serveJSON): it is answered without them, or no page could call the API.
+			next.ServeHTTP(w, r)
+			return
+		}
 		u, p, ok := r.BasicAuth()
 		uok := subtle.ConstantTimeCompare([]byte(u), []byte(s.cfg.Username)) == 1
 		pok := subtle.ConstantTimeCompare([]byte(p), []byte(s.cfg.Password)) == 1
@@ -252,7 +258,9 @@ func request(action string, form map[string][]string, files map[string][]byte) (
 		req.Version = first("version")
 		req.Egg = files["egg"]
 		if req.Egg == nil && first("egg") != "" {
-			return nil, errors.New("egg must be uploaded as a file (multipart/form-data), not a form value")
+			// Scrapyd takes the egg as a form value too: ScrapydWeb's Deploy posts it
+			// urlencoded (requests' data={'egg': bytes}). A form value keeps its bytes.
+			req.Egg = []byte(first("egg"))
 		}
 	case api.ActDelVersion:
 		req.Version = first("version")
@@ -268,7 +276,29 @@ func request(action string, form map[string][]string, files map[string][]byte) (
 	return req, nil
 }
 
+// cors sets the headers Scrapyd sets on every answer of its JSON API, so a page on another
+// origin can call it.
+func cors(w http.ResponseWriter, ep endpoint) {
+	methods := "OPTIONS, HEAD, GET"
+	if ep.post {
+		methods = "OPTIONS, HEAD, POST"
+	}
+	w.Header().Set("Access-Control-Allow-Origin", "*")
+	w.Header().Set("Access-Control-Allow-Methods", methods)
+	w.Header().Set("Access-Control-Allow-Headers", "X-Requested-With")
+	if ep.post {
+		w.Header().Set("Allow", methods)
+	}
+}
+
 func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request, ep endpoint) {
+	cors(w, ep)
+	if r.Method == http.MethodOptions {
+		// A CORS preflight, answered as Scrapyd answers it: no body.
+		w.Header().Set("Allow", w.Header().Get("Access-Control-Allow-Methods"))
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	if ep.post && r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		s.writeJSON(w, http.StatusMethodNotAllowed, s.errBody(fmt.Sprintf("%s takes POST, not %s", strings.TrimPrefix(r.URL.Path, "/"), r.Method)))
@@ -299,9 +329,8 @@ func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request, ep endpoint) 
 		if !ok {
 			msg = fmt.Sprintf("api answered status %v without a message", out["status"])
 		}
-		if ep.action == api.ActStatus && strings.HasPrefix(msg, "unknown job") {
-			// Scrapyd answers a job it does not know with currstate "unknown".
-			s.writeJSON(w, http.StatusOK, map[string]any{"node_name": s.cfg.NodeName, "status": "ok", "currstate": "unknown"})
+		if body := s.scrapydOK(ep.action, msg); body != nil {
+			s.writeJSON(w, http.StatusOK, body)
 			return
 		}
 		s.writeJSON(w, http.StatusOK, s.errBody(strings.TrimPrefix(msg, "bad request: ")))
@@ -313,7 +342,52 @@ func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request, ep endpoint) 
 		s.writeJSON(w, http.StatusInternalServerError, s.errBody("internal error: "+err.Error()))
 		return
 	}
+	if ep.action == api.ActListProjects && !truthy(form["all"]) {
+		body["projects"] = withoutDefault(body["projects"])
+	}
 	s.writeJSON(w, http.StatusOK, body)
+}
+
+// scrapydOK is Scrapyd's answer where the api's error is, for Scrapyd, an ordinary outcome: a
+// job it does not know has currstate null; cancelling a job that is unknown or already finished
+// answers ok with prevstate null (nothing was cancelled); listversions of an unknown project is
+// an empty list. A job of another project than the one named stays an error. Nil: no such case.
+func (s *Server) scrapydOK(action, msg string) map[string]any {
+	ok := func(k string, v any) map[string]any {
+		return map[string]any{"node_name": s.cfg.NodeName, "status": "ok", k: v}
+	}
+	unknownJob := strings.HasPrefix(msg, "unknown job") && !strings.Contains(msg, " in project ")
+	switch {
+	case action == api.ActStatus && strings.HasPrefix(msg, "unknown job"):
+		return ok("currstate", nil)
+	case action == api.ActCancel && (unknownJob || strings.Contains(msg, "already finished")):
+		return ok("prevstate", nil)
+	case action == api.ActListVersions && strings.HasPrefix(msg, "unknown project"):
+		return ok("versions", []string{})
+	}
+	return nil
+}
+
+// truthy is a form flag: 1, true or yes.
+func truthy(v []string) bool {
+	return len(v) > 0 && (v[0] == "1" || strings.EqualFold(v[0], "true") || strings.EqualFold(v[0], "yes"))
+}
+
+// withoutDefault drops crawlq's own project of spec spiders from listprojects: Scrapyd clients
+// act on every listed project (scrapyd-client's `schedule -p '*'`), which would start crawlq's
+// built-in spiders. listprojects.json?all=1 lists it.
+func withoutDefault(v any) any {
+	ps, ok := v.([]string)
+	if !ok {
+		return v
+	}
+	out := make([]string, 0, len(ps))
+	for _, p := range ps {
+		if p != spiderstore.DefaultProject {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // scrapydTime formats a time as Scrapyd does (Python's str(datetime)).
@@ -382,7 +456,8 @@ func (s *Server) shape(action string, out api.Response) (map[string]any, error) 
 	return body, nil
 }
 
-// jobShape is a job as Scrapyd's listjobs shows it, with crawlq's state, items and error.
+// jobShape is a job as Scrapyd's listjobs shows it, with crawlq's state, items and error, and,
+// once crawlq knows them, its outcome, monitors' verdict and dead pages.
 func jobShape(j api.Job, group string) map[string]any {
 	m := map[string]any{"id": j.ID, "project": j.Project, "spider": j.Spider, "state": j.State, "items": j.Items,
 		"log_url": j.LogURL, "items_url": j.ItemsURL, "stats": j.Stats}
@@ -401,8 +476,27 @@ func jobShape(j api.Job, group string) map[string]any {
 	if j.Error != "" {
 		m["error"] = j.Error
 	}
+	if j.Outcome != "" {
+		m["outcome"] = j.Outcome
+	}
+	if j.Monitors != "" {
+		m["monitors"] = j.Monitors
+	}
+	if j.StartTime != "" {
+		m["dead_pages"] = j.DeadPages
+	}
 	if group == "pending" {
-		m["args"] = j.Args
+		// Scrapyd 1.5 shows a pending job's pinned version (null when none), Scrapy settings
+		// and arguments.
+		m["version"] = nil
+		if j.Version != "" {
+			m["version"] = j.Version
+		}
+		set := j.ScrapySettings
+		if set == nil {
+			set = map[string]string{}
+		}
+		m["settings"], m["args"] = set, j.Args
 	}
 	return m
 }
