@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // A Worker's parts, one file each (the Client calls they make are in lease.go):
@@ -75,11 +76,12 @@ type Worker struct {
 	// reservations) take room in it first, so a send never blocks: len(ready)+reserved <= cap.
 	ready chan *Job
 
-	mu       sync.Mutex
-	inflight map[int64]*held // claimed and not yet finished, including those waiting for a handler
-	reserved int             // room in ready taken by producers and not yet filled
-	busy     int             // handlers working a job
-	stopped  bool            // ready is closed
+	mu        sync.Mutex
+	inflight  map[int64]*held // claimed and not yet finished, including those waiting for a handler
+	reserved  int             // room in ready taken by producers and not yet filled
+	busy      int             // handlers working a job
+	stopped   bool            // ready is closed
+	stoppedAt time.Time       // when stopped was set (writeDeadline)
 
 	claimed, succeeded, failed, snoozed, released, lost, deferred, cancelled atomic.Int64
 	// unrecorded counts jobs whose outcome could not be written (the database stayed unreachable

@@ -71,11 +71,16 @@ func (w *Worker) finish(ctx context.Context, j *Job, write func(context.Context)
 			w.lost.Add(1)
 			return
 		}
-		// Only a fault of the database is worth waiting out; anything else gets a few tries.
-		if ctx.Err() != nil || time.Now().After(give) || w.isStopped() || (try >= 5 && !db.IsTransient(err)) {
+		// Only a fault of the database is worth waiting out; anything else gets a few tries. A
+		// stopping worker waits it out too, for a while: a write that never lands costs the job an
+		// attempt when the rescue returns it.
+		if ctx.Err() != nil || time.Now().After(w.writeDeadline(give)) || (try >= 5 && !db.IsTransient(err)) {
 			w.log.Error("could not record job outcome; its lease will expire and it will be rescued", "job", j.ID, "err", err)
 			w.unrecorded.Add(1)
 			return
+		}
+		if try == 1 {
+			w.log.Warn("the database refuses the write of a job's outcome; retrying", "job", j.ID, "until", w.writeDeadline(give), "err", err)
 		}
 		backoff.Sleep(ctx, writeRetry.Delay(try))
 	}

@@ -3,6 +3,9 @@ package queue
 import (
 	"context"
 	"time"
+
+	"crawlq/internal/backoff"
+	"crawlq/internal/db"
 )
 
 // stopHandlers is the first step of a stop, once the claim loop has returned: it closes the ready
@@ -11,7 +14,7 @@ import (
 // released) and waits for them to return. handlersDone is startHandlers' channel.
 func (w *Worker) stopHandlers(handlersDone <-chan struct{}) {
 	w.mu.Lock()
-	w.stopped = true
+	w.stopped, w.stoppedAt = true, time.Now()
 	close(w.ready)
 	w.mu.Unlock()
 	select {
@@ -23,12 +26,21 @@ func (w *Worker) stopHandlers(handlersDone <-chan struct{}) {
 	}
 }
 
-// isStopped reports whether Run is stopping: outcome writes then give up sooner, so a stop is not
-// held up by a database that is down (the leases expire and the rescue returns the jobs).
-func (w *Worker) isStopped() bool {
+// stopWrites bounds how long a stopping worker retries the writes that hand its jobs back or record
+// their outcomes while the database refuses them (a restart, a connection limit: SQLSTATE 53300).
+// Each write that lands saves its job the attempt the rescue would count; a database that stays
+// away longer than this does not hold the stop up, and the rescue returns those jobs.
+const stopWrites = 15 * time.Second
+
+// writeDeadline is when an outcome write gives up: give (the job's lease can no longer be valid),
+// or, once Run is stopping, stopWrites after the stop began, if sooner.
+func (w *Worker) writeDeadline(give time.Time) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.stopped
+	if w.stopped && w.stoppedAt.Add(stopWrites).Before(give) {
+		return w.stoppedAt.Add(stopWrites)
+	}
+	return give
 }
 
 // cancelAll ends the context of every running handler with cause.
@@ -65,16 +77,29 @@ func (w *Worker) releaseJob(ctx context.Context, j *Job) {
 	})
 }
 
-// releaseLeases hands jobs back in one statement when stopping; if that fails their leases expire
-// and the rescue brings them back.
+// releaseLeases hands jobs back in one statement, retrying while the database refuses it for up to
+// stopWrites (their leases outlast that); if it still fails their leases expire and the rescue
+// brings them back, counting an attempt each, which the log and Stats.Unrecorded say.
 func (w *Worker) releaseLeases(ctx context.Context, leases []Lease) {
 	if len(leases) == 0 {
 		return
 	}
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if _, err := w.c.Release(rctx, leases); err != nil {
-		w.log.Warn("release on stop failed; the leases will expire", "jobs", len(leases), "err", err)
+	giveUp := time.Now().Add(stopWrites)
+	for try := 1; ; try++ {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := w.c.Release(rctx, leases)
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil || !db.IsTransient(err) || time.Now().After(giveUp) {
+			w.log.Error("could not release jobs; their leases will expire and the rescue returns them at the cost of an attempt",
+				"jobs", len(leases), "err", err)
+			w.unrecorded.Add(int64(len(leases)))
+			return
+		}
+		w.log.Warn("the database refuses the release of held jobs; retrying", "jobs", len(leases), "try", try, "err", err)
+		backoff.Sleep(ctx, writeRetry.Delay(try))
 	}
 	w.released.Add(int64(len(leases)))
 }
