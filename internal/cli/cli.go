@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"slices"
 	"sort"
@@ -354,7 +355,14 @@ func writeJSON(w io.Writer, v any) error {
 type database struct {
 	url *string
 	env *Env
+	// wait, when set, is how long open waits out a database that refuses connections for a
+	// reason that passes (db.OpenWaiting): the long-running commands set it.
+	wait time.Duration
 }
+
+// workerConnectWait is how long crawlq worker and crawlq runner wait at start for a database that
+// refuses connections (restarting, or at its connection limit) before they exit.
+const workerConnectWait = 5 * time.Minute
 
 // dbFlag declares --database-url on fs.
 func dbFlag(fs *flag.FlagSet, env *Env) *database {
@@ -365,7 +373,7 @@ func dbFlag(fs *flag.FlagSet, env *Env) *database {
 // comes from db.FromEnv, as crawlq local's does, so CRAWLQ_DB_EXEC_MODE is honoured (and a bad
 // value refused) whichever way the database is named.
 func (d *database) open(ctx context.Context) (*pgxpool.Pool, error) {
-	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second+d.wait)
 	defer cancel()
 	getenv := func(k string) string {
 		if k == "DATABASE_URL" && *d.url != "" {
@@ -385,6 +393,9 @@ func (d *database) open(ctx context.Context) (*pgxpool.Pool, error) {
 		return nil, err
 	}
 	dc.MaxConns = 20
+	if d.wait > 0 {
+		return db.OpenWaiting(octx, dc, d.wait, slog.Default())
+	}
 	return db.Open(octx, dc)
 }
 

@@ -42,6 +42,7 @@ CRAWLQ_QUEUE, CRAWLQ_CONCURRENCY, CRAWLQ_MAX_JOBS, CRAWLQ_MAX_MEMORY_MIB, CRAWLQ
 and CRAWLQ_SPIDER_DIR.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			pg := dbFlag(fs, env)
+			pg.wait = workerConnectWait
 			q := fs.String("queue", "long", "queue to work ($"+ecsrun.EnvQueue+")")
 			conc := fs.Int("concurrency", 6, "jobs at once ($"+ecsrun.EnvConcurrency+")")
 			grace := fs.Duration("grace", 100*time.Second, "after SIGTERM, how long running jobs may finish ($"+ecsrun.EnvStopGrace+")")
