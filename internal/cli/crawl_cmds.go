@@ -143,6 +143,7 @@ unfinished, the same run is returned (with --replace, its start time moves if it
 					if err != nil {
 						return err
 					}
+					wakeDispatch(ctx, env.Stderr, n.Queue.Pool(), s.RunID)
 					if s.Duplicate {
 						fmt.Fprintf(env.Stdout, "%d (existing %s run with key %q)\n", s.RunID, s.State, p.IdempotencyKey)
 					} else {
@@ -283,6 +284,7 @@ ends as cancelled once nothing of it is left.`,
 					if err := n.Crawler.Cancel(ctx, id); err != nil {
 						return err
 					}
+					wakeDispatch(ctx, env.Stderr, n.Queue.Pool(), id)
 					fmt.Fprintf(env.Stdout, "run %d: cancel requested\n", id)
 					return nil
 				})

@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +30,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
 	"crawlq/internal/api"
+	"crawlq/internal/backoff"
+	"crawlq/internal/crawl"
+	"crawlq/internal/cronstore"
 	"crawlq/internal/dispatch"
 	"crawlq/internal/events"
 	"crawlq/internal/lambdafn"
@@ -52,6 +56,17 @@ type Config struct {
 	Prefix string
 	// Tick is how often dispatch runs by itself. Default 1m; negative: never (pokes only).
 	Tick time.Duration
+	// NoWake turns off listening for wakes (dispatch.Wake) from other processes: a schedule,
+	// cancel or redrive through the CLI then waits for the next Tick. Default false.
+	NoWake bool
+	// Sweep is how often runs with nothing left are finished (a cancelled run whose last page or
+	// command stopped, a run whose last job died) and their events published, as the tick does.
+	// Default 1s; negative: only at each Tick.
+	Sweep time.Duration
+	// NoCron leaves addschedule, listschedules and delschedule unconfigured instead of keeping
+	// schedules in Postgres (cronstore) and firing them here. Default false. Ignored when the
+	// environment configures EventBridge Scheduler.
+	NoCron bool
 	// Timeouts of one invocation, as the Lambda functions' timeouts. Defaults: api 30s,
 	// worker 5m, dispatch 60s, metrics 60s.
 	APITimeout, WorkerTimeout, DispatchTimeout, MetricsTimeout time.Duration
@@ -81,6 +96,7 @@ type function struct {
 type Stack struct {
 	api    *api.API
 	runner *runner.Runner
+	cron   *cronstore.Store // nil when schedules are EventBridge Scheduler's
 	cfg    Config
 	log    *slog.Logger
 	fns    map[string]function
@@ -107,6 +123,7 @@ func New(cfg Config) (*Stack, error) {
 		}
 	}
 	def(&cfg.Tick, time.Minute)
+	def(&cfg.Sweep, time.Second)
 	def(&cfg.APITimeout, 30*time.Second)
 	def(&cfg.WorkerTimeout, 5*time.Minute)
 	def(&cfg.DispatchTimeout, time.Minute)
@@ -127,6 +144,17 @@ func New(cfg Config) (*Stack, error) {
 
 	ac := d.APIConfig(inv)
 	ac.Logger = s.log
+	if ac.Scheduler == nil && !cfg.NoCron {
+		// No EventBridge Scheduler here: schedules are kept in Postgres and fired by Serve.
+		st, err := cronstore.New(cronstore.Config{Pool: d.Pool, Logger: s.log})
+		if err != nil {
+			return nil, err
+		}
+		s.cron = st
+		ac.Scheduler = st
+		ac.TargetARN = "arn:crawlq:local:function:" + cfg.Prefix + "-api"
+		ac.RoleARN = "arn:crawlq:local:role/scheduler"
+	}
 	a, err := api.New(ac)
 	if err != nil {
 		return nil, err
@@ -267,7 +295,7 @@ func (s *Stack) InvokeAsync(name string, payload []byte) error {
 		defer s.async.Done()
 		ctx, cancel := context.WithTimeout(s.base, f.timeout)
 		defer cancel()
-		if _, err := f.h(ctx, p); err != nil {
+		if _, err := f.h(ctx, p); err != nil && s.base.Err() == nil {
 			s.log.Error("local: async invocation failed", "function", fname, "err", err)
 		}
 	}()
@@ -374,6 +402,25 @@ func (s *Stack) Serve(ctx context.Context, ln net.Listener) error {
 			s.log.Error("local: runner", "reason", reason, "err", err)
 		}
 	}()
+	wakeDone := make(chan struct{})
+	go func() {
+		defer close(wakeDone)
+		if s.cfg.NoWake {
+			return
+		}
+		// A schedule, cancel, redrive or push made by another process (the CLI) is acted on at
+		// once, not at the next tick; Listen logs its connection losses and reconnects.
+		_ = dispatch.Listen(ctx, dispatch.ListenConfig{Pool: s.cfg.Deps.Pool, Logger: s.log, OnWake: s.wake})
+	}()
+	loopsDone := make(chan struct{}, 2)
+	go func() {
+		defer func() { loopsDone <- struct{}{} }()
+		s.sweepLoop(ctx)
+	}()
+	go func() {
+		defer func() { loopsDone <- struct{}{} }()
+		s.cronLoop(ctx)
+	}()
 	tickDone := make(chan struct{})
 	go func() {
 		defer close(tickDone)
@@ -400,6 +447,9 @@ func (s *Stack) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	srv.Shutdown(sctx)
 	<-tickDone
+	<-wakeDone
+	<-loopsDone
+	<-loopsDone
 	<-runnerDone
 	// Background workers stop claiming and release their jobs when their context ends.
 	cancelBase()
@@ -408,6 +458,92 @@ func (s *Stack) Serve(ctx context.Context, ln net.Listener) error {
 		err = nil
 	}
 	return err
+}
+
+// wake pokes dispatch for runIDs, as the api does after a schedule: asynchronously, since a poke
+// also waits for the jobs due within its lookahead, and the next wake must not wait behind it.
+func (s *Stack) wake(_ context.Context, runIDs []int64) {
+	payload, _ := json.Marshal(struct {
+		Source string  `json:"source"`
+		Runs   []int64 `json:"runs,omitempty"`
+	}{dispatch.PokeSource, runIDs})
+	if err := s.InvokeAsync(s.cfg.Prefix+"-dispatch", payload); err != nil {
+		s.log.Warn("local: poke dispatch after a wake; the next tick acts instead", "runs", runIDs, "err", err)
+	}
+}
+
+// sweepLoop finishes runs with nothing left every Sweep and publishes their events, so a
+// cancelled run shows cancelled as soon as its last page or command stopped, not at the next tick.
+func (s *Stack) sweepLoop(ctx context.Context) {
+	if s.cfg.Sweep < 0 {
+		return
+	}
+	d := s.cfg.Deps
+	for backoff.Sleep(ctx, s.cfg.Sweep) {
+		n, err := d.Control.Crawler.Sweep(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("local: sweep; the next one retries", "err", err)
+		}
+		if n > 0 && d.Publisher != nil {
+			if _, err := d.Publisher.Drain(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("local: publish the events of swept runs; the next tick retries", "err", err)
+			}
+		}
+	}
+}
+
+// cronLoop fires the stored schedules on time until ctx ends: at each schedule's tick, or
+// within a second of a schedule added by another process.
+func (s *Stack) cronLoop(ctx context.Context) {
+	if s.cron == nil {
+		return
+	}
+	for {
+		if _, err := s.cron.FireDue(ctx, 100, s.fireSchedule); err != nil && ctx.Err() == nil {
+			s.log.Error("local: fire schedules; retrying in a second", "err", err)
+		}
+		wait := time.Second
+		if t, ok, err := s.cron.NextDue(ctx); err == nil && ok {
+			wait = min(wait, time.Until(t))
+		}
+		if !backoff.Sleep(ctx, wait) && ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// fireSchedule fires one tick of a schedule as EventBridge Scheduler would: the api's schedule
+// action with the schedule's payload. The run is keyed by its schedule and tick (unless the
+// payload has a key of its own), so a tick fired again after a crash between the run's commit
+// and the tick's finds its run instead of starting a second one.
+func (s *Stack) fireSchedule(ctx context.Context, e cronstore.Entry, tick time.Time) (string, error) {
+	var p map[string]any
+	if err := json.Unmarshal([]byte(e.Input), &p); err != nil || p == nil {
+		return "", fmt.Errorf("schedule %s: its payload is not a JSON object: %v", e.Name, err)
+	}
+	if _, ok := p["unique_key"]; !ok {
+		key := fmt.Sprintf("cron:%s:%d", e.Name, tick.UnixMilli())
+		spider, _ := p["spider"].(string)
+		runs, err := s.cfg.Deps.Control.Crawler.List(ctx, crawl.ListParams{Spider: spider, Limit: 50})
+		if err != nil {
+			return "", err
+		}
+		for _, r := range runs {
+			if r.IdempotencyKey == key {
+				return strconv.FormatInt(r.ID, 10), nil
+			}
+		}
+		p["unique_key"] = key
+	}
+	payload, err := json.Marshal(p)
+	if err != nil {
+		return "", err
+	}
+	resp := s.api.Handle(ctx, payload)
+	if resp["status"] != "ok" {
+		return "", fmt.Errorf("schedule %s: %v", e.Name, resp["message"])
+	}
+	return fmt.Sprint(resp["jobid"]), nil
 }
 
 // invoker is dispatch's and the api's Lambda client under `crawlq local`: it calls the

@@ -1,4 +1,4 @@
--- 0013_schedules: recurring runs kept in Postgres, for `crawlq local` (internal/cronstore owns the
+-- 0014_schedules: recurring runs kept in Postgres, for `crawlq local` (internal/cronstore owns the
 -- table; on AWS EventBridge Scheduler keeps them). A row is one schedule as addschedule made it:
 -- its EventBridge expression and timezone, and the api payload it fires. next_at is the tick it
 -- fires next: the firing process holds the row (FOR UPDATE SKIP LOCKED) while it fires, and

@@ -1,0 +1,214 @@
+package local_test
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"crawlq/internal/cli"
+	"crawlq/internal/crawl"
+	"crawlq/internal/dbtest"
+	"crawlq/internal/demosite"
+	"crawlq/internal/fetch"
+	"crawlq/internal/lambdafn"
+	"crawlq/internal/local"
+)
+
+// serveLocal runs a local stack on url's schema until the test ends. tick is Config.Tick.
+// It returns the stack's crawler, to read runs through.
+func serveLocal(t *testing.T, url string, tick time.Duration) *crawl.Crawler {
+	t.Helper()
+	pool := dbtest.Open(t, url, 16)
+	env := map[string]string{"CRAWLQ_EVENT_BUS": lambdafn.EventsOff}
+	deps, err := lambdafn.NewDeps(pool, aws.Config{Region: "us-east-1"}, nil, func(k string) string { return env[k] }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := local.New(local.Config{Deps: deps, Tick: tick, WorkerTimeout: 2 * time.Minute,
+		Worker:  lambdafn.WorkerOptions{IdleExit: 2 * time.Second, Margin: time.Second, Fetch: fetch.Config{AllowLoopback: true}},
+		Metrics: os.Stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- st.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		deps.Control.Pipeline.Close(context.Background())
+	})
+	return deps.Control.Crawler
+}
+
+// crawlqCLI runs the crawlq CLI in this process, as a user's shell would beside `crawlq local`:
+// its own connections to the same database, nothing shared with the stack.
+func crawlqCLI(t *testing.T, url string, args ...string) string {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := cli.Main(context.Background(), args, cli.Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string {
+		if k == "DATABASE_URL" {
+			return url
+		}
+		return ""
+	}})
+	if code != 0 {
+		t.Fatalf("crawlq %s: exit %d: %s %s", strings.Join(args, " "), code, out.String(), errb.String())
+	}
+	return strings.TrimSpace(out.String())
+}
+
+// waitRun polls run id until ok holds, for at most within, and returns the run.
+func waitRun(t *testing.T, c *crawl.Crawler, id int64, within time.Duration, what string, ok func(*crawl.Run) bool) *crawl.Run {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		r, err := c.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok(r) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %d: not %s within %s: state %s", id, what, within, r.State)
+		}
+		time.Sleep(20 * time.Millisecond) // paces a poll of the run
+	}
+}
+
+// flakySite is the demo site with one item page answering 500 until fixed; it records when that
+// page was first asked for after the fix.
+type flakySite struct {
+	*demosite.Site
+	path string
+
+	mu      sync.Mutex
+	broken  bool
+	fixedAt time.Time // when fixed; zero while broken
+	hitAt   time.Time // first request for path after the fix
+}
+
+func (f *flakySite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == f.path {
+		f.mu.Lock()
+		broken := f.broken
+		if !broken && f.hitAt.IsZero() {
+			f.hitAt = time.Now()
+		}
+		f.mu.Unlock()
+		if broken {
+			http.Error(w, "broken", http.StatusInternalServerError)
+			return
+		}
+	}
+	f.Site.ServeHTTP(w, r)
+}
+
+func (f *flakySite) fix() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.broken, f.fixedAt = false, time.Now()
+	return f.fixedAt
+}
+
+func (f *flakySite) hit() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.hitAt
+}
+
+// Under `crawlq local`, what a user does through the CLI takes effect within 2 s, without waiting
+// for a dispatch tick: a scheduled run starts, a pending run is cancelled, a redriven run's pages
+// are fetched. The stack never ticks by itself here (Tick < 0), so only the CLI's wake can start
+// anything; with the one-minute tick of a real `crawlq local`, each waited up to a minute.
+func TestCLIActionsTakeEffectWithoutATick(t *testing.T) {
+	_, url := dbtest.Schema(t)
+	site := &flakySite{Site: demosite.New(demosite.Config{Items: 12, PerPage: 6, SlowDelay: 10 * time.Millisecond}),
+		path: "/catalogue/item-3.html", broken: true}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: site}
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+	base := "http://" + ln.Addr().String()
+
+	// A spider whose pages die at their first failure, so the broken page leaves a dead page.
+	spec, err := os.ReadFile("../../spiders/demo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flaky := strings.Replace(string(spec), "name: demo", "name: flaky", 1)
+	flaky = flaky[:strings.Index(flaky, "monitors:")] + "retry:\n  attempts: 1\n"
+	specPath := filepath.Join(t.TempDir(), "flaky.yaml")
+	if err := os.WriteFile(specPath, []byte(flaky), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	crawlqCLI(t, url, "spider", "push", specPath)
+
+	c := serveLocal(t, url, -1)
+
+	// A CLI schedule starts at once.
+	t0 := time.Now()
+	id, err := strconv.ParseInt(crawlqCLI(t, url, "schedule", "--spider", "flaky", "--arg", "base_url="+base), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := waitRun(t, c, id, 10*time.Second, "started", func(r *crawl.Run) bool { return r.StartedAt != nil })
+	t.Logf("schedule → started: %s", r.StartedAt.Sub(t0))
+	if d := r.StartedAt.Sub(t0); d > 2*time.Second {
+		t.Errorf("a CLI schedule started %s later; want within 2s", d)
+	}
+	r = waitRun(t, c, id, 60*time.Second, "finished", (*crawl.Run).Finished)
+	if r.State != "incomplete" || r.DeadPages != 1 {
+		t.Fatalf("run with one broken page: %s with %d dead pages; want incomplete with 1", r.State, r.DeadPages)
+	}
+
+	// A redrive's pages are fetched at once.
+	site.fix()
+	t1 := time.Now()
+	crawlqCLI(t, url, "redrive", "--run", strconv.FormatInt(id, 10))
+	r = waitRun(t, c, id, 60*time.Second, "finished again", (*crawl.Run).Finished)
+	hit := site.hit()
+	if hit.IsZero() {
+		t.Fatalf("the redriven page was never fetched (run %s)", r.State)
+	}
+	t.Logf("redrive → dead page fetched: %s", hit.Sub(t1))
+	if d := hit.Sub(t1); d > 2*time.Second {
+		t.Errorf("a redriven page was fetched %s after the redrive; want within 2s", d)
+	}
+	if r.State != "succeeded" {
+		t.Errorf("redriven run: %s, want succeeded", r.State)
+	}
+
+	// A pending run's cancel is in effect at once.
+	later, err := strconv.ParseInt(crawlqCLI(t, url, "schedule", "--spider", "flaky", "--arg", "base_url="+base, "--delay", "1h"), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t2 := time.Now()
+	crawlqCLI(t, url, "cancel-run", strconv.FormatInt(later, 10))
+	r = waitRun(t, c, later, 10*time.Second, "cancelled", (*crawl.Run).Finished)
+	t.Logf("cancel of a pending run → %s: %s", r.State, time.Since(t2))
+	if r.State != "cancelled" || time.Since(t2) > 2*time.Second {
+		t.Errorf("cancelled pending run: %s after %s; want cancelled within 2s", r.State, time.Since(t2))
+	}
+}
