@@ -245,6 +245,9 @@ func (s *Store) Expression(expr string, check func(string) (string, error)) (str
 	return e, nil
 }
 
+// txTimeout bounds a firing transaction, the fire included.
+const txTimeout = 2 * time.Minute
+
 // Fire is what firing one tick of a schedule does (the api's schedule action, with the
 // schedule's input): it returns what to record of it (the run's jobid) or why it failed.
 type Fire func(ctx context.Context, e Entry, tick time.Time) (string, error)
@@ -270,9 +273,16 @@ func (s *Store) FireDue(ctx context.Context, limit int, fire Fire) (int, error) 
 
 // fireOne fires the most overdue due schedule, if any (ok), and reports whether it fired.
 func (s *Store) fireOne(ctx context.Context, fire Fire) (fired, ok bool, err error) {
-	err = pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
+	// The transaction outlives ctx: once a tick has fired, its next_at must advance even when the
+	// process is stopping, or the next process would fire it again.
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), txTimeout)
+	defer cancel()
+	err = pgx.BeginFunc(tctx, s.cfg.Pool, func(tx pgx.Tx) error {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		now := s.cfg.Now()
-		e, err := scan(tx.QueryRow(ctx, `SELECT `+columns+` FROM crawlq_schedule WHERE state = 'ENABLED' AND next_at <= $1
+		e, err := scan(tx.QueryRow(tctx, `SELECT `+columns+` FROM crawlq_schedule WHERE state = 'ENABLED' AND next_at <= $1
 ORDER BY next_at LIMIT 1 FOR UPDATE SKIP LOCKED`, now))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
@@ -293,6 +303,9 @@ ORDER BY next_at LIMIT 1 FOR UPDATE SKIP LOCKED`, now))
 			s.log.Warn("cronstore: "+why, "schedule", e.Name)
 		default:
 			ref, err = fire(ctx, e, tick)
+			if err != nil && ctx.Err() != nil {
+				return err // stopping: the tick stays due, for the next process
+			}
 			if err != nil {
 				why = err.Error()
 				s.log.Error("cronstore: schedule fired and failed", "schedule", e.Name, "tick", tick, "err", err)
@@ -305,7 +318,7 @@ ORDER BY next_at LIMIT 1 FOR UPDATE SKIP LOCKED`, now))
 		if sc.rate > 0 || sc.cron != nil {
 			next = sc.After(tick, now)
 		}
-		_, err = tx.Exec(ctx, `UPDATE crawlq_schedule SET next_at = $3, last_tick_at = $4, last_run = $5, last_error = $6
+		_, err = tx.Exec(tctx, `UPDATE crawlq_schedule SET next_at = $3, last_tick_at = $4, last_run = $5, last_error = $6
 WHERE grp = $1 AND name = $2`, e.Group, e.Name, next, tick, ref, why)
 		return err
 	})
