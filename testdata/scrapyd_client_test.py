@@ -119,6 +119,19 @@ a = ok("POST", "/addversion.json", {"project": "catalog", "version": "v2", "egg"
 check(a["spiders"] == 3, "urlencoded addversion counts spiders", a)
 ok("POST", "/delversion.json", {"project": "catalog", "version": "v2"})
 
+# Versions in Scrapyd's order (sorted_versions: PEP 440), whatever the upload order; a git branch
+# version (scrapyd-deploy --version GIT) is taken.
+for ver in ("v10", "v9"):
+    ok("POST", "/addversion.json", {"project": "catalog", "version": ver}, {"egg": ("project.egg", EGG)})
+v = ok("GET", "/listversions.json", {"project": "catalog"})["versions"]
+check(v == ["v1", "v9", "v10"], "listversions in PEP 440 order", v)
+ok("POST", "/addversion.json", {"project": "catalog", "version": "r12-feature/login"}, {"egg": ("project.egg", EGG)})
+v = ok("GET", "/listversions.json", {"project": "catalog"})["versions"]
+check(v == ["r12-feature/login", "v1", "v10", "v9"], "listversions in string order once one is not PEP 440", v)
+for ver in ("v10", "v9", "r12-feature/login"):
+    ok("POST", "/delversion.json", {"project": "catalog", "version": ver})
+check(ok("GET", "/listversions.json", {"project": "catalog"})["versions"] == ["v1"], "listversions after delversions")
+
 # addversion + delproject of a project of its own
 ok("POST", "/addversion.json", {"project": "scratch", "version": "1"}, {"egg": ("project.egg", EGG)})
 check("scratch" in ok("GET", "/listprojects.json")["projects"], "new project listed")

@@ -17,15 +17,15 @@ SET spiders = EXCLUDED.spiders, size = EXCLUDED.size, sha256 = EXCLUDED.sha256, 
 SELECT DISTINCT project FROM crawlq_project_version ORDER BY project;
 
 -- name: ProjectVersions :many
--- A project's versions, oldest first. Index: crawlq_project_version_latest.
+-- A project's versions in upload order (internal/spiderstore sorts them as Scrapyd does). Index:
+-- crawlq_project_version_latest.
 SELECT version FROM crawlq_project_version WHERE project = @project ORDER BY seq;
 
 -- name: ProjectVersion :one
--- One version of a project, or the newest when version is ''. Index:
--- crawlq_project_version_latest (project, seq DESC), stopping at the first match.
+-- One version of a project (internal/spiderstore finds the highest by ProjectVersions). Index:
+-- the (project, version) unique index.
 SELECT version, spiders, size, sha256 FROM crawlq_project_version
-WHERE project = @project AND (sqlc.arg(version)::text = '' OR version = sqlc.arg(version)::text)
-ORDER BY seq DESC LIMIT 1;
+WHERE project = @project AND version = @version;
 
 -- name: ProjectEgg :one
 -- The egg of one version: inline (the Postgres backend) or its object key (egg_ref, '' when
@@ -33,14 +33,15 @@ ORDER BY seq DESC LIMIT 1;
 SELECT egg, COALESCE(egg_ref, '')::text AS egg_ref FROM crawlq_project_version
 WHERE project = @project AND version = @version;
 
--- name: LatestVersionWithSpider :one
--- The newest version of a project that has a spider. Index: crawlq_project_version_latest.
-SELECT version FROM crawlq_project_version
-WHERE project = @project AND sqlc.arg(spider)::text = ANY(spiders) ORDER BY seq DESC LIMIT 1;
+-- name: ProjectVersionSpiders :many
+-- A project's versions and their spiders (internal/spiderstore picks the highest that has a
+-- spider, in Scrapyd's order). Index: crawlq_project_version_latest.
+SELECT version, spiders FROM crawlq_project_version WHERE project = @project ORDER BY seq;
 
 -- name: ProjectSpiders :many
--- Every project's newest version and its spiders. A scan: one row per uploaded version, few.
-SELECT DISTINCT ON (project) project, version, spiders FROM crawlq_project_version ORDER BY project, seq DESC;
+-- Every project's versions and their spiders (internal/spiderstore picks each project's highest,
+-- in Scrapyd's order). A scan: one row per uploaded version, few.
+SELECT project, version, spiders FROM crawlq_project_version ORDER BY project, seq;
 
 -- name: DeleteProjectVersion :many
 -- Deletes one version, or the whole project when version is '', returning the object keys of

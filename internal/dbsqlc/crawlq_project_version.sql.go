@@ -81,24 +81,6 @@ func (q *Queries) InsertProjectVersion(ctx context.Context, arg InsertProjectVer
 	return err
 }
 
-const LatestVersionWithSpider = `-- name: LatestVersionWithSpider :one
-SELECT version FROM crawlq_project_version
-WHERE project = $1 AND $2::text = ANY(spiders) ORDER BY seq DESC LIMIT 1
-`
-
-type LatestVersionWithSpiderParams struct {
-	Project string
-	Spider  string
-}
-
-// The newest version of a project that has a spider. Index: crawlq_project_version_latest.
-func (q *Queries) LatestVersionWithSpider(ctx context.Context, arg LatestVersionWithSpiderParams) (string, error) {
-	row := q.db.QueryRow(ctx, LatestVersionWithSpider, arg.Project, arg.Spider)
-	var version string
-	err := row.Scan(&version)
-	return version, err
-}
-
 const ProjectEgg = `-- name: ProjectEgg :one
 SELECT egg, COALESCE(egg_ref, '')::text AS egg_ref FROM crawlq_project_version
 WHERE project = $1 AND version = $2
@@ -124,7 +106,7 @@ func (q *Queries) ProjectEgg(ctx context.Context, arg ProjectEggParams) (Project
 }
 
 const ProjectSpiders = `-- name: ProjectSpiders :many
-SELECT DISTINCT ON (project) project, version, spiders FROM crawlq_project_version ORDER BY project, seq DESC
+SELECT project, version, spiders FROM crawlq_project_version ORDER BY project, seq
 `
 
 type ProjectSpidersRow struct {
@@ -133,7 +115,8 @@ type ProjectSpidersRow struct {
 	Spiders []string
 }
 
-// Every project's newest version and its spiders. A scan: one row per uploaded version, few.
+// Every project's versions and their spiders (internal/spiderstore picks each project's highest,
+// in Scrapyd's order). A scan: one row per uploaded version, few.
 func (q *Queries) ProjectSpiders(ctx context.Context) ([]ProjectSpidersRow, error) {
 	rows, err := q.db.Query(ctx, ProjectSpiders)
 	if err != nil {
@@ -156,8 +139,7 @@ func (q *Queries) ProjectSpiders(ctx context.Context) ([]ProjectSpidersRow, erro
 
 const ProjectVersion = `-- name: ProjectVersion :one
 SELECT version, spiders, size, sha256 FROM crawlq_project_version
-WHERE project = $1 AND ($2::text = '' OR version = $2::text)
-ORDER BY seq DESC LIMIT 1
+WHERE project = $1 AND version = $2
 `
 
 type ProjectVersionParams struct {
@@ -172,8 +154,8 @@ type ProjectVersionRow struct {
 	Sha256  string
 }
 
-// One version of a project, or the newest when version is ”. Index:
-// crawlq_project_version_latest (project, seq DESC), stopping at the first match.
+// One version of a project (internal/spiderstore finds the highest by ProjectVersions). Index:
+// the (project, version) unique index.
 func (q *Queries) ProjectVersion(ctx context.Context, arg ProjectVersionParams) (ProjectVersionRow, error) {
 	row := q.db.QueryRow(ctx, ProjectVersion, arg.Project, arg.Version)
 	var i ProjectVersionRow
@@ -186,11 +168,43 @@ func (q *Queries) ProjectVersion(ctx context.Context, arg ProjectVersionParams) 
 	return i, err
 }
 
+const ProjectVersionSpiders = `-- name: ProjectVersionSpiders :many
+SELECT version, spiders FROM crawlq_project_version WHERE project = $1 ORDER BY seq
+`
+
+type ProjectVersionSpidersRow struct {
+	Version string
+	Spiders []string
+}
+
+// A project's versions and their spiders (internal/spiderstore picks the highest that has a
+// spider, in Scrapyd's order). Index: crawlq_project_version_latest.
+func (q *Queries) ProjectVersionSpiders(ctx context.Context, project string) ([]ProjectVersionSpidersRow, error) {
+	rows, err := q.db.Query(ctx, ProjectVersionSpiders, project)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ProjectVersionSpidersRow{}
+	for rows.Next() {
+		var i ProjectVersionSpidersRow
+		if err := rows.Scan(&i.Version, &i.Spiders); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const ProjectVersions = `-- name: ProjectVersions :many
 SELECT version FROM crawlq_project_version WHERE project = $1 ORDER BY seq
 `
 
-// A project's versions, oldest first. Index: crawlq_project_version_latest.
+// A project's versions in upload order (internal/spiderstore sorts them as Scrapyd does). Index:
+// crawlq_project_version_latest.
 func (q *Queries) ProjectVersions(ctx context.Context, project string) ([]string, error) {
 	rows, err := q.db.Query(ctx, ProjectVersions, project)
 	if err != nil {

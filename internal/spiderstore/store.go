@@ -401,8 +401,8 @@ func (s *Store) AddVersion(ctx context.Context, project, version string, egg []b
 	if err := CheckProject(project); err != nil {
 		return nil, err
 	}
-	if !versionRE.MatchString(version) {
-		return nil, fmt.Errorf("%w: version %q: want 1-64 of A-Z a-z 0-9 _ . + - starting with a letter or digit", ErrInvalid, clip(version))
+	if err := CheckProjectVersion(version); err != nil {
+		return nil, err
 	}
 	if len(egg) == 0 {
 		return nil, fmt.Errorf("%w: egg is empty", ErrInvalid)
@@ -430,7 +430,7 @@ func (s *Store) AddVersion(ctx context.Context, project, version string, egg []b
 	var inline []byte
 	ref := ""
 	if s.cfg.Eggs != nil {
-		ref = project + "/" + version + ".egg"
+		ref = eggRef(project, version)
 		if err := s.cfg.Eggs.Put(ctx, ref, egg); err != nil {
 			return nil, err
 		}
@@ -467,13 +467,14 @@ func (s *Store) Projects(ctx context.Context) ([]string, error) {
 	return ps, nil
 }
 
-// ProjectVersions lists a project's versions, oldest first (ErrNotFound for no such project).
+// ProjectVersions lists a project's versions in Scrapyd's order (SortVersions): the last is the
+// highest, the one runs use by default. None for no such project.
 func (s *Store) ProjectVersions(ctx context.Context, project string) ([]string, error) {
 	vs, err := s.db.ProjectVersions(ctx, project)
 	if err != nil {
 		return nil, fmt.Errorf("list versions of %s: %w", project, err)
 	}
-	return vs, nil
+	return SortVersions(vs), nil
 }
 
 // ProjectVersion is one uploaded version.
@@ -484,9 +485,20 @@ type ProjectVersion struct {
 	SHA256           string
 }
 
-// GetProjectVersion reads a version of a project; version "" is the newest.
+// GetProjectVersion reads a version of a project; version "" is the highest in Scrapyd's order
+// (SortVersions), as Scrapyd runs by default.
 func (s *Store) GetProjectVersion(ctx context.Context, project, version string) (ProjectVersion, error) {
 	pv := ProjectVersion{Project: project}
+	if version == "" {
+		vs, err := s.ProjectVersions(ctx, project)
+		if err != nil {
+			return pv, err
+		}
+		if len(vs) == 0 {
+			return pv, fmt.Errorf("project %q: %w", clip(project), ErrNotFound)
+		}
+		version = vs[len(vs)-1]
+	}
 	row, err := s.db.ProjectVersion(ctx, dbsqlc.ProjectVersionParams{Project: project, Version: version})
 	if errors.Is(err, pgx.ErrNoRows) {
 		if version == "" {
@@ -548,14 +560,27 @@ type projectSpiders struct {
 	spiders          []string
 }
 
+// projectSpiders lists every project's highest version (SortVersions) and its spiders.
 func (s *Store) projectSpiders(ctx context.Context) ([]projectSpiders, error) {
 	rows, err := s.db.ProjectSpiders(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list project spiders: %w", err)
 	}
-	out := make([]projectSpiders, len(rows))
-	for i, r := range rows {
-		out[i] = projectSpiders{project: r.Project, version: r.Version, spiders: r.Spiders}
+	versions := map[string][]string{}
+	spiders := map[[2]string][]string{}
+	var projects []string
+	for _, r := range rows {
+		if versions[r.Project] == nil {
+			projects = append(projects, r.Project)
+		}
+		versions[r.Project] = append(versions[r.Project], r.Version)
+		spiders[[2]string{r.Project, r.Version}] = r.Spiders
+	}
+	out := make([]projectSpiders, 0, len(projects))
+	for _, p := range projects {
+		vs := SortVersions(versions[p])
+		top := vs[len(vs)-1]
+		out = append(out, projectSpiders{project: p, version: top, spiders: spiders[[2]string{p, top}]})
 	}
 	return out, nil
 }
@@ -614,13 +639,21 @@ func (s *Store) Resolve(ctx context.Context, name, version string) (spider.Store
 
 // resolveProject resolves a spider of an uploaded project.
 func (s *Store) resolveProject(ctx context.Context, name, project, sp, version string) (spider.Stored, error) {
-	latest, err := s.db.LatestVersionWithSpider(ctx, dbsqlc.LatestVersionWithSpiderParams{Project: project, Spider: sp})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return spider.Stored{}, fmt.Errorf("spider %q: %w", clip(name), spider.ErrUnknownSpider)
-	}
+	// The highest version (Scrapyd's order) that has the spider.
+	rows, err := s.db.ProjectVersionSpiders(ctx, project)
 	if err != nil {
 		return spider.Stored{}, fmt.Errorf("resolve %s: %w", name, err)
 	}
+	var with []string
+	for _, r := range rows {
+		if slices.Contains(r.Spiders, sp) {
+			with = append(with, r.Version)
+		}
+	}
+	if len(with) == 0 {
+		return spider.Stored{}, fmt.Errorf("spider %q: %w", clip(name), spider.ErrUnknownSpider)
+	}
+	latest := SortVersions(with)[len(with)-1]
 	if version != "" && version != latest {
 		pv, err := s.GetProjectVersion(ctx, project, version)
 		if errors.Is(err, ErrNotFound) {
