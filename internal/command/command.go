@@ -35,8 +35,16 @@
 //   - its timeout passed (the spec's Timeout, else Config.Timeout): the whole process group
 //     gets SIGTERM, then SIGKILL after Config.KillGrace; the run fails now (ErrTimeout).
 //   - ctx ended (the job was asked to cancel, the worker is stopping, the lease was lost): the
-//     same kill; the error wraps ErrStopped and context.Cause(ctx), and the queue worker
-//     cancels or releases the job accordingly.
+//     same stop; the error wraps ErrStopped and context.Cause(ctx), and the queue worker
+//     cancels or releases the job accordingly. A cancel sends the signal it asked for
+//     (spiderstore.CancelRequest, Scrapyd's cancel.json signal=) instead of SIGTERM.
+//
+// A Scrapy run is stopped as Scrapyd stops it: SIGINT (or a cancel's signal), on which Scrapy
+// shuts down gracefully (it finishes the requests in flight, closes its feed and writes its
+// stats), and each further cancel sends the signal again, on which Scrapy forces its shutdown.
+// A cancel or a timeout gives it Config.ShutdownGrace before the SIGKILL, a last resort that the
+// run log reports; a stopping worker gives it Config.KillGrace (the ECS stop timeout bounds it).
+// Every item the command wrote before it exited is written to the sink and counted.
 //
 // When the command's main process exits, whatever it left running in its process group is
 // killed: a run leaves no orphan processes. On Linux, Pdeathsig also kills the child if the
@@ -53,12 +61,15 @@
 //
 // # Scrapy
 //
-// A command `scrapy crawl NAME` (IsScrapy) is run as Scrapy (scrapy.go): the runner builds the
-// command line (the run's args as -a, crawlq settings and the run's Scrapy settings as -s, a
-// JSON Lines feed to fd 3), puts an uploaded project's egg and a stats hook on PYTHONPATH, reads
-// Scrapy's final stats into the run's stats, and fails a run whose callbacks raised or that
-// logged errors (ErrSpiderErrors), keeping its items. Every command's output also goes to the
-// run log (Config.RunLog) with crawlq's own lines about the run.
+// A command `scrapy crawl NAME` (IsScrapy) is run as Scrapy (scrapy.go), as Scrapyd runs it:
+// the runner builds the command line (the run's args as -a, and -a _job=JOB, crawlq settings and
+// the run's Scrapy settings as -s, a JSON Lines feed to fd 3), sets Scrapyd's environment
+// (SCRAPY_PROJECT, SCRAPY_SPIDER, SCRAPY_JOB and their SCRAPYD_ forms), puts an uploaded
+// project's egg and a stats hook on PYTHONPATH (crawlq_scrapy.py, chained to the project's own
+// STATS_CLASS), reads Scrapy's final stats into the run's stats, and fails a run whose callbacks
+// raised or that logged errors (ErrSpiderErrors), keeping its items. Every command's output also
+// goes to the run log (Config.RunLog) as it was written, with crawlq's own lines about the run
+// in Scrapy's log format ("2026-11-24 16:19:36 [crawlq] INFO: ...").
 package command
 
 import (
@@ -110,6 +121,14 @@ type Config struct {
 	// KillGrace is the time between SIGTERM and SIGKILL to the process group, and how long
 	// output still open after the command exited is read. Default 10s.
 	KillGrace time.Duration
+	// ShutdownGrace is how long a Scrapy run stopped by a cancel or its timeout may take to shut
+	// down after its signal (Scrapy finishes the requests in flight, up to its DOWNLOAD_TIMEOUT,
+	// 180s by default) before it is killed, and how long the items it wrote then get to reach the
+	// sink. Default 10m.
+	ShutdownGrace time.Duration
+	// CancelPoll is how often a cancelled run's record (Store) is read, while its command shuts
+	// down, for a repeated cancel, whose signal is sent again. Default 1s.
+	CancelPoll time.Duration
 	// MaxItemBytes bounds one JSON Lines item; longer lines are skipped. Default 1 MiB.
 	MaxItemBytes int
 	// MaxLogLine bounds one logged line of stdout/stderr; the rest of a longer line is dropped
@@ -146,6 +165,12 @@ func (c *Config) setDefaults() {
 	if c.KillGrace == 0 {
 		c.KillGrace = 10 * time.Second
 	}
+	if c.ShutdownGrace == 0 {
+		c.ShutdownGrace = 10 * time.Minute
+	}
+	if c.CancelPoll == 0 {
+		c.CancelPoll = time.Second
+	}
 	if c.MaxItemBytes == 0 {
 		c.MaxItemBytes = 1 << 20
 	}
@@ -174,6 +199,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("command config: Timeout %s is negative", c.Timeout)
 	case c.KillGrace < 0:
 		return fmt.Errorf("command config: KillGrace %s is negative", c.KillGrace)
+	case c.ShutdownGrace < 0:
+		return fmt.Errorf("command config: ShutdownGrace %s is negative", c.ShutdownGrace)
+	case c.CancelPoll < 0:
+		return fmt.Errorf("command config: CancelPoll %s is negative", c.CancelPoll)
 	case c.MaxItemBytes < 64:
 		return fmt.Errorf("command config: MaxItemBytes %d is below 64", c.MaxItemBytes)
 	case c.MaxLogLine < 16:
@@ -221,13 +250,13 @@ func (r *Runner) Run(ctx context.Context, run *crawl.Run, spec spider.CommandSpe
 	log := r.log.With("run", run.ID, "spider", run.Spider)
 	log.Info("command started", "argv", c.argv, "pid", p.pid, "timeout", c.timeout)
 	started := time.Now()
-	runLog.add(fmt.Sprintf("crawlq: started %q (pid %d, timeout %s)", c.argv, p.pid, c.timeout))
+	runLog.info("started %q (pid %d, timeout %s)", c.argv, p.pid, c.timeout)
 	r.recordStart(ctx, run, c.scrapy, p.pid, log)
 
 	var logs sync.WaitGroup
 	r.streamLogs(&logs, p, log, runLog)
 	ir := r.startItems(ctx, run, p.items, log)
-	end := r.supervise(ctx, p, c.timeout, ir.done, log)
+	end := r.supervise(ctx, run.ID, p, c, ir.done, log, runLog)
 	reap(p, log)
 	ir.exited.Store(true)
 	p.stopReadingBy(time.Now().Add(r.cfg.KillGrace)) // but read what is already in the pipes
@@ -236,10 +265,13 @@ func (r *Runner) Run(ctx context.Context, run *crawl.Run, spec spider.CommandSpe
 
 	log = log.With("items", end.items.n, "skipped_lines", end.items.skipped, "elapsed", time.Since(started).Round(time.Millisecond))
 	err = r.finish(ctx, run, log, runLog, c.scrapy, end)
-	if err != nil {
-		runLog.add("crawlq: run attempt ended: " + err.Error())
-	} else {
-		runLog.add(fmt.Sprintf("crawlq: command succeeded: %d items", end.items.n))
+	switch {
+	case err == nil:
+		runLog.info("command succeeded: %d items", end.items.n)
+	case errors.Is(err, ErrStopped):
+		runLog.warn("run attempt ended: %d items written; %v", end.items.n, err)
+	default:
+		runLog.error("run attempt ended: %d items written; %v", end.items.n, err)
 	}
 	return err
 }

@@ -22,8 +22,8 @@ func (r *Runner) finish(ctx context.Context, run *crawl.Run, log *slog.Logger, r
 		st, err := readScrapyStats(sr.statsFile)
 		switch {
 		case err == nil:
-			runLog.add(fmt.Sprintf("crawlq: scrapy stats: item_scraped_count=%d response_count=%d log_count/ERROR=%d spider_exceptions=%d finish_reason=%s",
-				st.Items, st.Responses, st.ErrorLogs, st.SpiderExceptions, st.FinishReason))
+			runLog.info("scrapy stats: item_scraped_count=%d response_count=%d log_count/ERROR=%d spider_exceptions=%d finish_reason=%s",
+				st.Items, st.Responses, st.ErrorLogs, st.SpiderExceptions, st.FinishReason)
 			if r.cfg.RecordStats != nil {
 				if err := r.cfg.RecordStats(context.WithoutCancel(ctx), run.ID, st.Responses, st.ByKind); err != nil {
 					log.Warn("record scrapy stats", "err", err)

@@ -46,15 +46,16 @@ func (r *Runner) startItems(ctx context.Context, run *crawl.Run, f *os.File, log
 }
 
 // awaitItems waits for the item reader once the command has exited, unless supervise already
-// saw it end. A stopping run gets the kill grace to write what was read; a run that ended by
-// itself waits for every item, unless ctx ends meanwhile, which makes it a stopped run.
+// saw it end. A stopped run gets its stop's grace to write what was read (a cancelled Scrapy run
+// its ShutdownGrace: what it wrote while it shut down is kept); a run that ended by itself waits
+// for every item, unless ctx ends meanwhile, which makes it a stopped run.
 func (r *Runner) awaitItems(ctx context.Context, ir *itemReading, end *ending) {
 	defer ir.cancel()
 	if end.itemsOver {
 		return
 	}
 	if end.reason != nil {
-		t := time.AfterFunc(r.cfg.KillGrace, ir.cancel)
+		t := time.AfterFunc(end.grace, ir.cancel)
 		end.items = <-ir.done
 		t.Stop()
 		return

@@ -32,6 +32,8 @@ type SpiderStore interface {
 	StartRun(ctx context.Context, runID int64, project, name, version string, pid int) (string, error)
 	GetProjectVersion(ctx context.Context, project, version string) (spiderstore.ProjectVersion, error)
 	Egg(ctx context.Context, project, version string) ([]byte, error)
+	// Cancel reads what the cancels of a run asked for (the signal, how many).
+	Cancel(ctx context.Context, runID int64) (spiderstore.CancelRequest, error)
 }
 
 // IsScrapy reports whether a command is a Scrapy crawl (`scrapy crawl NAME`), which the runner
@@ -50,9 +52,10 @@ type scrapyRun struct {
 	version   string
 }
 
-// prepareScrapy builds the Scrapy command line for run: `scrapy crawl NAME -a k=v ... -s K=V ...
-// -o /dev/fd/3:jsonlines`, with the egg of the run's project version on PYTHONPATH when the
-// spider came from an uploaded project. The caller removes dir.
+// prepareScrapy builds the Scrapy command line for run: `scrapy crawl NAME -a k=v ... -a
+// _job=JOB -s K=V ... -o /dev/fd/3:jsonlines`, with the egg of the run's project version on
+// PYTHONPATH when the spider came from an uploaded project, and the environment Scrapyd gives a
+// run (scrapydEnv). The caller removes dir.
 func (r *Runner) prepareScrapy(ctx context.Context, run *crawl.Run, argv []string, spec spider.CommandSpec, settings spider.Settings) (*scrapyRun, error) {
 	dir, err := os.MkdirTemp("", "crawlq-scrapy-")
 	if err != nil {
@@ -104,13 +107,28 @@ func (r *Runner) prepareScrapy(ctx context.Context, run *crawl.Run, argv []strin
 		pythonPath += string(os.PathListSeparator) + old
 	}
 	sr.env = append(sr.env, "PYTHONPATH="+pythonPath, "CRAWLQ_STATS_FILE="+sr.statsFile)
+	job := rec.JobID // Scrapyd's job id: the client's, else the run id (what listjobs shows)
+	if job == "" {
+		job = strconv.FormatInt(run.ID, 10)
+	}
+	sr.env = append(sr.env, scrapydEnv(sr.project, argv[2], job, sr.version, spec.Env)...)
 
 	bin := r.cfg.Scrapy
 	if bin == "" {
 		bin = argv[0]
 	}
 	out := []string{bin, "crawl", argv[2]}
-	out = append(out, argv[3:]...) // whatever the spec adds
+	// The stats collector a run asks for on its command line goes to the hook, which chains
+	// crawlq's to it (crawlq_scrapy.py); the project's own is read by the hook from its settings.
+	var statsClass string
+	for i := 3; i < len(argv); i++ { // whatever the spec adds
+		if v, ok := strings.CutPrefix(argv[i], "STATS_CLASS="); ok && argv[i-1] == "-s" {
+			statsClass = v
+			out = out[:len(out)-1]
+			continue
+		}
+		out = append(out, argv[i])
+	}
 	keys := make([]string, 0, len(run.Args))
 	for k := range run.Args {
 		keys = append(keys, k)
@@ -119,6 +137,7 @@ func (r *Runner) prepareScrapy(ctx context.Context, run *crawl.Run, argv []strin
 	for _, k := range keys {
 		out = append(out, "-a", k+"="+run.Args[k])
 	}
+	out = append(out, "-a", "_job="+job) // last: Scrapyd's job id wins over an argument of that name
 	for _, kv := range scrapySettings(run.Settings, settings) {
 		out = append(out, "-s", kv)
 	}
@@ -128,11 +147,37 @@ func (r *Runner) prepareScrapy(ctx context.Context, run *crawl.Run, argv []strin
 	}
 	sort.Strings(skeys)
 	for _, k := range skeys { // the run's own Scrapy settings win over the mapped ones: later -s wins
+		if k == "STATS_CLASS" {
+			statsClass = rec.Settings[k]
+			continue
+		}
 		out = append(out, "-s", k+"="+rec.Settings[k])
+	}
+	if statsClass != "" {
+		sr.env = append(sr.env, "CRAWLQ_STATS_CLASS="+statsClass)
 	}
 	out = append(out, "-s", "STATS_CLASS=crawlq_scrapy.StatsCollector", "-o", "/dev/fd/3:jsonlines")
 	sr.argv = out
 	return sr, nil
+}
+
+// scrapydEnv is the environment Scrapyd gives a run, for spiders and settings that read it:
+// SCRAPY_PROJECT, SCRAPY_SPIDER and SCRAPY_JOB (Scrapyd before 1.3; Scrapy itself reads
+// SCRAPY_PROJECT to pick a scrapy.cfg [settings] entry), and SCRAPYD_SPIDER, SCRAPYD_JOB and
+// SCRAPYD_EGG_VERSION (Scrapyd 1.3-1.4). A spider whose code is in the image belongs to project
+// "default", Scrapy's own default, unless its spec's Env sets SCRAPY_PROJECT.
+func scrapydEnv(project, spider, job, version string, specEnv map[string]string) []string {
+	var env []string
+	if project != "" {
+		env = append(env, "SCRAPY_PROJECT="+project)
+	} else if _, ok := specEnv["SCRAPY_PROJECT"]; !ok {
+		env = append(env, "SCRAPY_PROJECT="+spiderstore.DefaultProject)
+	}
+	env = append(env, "SCRAPY_SPIDER="+spider, "SCRAPY_JOB="+job, "SCRAPYD_SPIDER="+spider, "SCRAPYD_JOB="+job)
+	if version != "" {
+		env = append(env, "SCRAPYD_EGG_VERSION="+version)
+	}
+	return env
 }
 
 func (r *Runner) inherits(name string) bool {
@@ -289,6 +334,24 @@ func (b *logBatcher) add(line string) {
 	if b != nil {
 		b.lines <- line
 	}
+}
+
+// info, warn and error add crawlq's own lines in Scrapy's log format (its default LOG_FORMAT
+// and LOG_DATEFORMAT, local time as Scrapy's), "2026-11-24 16:19:36 [crawlq] INFO: message", so
+// that tools parsing Scrapy logs (LogParser, ScrapydWeb) read them with Scrapy's own lines.
+func (b *logBatcher) info(format string, a ...any)  { b.crawlq("INFO", format, a...) }
+func (b *logBatcher) warn(format string, a ...any)  { b.crawlq("WARNING", format, a...) }
+func (b *logBatcher) error(format string, a ...any) { b.crawlq("ERROR", format, a...) }
+
+func (b *logBatcher) crawlq(level, format string, a ...any) {
+	if b != nil {
+		b.add(scrapyLogLine(time.Now(), level, fmt.Sprintf(format, a...)))
+	}
+}
+
+// scrapyLogLine is a line in Scrapy's log format from logger "crawlq".
+func scrapyLogLine(t time.Time, level, msg string) string {
+	return t.Format(time.DateTime) + " [crawlq] " + level + ": " + msg
 }
 
 func (b *logBatcher) close() {

@@ -2,8 +2,10 @@ package command_test
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -68,9 +70,20 @@ func TestScrapyProjectInImage(t *testing.T) {
 	for _, l := range lines {
 		text.WriteString(l.Text + "\n")
 	}
-	for _, want := range []string{"ROBOTSTXT_OBEY=false", "label=img", "Spider closed (finished)", "crawlq: scrapy stats: item_scraped_count=48", "crawlq: command succeeded"} {
+	job := fmt.Sprintf("job %d SCRAPY_JOB=%d SCRAPY_PROJECT=default SCRAPY_SPIDER=catalog", s.RunID, s.RunID) // as under Scrapyd
+	for _, want := range []string{"ROBOTSTXT_OBEY=false", "label=img", "Spider closed (finished)", job,
+		"[crawlq] INFO: scrapy stats: item_scraped_count=48", "[crawlq] INFO: command succeeded"} {
 		if !strings.Contains(text.String(), want) {
 			t.Fatalf("run log lacks %q:\n%s", want, text.String())
+		}
+	}
+	// crawlq's own lines are in Scrapy's log format, which LogParser parses.
+	scrapyLine := regexp.MustCompile(`^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} \[[^\]]+\] (DEBUG|INFO|WARNING|ERROR|CRITICAL): `)
+	for _, l := range lines {
+		if strings.Contains(l.Text, "[crawlq]") || strings.HasPrefix(l.Text, "crawlq:") {
+			if !scrapyLine.MatchString(l.Text) {
+				t.Errorf("crawlq's line is not in Scrapy's log format: %q", l.Text)
+			}
 		}
 	}
 }

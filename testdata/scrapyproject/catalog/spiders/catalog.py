@@ -9,6 +9,11 @@ class CatalogSpider(scrapy.Spider):
     name = "catalog"
 
     def start_requests(self):
+        # What Scrapyd gives a run: its job id as the _job argument, and its environment.
+        self.logger.info(
+            "job %s SCRAPY_JOB=%s SCRAPY_PROJECT=%s SCRAPY_SPIDER=%s",
+            getattr(self, "_job", None), os.environ.get("SCRAPY_JOB"), os.environ.get("SCRAPY_PROJECT"), os.environ.get("SCRAPY_SPIDER"),
+        )
         yield scrapy.Request(getattr(self, "base_url", "http://127.0.0.1:8088") + "/catalogue/page-1.html")
 
     def parse(self, response):
