@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,11 +19,9 @@ import (
 	"crawlq/internal/demosite"
 	"crawlq/internal/events"
 	"crawlq/internal/fetch"
-	"crawlq/internal/items"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
 	"crawlq/internal/runlog"
-	"crawlq/internal/view"
 )
 
 // kvFlag collects repeated key=value flags.
@@ -210,64 +207,6 @@ func parseRunID(args []string) (int64, error) {
 	return id, nil
 }
 
-func runCmd() *Command {
-	return &Command{
-		Name: "run", Synopsis: "show one spider run", Usage: "ID [--wait | --watch]", Args: one("run ID"),
-		Help: `Prints a run with its stats (so far, while it runs) as JSON: its state, dead_pages and a
-sample of failed_pages with their last error once it has finished, its outcome and report
-(monitors' verdict and results, field coverage) once it has been judged, and its state-change
-events with whether each was published to EventBridge. With --watch, prints a live line
-instead (pages, items, errors, queue depth, rate, and an ETA when the run has a page limit)
-until the run ends, then its verdict. With --wait it first waits for the run to finish.
-
-The exit status says how the run ended: 0 succeeded (or not finished yet), 3 incomplete (some
-pages died; 'crawlq redrive --run ID' retries them), 4 failed, 5 cancelled; 1 for an error.`,
-		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
-			pg := dbFlag(fs, env)
-			wait := fs.Bool("wait", false, "wait until the run has finished")
-			watch := fs.Bool("watch", false, "show a live progress line until the run ends")
-			every := fs.Duration("interval", time.Second, "with --watch: how often to refresh")
-			return func(ctx context.Context, args []string) error {
-				if *every <= 0 {
-					return usageErr("--interval must be positive")
-				}
-				id, err := parseRunID(args)
-				if err != nil {
-					return err
-				}
-				return pg.withNode(ctx, "", func(n *node.Node) error {
-					if *watch {
-						return watchRun(ctx, env.Stdout, n, id, *every)
-					}
-					r, err := n.Crawler.Get(ctx, id)
-					for err == nil && *wait && !r.Finished() {
-						select {
-						case <-ctx.Done():
-							return ctx.Err()
-						case <-time.After(500 * time.Millisecond):
-						}
-						r, err = n.Crawler.Get(ctx, id)
-					}
-					if err != nil {
-						return err
-					}
-					views, err := withReports(ctx, n, []*crawl.Run{r})
-					if err != nil {
-						return err
-					}
-					if views[0].Events, err = events.RunEvents(ctx, n.Queue.Pool(), id); err != nil {
-						return err
-					}
-					if err := writeJSON(env.Stdout, views[0]); err != nil {
-						return err
-					}
-					return runOutcome(r.State)
-				})
-			}
-		},
-	}
-}
-
 func cancelRunCmd() *Command {
 	return &Command{
 		Name: "cancel-run", Synopsis: "cancel a spider run", Usage: "ID", Args: one("run ID"),
@@ -286,41 +225,6 @@ ends as cancelled once nothing of it is left.`,
 					}
 					wakeDispatch(ctx, env.Stderr, n.Queue.Pool(), id)
 					fmt.Fprintf(env.Stdout, "run %d: cancel requested\n", id)
-					return nil
-				})
-			}
-		},
-	}
-}
-
-func itemsCmd() *Command {
-	return &Command{
-		Name: "items", Synopsis: "print a run's items as JSON Lines", Usage: "RUN_ID [--limit N]", Args: one("RUN_ID"),
-		Help: `Prints the items a run wrote to the Postgres sink, one JSON object per line, in key order.
-An unknown run is an error (exit status 1).`,
-		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
-			pg := dbFlag(fs, env)
-			limit := fs.Int("limit", 100, "at most this many (1..10000)")
-			return func(ctx context.Context, args []string) error {
-				id, err := parseRunID(args)
-				if err != nil {
-					return err
-				}
-				return pg.withNode(ctx, "", func(n *node.Node) error {
-					// An unknown run is an error, as for crawlq run, not an empty list.
-					if _, err := n.Crawler.Get(ctx, id); err != nil {
-						return err
-					}
-					its, err := items.ListItems(ctx, n.Queue.Pool(), id, *limit)
-					if err != nil {
-						return err
-					}
-					e := json.NewEncoder(env.Stdout) // JSON Lines: one compact object per line
-					for _, it := range its {
-						if err := e.Encode(view.Item{Key: it.Key, URL: it.URL, Data: it.Data}); err != nil {
-							return err
-						}
-					}
 					return nil
 				})
 			}

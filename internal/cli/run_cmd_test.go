@@ -3,12 +3,17 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"crawlq/internal/cli"
 	"crawlq/internal/dbtest"
+	"crawlq/internal/demosite"
 )
 
 // crawlq run's exit status says how a run ended; flags may follow the run id; redrive --run
@@ -33,14 +38,29 @@ func TestRunOutcomeExitStatusAndRedriveInput(t *testing.T) {
 		if _, err := pool.Exec(context.Background(), `UPDATE crawlq_run SET state = $2::crawlq_run_state, finished_at = now() WHERE id = $1`, id, state); err != nil {
 			t.Fatal(err)
 		}
-		code, out, _ := run(t, url, "run", id, "--wait") // a flag after the id
+		// Nothing judges these runs: --fail-on without monitors_failed does not wait for a verdict.
+		code, out, _ := run(t, url, "run", id, "--wait", "--fail-on", "incomplete,failed,cancelled") // a flag after the id
 		var r struct{ State string }
 		if code != want || json.Unmarshal([]byte(out), &r) != nil || r.State != state {
 			t.Errorf("run of a %s run: exit %d, %q; want %d", state, code, out, want)
 		}
+		if code, out, _ := run(t, url, "run", id); code != want {
+			t.Errorf("run (without --wait) of an unjudged %s run: exit %d, %q; want %d, by its state", state, code, out, want)
+		}
+		// With monitors_failed in --fail-on (the default), a run judged by its monitors waits for
+		// its verdict; none comes here, which is exit status 7 unless the state fails the run anyway.
+		code, out, errs := run(t, url, "run", id, "--wait", "--verdict-timeout", "50ms")
+		wantWait := want
+		if state == "succeeded" {
+			wantWait = 7
+		}
+		judged := state == "succeeded" || state == "incomplete"
+		if code != wantWait || judged != strings.Contains(errs, "not judged within 50ms") {
+			t.Errorf("run --wait of an unjudged %s run: exit %d, %q %q; want %d, saying it was not judged: %v", state, code, out, errs, wantWait, judged)
+		}
 		// --watch (with or without --wait) exits as --wait does once the run has ended.
 		for _, args := range [][]string{{"--watch"}, {"--wait", "--watch"}} {
-			code, out, errs := run(t, url, append([]string{"run", id, "--interval", "10ms"}, args...)...)
+			code, out, errs := run(t, url, append([]string{"run", id, "--interval", "10ms", "--fail-on", "incomplete,failed,cancelled"}, args...)...)
 			if code != want || !strings.Contains(out, "run "+id+" "+state) {
 				t.Errorf("run %v of a %s run: exit %d, %q %q; want %d", args, state, code, out, errs, want)
 			}
@@ -55,6 +75,11 @@ func TestRunOutcomeExitStatusAndRedriveInput(t *testing.T) {
 		{"redrive", "--run", id, "7"},
 		{"run", id, "--bogus"},
 		{"run", id, "8"},
+		{"run", id, "--fail-on", "failed,monitors"},
+		{"run", id, "--fail-on", ""},
+		{"run", id, "--verdict-timeout", "-1s"},
+		{"items", id, "--limit", "-1"},
+		{"items", id, "--format", "xml"},
 	} {
 		if code, _, errs := run(t, url, args...); code != 2 || errs == "" {
 			t.Errorf("%q: exit %d, stderr %q; want 2 and a message", args, code, errs)
@@ -135,5 +160,80 @@ func TestScheduleFlagCombinations(t *testing.T) {
 		if code, out, errs := run(t, url, append([]string{"schedule", "--spider", "demo"}, args...)...); code != 0 {
 			t.Errorf("schedule %q: exit %d, %q %q; want 0", args, code, out, errs)
 		}
+	}
+}
+
+// strictSpec is the demo spider with a min_items monitor the demo site (10 items here) fails.
+const strictSpec = `name: strict
+start_urls: ["http://127.0.0.1:8088/"]
+allowed_domains: ["127.0.0.1"]
+allow_private: true
+follow: [{css: a}]
+items:
+  - match: '/catalogue/item-\d+\.html$'
+    css: div.product
+    key: sku
+    fields:
+      sku: {css: span.sku, required: true}
+monitors:
+  min_items: 1000
+`
+
+// A real run judged monitors_failed (a crawl by crawlq worker, judged by its upkeep) makes crawlq
+// run --wait and --watch exit 6, unless --fail-on leaves monitors_failed out.
+func TestRunExitMonitorsFailed(t *testing.T) {
+	t.Parallel()
+	_, url := dbtest.Schema(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "strict.yaml"), []byte(strictSpec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addr, err := demosite.New(demosite.Config{Items: 10, SlowDelay: time.Millisecond}).Serve(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var werr strings.Builder
+	done := make(chan int)
+	go func() {
+		done <- cli.Main(ctx, []string{"worker", "--spiders", dir, "--upkeep", "100ms", "--event-bus", "off"},
+			cli.Env{Stdout: io.Discard, Stderr: &syncWriter{w: &werr}, Getenv: func(k string) string {
+				if k == "DATABASE_URL" {
+					return url
+				}
+				return ""
+			}})
+	}()
+	defer func() {
+		cancel()
+		if c := <-done; c != 0 {
+			t.Errorf("worker exited %d: %s", c, werr.String())
+		}
+	}()
+	code, out, errs := run(t, url, "schedule", "--spiders", dir, "--spider", "strict", "--arg", "base_url=http://"+addr.String())
+	id := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("schedule: %d %q %q", code, out, errs)
+	}
+	code, out, errs = run(t, url, "run", id, "--wait")
+	var v struct {
+		State, Outcome string
+		Stats          struct{ Items int64 }
+	}
+	if code != 6 || json.Unmarshal([]byte(out), &v) != nil || v.State != "succeeded" || v.Outcome != "monitors_failed" || v.Stats.Items != 10 {
+		t.Fatalf("run --wait of a run whose min_items failed: exit %d, %s %s; want 6, succeeded, monitors_failed, 10 items", code, out, errs)
+	}
+	code, out, errs = run(t, url, "run", id, "--watch", "--interval", "20ms")
+	if code != 6 || !strings.Contains(out, "run "+id+" monitors_failed; monitors failed") || !strings.Contains(out, "10 items, at least 1000 wanted") {
+		t.Fatalf("run --watch: exit %d, %s %s; want 6 and the failed monitor", code, out, errs)
+	}
+	for _, failOn := range []string{"incomplete,failed,cancelled", "none"} {
+		if code, out, errs := run(t, url, "run", id, "--wait", "--fail-on", failOn); code != 0 {
+			t.Errorf("run --wait --fail-on %s: exit %d, %s %s; want 0", failOn, code, out, errs)
+		}
+	}
+	if code, _, _ := run(t, url, "run", id, "--fail-on", "monitors_failed"); code != 6 {
+		t.Errorf("run --fail-on monitors_failed: exit %d; want 6", code)
 	}
 }

@@ -15,8 +15,10 @@ import (
 // watchRun prints a live line for a run until it finishes (or ctx ends): pages, items, errors,
 // queue depth, rate, and an ETA when the run has a page limit. On a terminal the line is
 // rewritten in place; elsewhere (a pipe, a log) a line is printed each time the figures change.
-// Once the run has ended it returns runOutcome of its state, so that --watch exits as --wait does.
-func watchRun(ctx context.Context, w io.Writer, n *node.Node, id int64, every time.Duration) error {
+// Once the run has ended it prints its verdict and returns what crawlq run --wait would
+// (exitFor): with monitors_failed in failOn it waits up to verdictWait for the verdict, else a few
+// refreshes.
+func watchRun(ctx context.Context, w io.Writer, n *node.Node, id int64, every time.Duration, failOn map[string]bool, verdictWait time.Duration) error {
 	tty := isTerminal(w)
 	limit := -1
 	last := ""
@@ -48,26 +50,22 @@ func watchRun(ctx context.Context, w io.Writer, n *node.Node, id int64, every ti
 			if tty {
 				fmt.Fprintln(w)
 			}
-			// The verdict comes with the next publisher pass (a second under crawlq worker, a
-			// minute on AWS): wait a few refreshes for it before saying it is not there yet.
-			for range 3 {
-				judged, err := printVerdict(ctx, w, n, r, false)
-				if err != nil {
-					return err
-				}
-				if judged {
-					return runOutcome(r.State)
-				}
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-t.C:
-				}
+			judged := r.State == crawl.StateSucceeded || r.State == crawl.StateIncomplete
+			wait := 3 * every // the verdict is only shown: a few refreshes
+			if judged && failOn[outcomeMonitorsFailed] {
+				wait = verdictWait // the exit status depends on it
 			}
-			if _, err := printVerdict(ctx, w, n, r, true); err != nil {
+			rep, err := awaitVerdict(ctx, n, r, wait, every)
+			if err != nil {
 				return err
 			}
-			return runOutcome(r.State)
+			printVerdict(w, r, rep, wait)
+			if rep == nil && judged && failOn[outcomeMonitorsFailed] {
+				if err := notJudged(r, failOn, wait); err != nil {
+					return err
+				}
+			}
+			return exitFor(r, rep, failOn)
 		}
 		select {
 		case <-ctx.Done():
@@ -106,19 +104,11 @@ func progressLine(r *crawl.Run, waiting, running int64, limit int) string {
 	return b.String()
 }
 
-// printVerdict says how a finished run was judged and reports true; when it is not judged yet,
-// it says so if last, and reports false.
-func printVerdict(ctx context.Context, w io.Writer, n *node.Node, r *crawl.Run, last bool) (bool, error) {
-	reps, err := events.Reports(ctx, n.Queue.Pool(), []int64{r.ID})
-	if err != nil {
-		return false, err
-	}
-	rep := reps[r.ID]
+// printVerdict says how a finished run was judged, or that it was not within wait.
+func printVerdict(w io.Writer, r *crawl.Run, rep *events.Report, wait time.Duration) {
 	if rep == nil {
-		if last {
-			fmt.Fprintf(w, "run %d %s; monitors not judged yet (the next dispatch tick judges it)\n", r.ID, r.State)
-		}
-		return false, nil
+		fmt.Fprintf(w, "run %d %s; monitors not judged yet (waited %s; the next publisher pass judges it)\n", r.ID, r.State, wait.Round(time.Millisecond))
+		return
 	}
 	fmt.Fprintf(w, "run %d %s; monitors %s\n", r.ID, events.Outcome(r.State, rep.Monitors), rep.Monitors)
 	for _, res := range rep.Results {
@@ -128,7 +118,6 @@ func printVerdict(ctx context.Context, w io.Writer, n *node.Node, r *crawl.Run, 
 		}
 		fmt.Fprintf(w, "  %-7s %s: %s\n", res.Status, name, res.Message)
 	}
-	return true, nil
 }
 
 // pageLimit is the run's page limit: its own max_pages override, else its spider's (0: none).

@@ -1,0 +1,206 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"crawlq/internal/dbsqlc"
+	"crawlq/internal/items"
+	"crawlq/internal/node"
+	"crawlq/internal/view"
+)
+
+// itemsPage is how many items crawlq items holds at once: it reads a run's items a page at a
+// time in key order (keyset pagination on the primary key), so memory does not grow with the run.
+const itemsPage = 1000
+
+func itemsCmd() *Command {
+	return &Command{
+		Name: "items", Synopsis: "export a run's items (JSON Lines or CSV)", Usage: "RUN_ID [--format jsonl|csv] [--output FILE] [--limit N]", Args: one("RUN_ID"),
+		Help: `Exports every item a run wrote to the Postgres sink, in key order: all of them, however many
+(--limit N stops after N). The run's items are read a page of 1000 at a time and written out as
+they come, so memory stays bounded for a run of millions of items.
+
+--format jsonl (the default) prints one JSON object per line: {"key","url","data"}.
+--format csv prints a header, then a row per item: key, url, then each field found in the
+run's items (sorted by name; a string as it is, another value as JSON, a missing or null
+field empty).
+--output FILE writes to FILE instead of standard output: to FILE.partial first, renamed to
+FILE once every item is written, so FILE is never a cut-short export (on an error the partial
+file is removed and the exit status is 1).
+
+Items of a run still running are the ones stored so far. An unknown run is an error (exit
+status 1).`,
+		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
+			pg := dbFlag(fs, env)
+			limit := fs.Int64("limit", 0, "at most this many items (0: every item)")
+			format := fs.String("format", "jsonl", "jsonl or csv")
+			output := fs.String("output", "", "write to this file instead of standard output")
+			return func(ctx context.Context, args []string) error {
+				if *limit < 0 {
+					return usageErr("--limit must not be negative, got %d", *limit)
+				}
+				if *format != "jsonl" && *format != "csv" {
+					return usageErr("--format %q: want jsonl or csv", *format)
+				}
+				id, err := parseRunID(args)
+				if err != nil {
+					return err
+				}
+				return pg.withNode(ctx, "", func(n *node.Node) error {
+					// An unknown run is an error, as for crawlq run, not an empty list.
+					if _, err := n.Crawler.Get(ctx, id); err != nil {
+						return err
+					}
+					if *output == "" {
+						w := bufio.NewWriterSize(env.Stdout, 64<<10)
+						if err := exportItems(ctx, n, w, id, *format, *limit); err != nil {
+							return err
+						}
+						return w.Flush()
+					}
+					return writeFileWhole(*output, func(w io.Writer) error { return exportItems(ctx, n, w, id, *format, *limit) })
+				})
+			}
+		},
+	}
+}
+
+// writeFileWhole writes path through write: to path.partial, renamed to path once write and the
+// file's sync and close all succeeded, and removed otherwise.
+func writeFileWhole(path string, write func(io.Writer) error) (err error) {
+	tmp := path + ".partial"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("--output: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	w := bufio.NewWriterSize(f, 64<<10)
+	if err := write(w); err != nil {
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("--output: %w", err)
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil { // the rename survives a crash
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// exportItems writes run id's items to w in format, up to limit (0: all), a page at a time.
+func exportItems(ctx context.Context, n *node.Node, w io.Writer, id int64, format string, limit int64) error {
+	var row func(items.Item) error
+	var cw *csv.Writer
+	switch format {
+	case "csv":
+		fields, err := itemFields(ctx, n, id)
+		if err != nil {
+			return err
+		}
+		cw = csv.NewWriter(w)
+		if err := cw.Write(append([]string{"key", "url"}, fields...)); err != nil {
+			return err
+		}
+		rec := make([]string, 2+len(fields))
+		row = func(it items.Item) error {
+			var data map[string]json.RawMessage
+			if err := json.Unmarshal(it.Data, &data); err != nil {
+				return fmt.Errorf("item %q of run %d: %w", it.Key, id, err)
+			}
+			rec[0], rec[1] = it.Key, it.URL
+			for i, f := range fields {
+				rec[2+i] = csvValue(data[f])
+			}
+			return cw.Write(rec)
+		}
+	default:
+		e := json.NewEncoder(w) // JSON Lines: one compact object per line
+		row = func(it items.Item) error { return e.Encode(view.Item{Key: it.Key, URL: it.URL, Data: it.Data}) }
+	}
+	var sent int64
+	after := ""
+	for limit == 0 || sent < limit {
+		page := int64(itemsPage)
+		if limit > 0 {
+			page = min(page, limit-sent)
+		}
+		its, err := items.ListItemsAfter(ctx, n.Queue.Pool(), id, after, int(page))
+		if err != nil {
+			return err
+		}
+		for _, it := range its {
+			if err := row(it); err != nil {
+				return err
+			}
+		}
+		sent += int64(len(its))
+		if cw != nil {
+			if cw.Flush(); cw.Error() != nil {
+				return cw.Error()
+			}
+		}
+		if int64(len(its)) < page {
+			break
+		}
+		after = its[len(its)-1].Key
+	}
+	return nil
+}
+
+// itemFields lists the fields found in a run's items, sorted: the CSV's columns after key and url.
+func itemFields(ctx context.Context, n *node.Node, id int64) ([]string, error) {
+	rows, err := dbsqlc.New(n.Queue.Pool()).RunFieldCoverage(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("fields of run %d's items: %w", id, err)
+	}
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = r.Field
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// csvValue is a field's CSV cell: a string as it is, null or missing empty, anything else as JSON.
+func csvValue(v json.RawMessage) string {
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 || string(v) == "null" {
+		return ""
+	}
+	if v[0] == '"' {
+		var s string
+		if err := json.Unmarshal(v, &s); err == nil {
+			return s
+		}
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, v); err != nil {
+		return string(v)
+	}
+	return b.String()
+}
