@@ -388,6 +388,12 @@ func (a *API) cancel(ctx context.Context, r *Request) (Response, error) {
 	if run.Finished() {
 		return nil, userErrf("job %d already finished (%s)", r.Job, run.State)
 	}
+	// As Scrapyd: every cancel of a running command sends its signal again (the runner reads
+	// this record); a second one makes Scrapy force its shutdown. Recorded first: the runner
+	// reads the signal as soon as the cancel below reaches it.
+	if _, err := a.cfg.Store.RequestCancel(ctx, r.Job, run.Spider, r.Signal); err != nil {
+		return nil, err
+	}
 	err = a.cfg.Crawler.Cancel(ctx, r.Job)
 	switch {
 	case errors.Is(err, crawl.ErrRunFinished):
@@ -395,11 +401,6 @@ func (a *API) cancel(ctx context.Context, r *Request) (Response, error) {
 	case errors.Is(err, crawl.ErrRunNotFound):
 		return nil, userErrf("unknown job %d", r.Job)
 	case err != nil:
-		return nil, err
-	}
-	// As Scrapyd: every cancel of a running command sends its signal again (the runner reads
-	// this record); a second one makes Scrapy force its shutdown.
-	if _, err := a.cfg.Store.RequestCancel(ctx, r.Job, run.Spider, r.Signal); err != nil {
 		return nil, err
 	}
 	a.runChanged(ctx, r.Job)

@@ -371,3 +371,38 @@ func TestExitStatusMapping(t *testing.T) {
 		t.Errorf("config without pipeline: %v", err)
 	}
 }
+
+// TestCancelSendsItsSignal: the signal a cancel asks for (cancel.json's signal=) is what the
+// command gets, and a second cancel sends it again.
+func TestCancelSendsItsSignal(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	sh := script(t, dir, "traps.sh", `
+trap 'echo USR1 >> "$OUT/got"' USR1
+echo "$$" > "$OUT/pid.tmp"; mv "$OUT/pid.tmp" "$OUT/pid"
+while [ "$(wc -l < "$OUT/got" 2>/dev/null || echo 0)" -lt 2 ]; do sleep 0.05; done
+exit 0
+`)
+	cfg := command.Config{KillGrace: time.Minute, CancelPoll: 20 * time.Millisecond}
+	e := startWith(t, map[string]spider.CommandSpec{"traps": {Command: []string{sh}, Env: map[string]string{"OUT": dir}}}, &cfg, items.Config{},
+		func(e *env, c *command.Config) { c.Store = e.node.Store })
+	id := e.schedule(t, "traps", nil)
+	waitFile(t, filepath.Join(dir, "pid"))
+	ctx := context.Background()
+	cancel := func() {
+		t.Helper()
+		if _, err := e.node.Store.RequestCancel(ctx, id, "traps", "USR1"); err != nil { // first, as the api does
+			t.Fatal(err)
+		}
+		if err := e.node.Crawler.Cancel(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancel()
+	waitFile(t, filepath.Join(dir, "got")) // the first USR1 arrived
+	cancel()
+	r := e.wait(t, id)
+	if got := waitFile(t, filepath.Join(dir, "got")); r.State != "cancelled" || got != "USR1\nUSR1" {
+		t.Fatalf("run %s (%s), signals %q: want cancelled after two USR1", r.State, r.Error, got)
+	}
+}
