@@ -89,7 +89,7 @@ func commands() []*Command {
 	cs := []*Command{
 		migrateCmd(), enqueueCmd(), statsCmd(), jobsCmd(), cancelCmd(), redriveCmd(), retentionCmd(), rescueCmd(),
 		demoQueueCmd(), localCmd(), runnerCmd(), spiderCmd(), logsCmd(),
-		benchCmd(), deployCmd(), planCmd(), destroyCmd(), costCmd(), imageCmd(), workerCmd(), scheduleCmd(), runsCmd(), runCmd(), cancelRunCmd(), itemsCmd(), demoSiteCmd(), demoCmd(),
+		benchCmd(), deployCmd(), planCmd(), destroyCmd(), costCmd(), imageCmd(), workerCmd(), scheduleCmd(), schedulesCmd(), runsCmd(), runCmd(), cancelRunCmd(), itemsCmd(), demoSiteCmd(), demoCmd(),
 	}
 	sort.Slice(cs, func(i, j int) bool { return cs[i].Name < cs[j].Name })
 	return cs
