@@ -116,14 +116,10 @@ func (l ScrapyLister) List(ctx context.Context, egg []byte, info EggInfo) ([]str
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if lines := strings.Split(msg, "\n"); len(lines) > 3 {
-			msg = strings.Join(lines[len(lines)-3:], " | ")
-		}
 		if errors.Is(err, exec.ErrNotFound) {
 			return nil, fmt.Errorf("list spiders: %w", err)
 		}
-		return nil, fmt.Errorf("%w: `scrapy list` failed on the egg: %v: %s", ErrInvalid, err, clip(msg))
+		return nil, fmt.Errorf("%w: `scrapy list` failed on the egg: %v: %s", ErrInvalid, err, failureOutput(stderr.String()))
 	}
 	var names []string
 	for _, line := range strings.Split(string(out), "\n") {
@@ -132,6 +128,35 @@ func (l ScrapyLister) List(ctx context.Context, egg []byte, info EggInfo) ([]str
 		}
 	}
 	return names, nil
+}
+
+// maxFailureOutput bounds the output a failed `scrapy list` adds to its error.
+const maxFailureOutput = 4096
+
+// failureOutput is what a failed Python command's error keeps of its stderr: the last line, which
+// names the exception (ModuleNotFoundError: No module named 'x'), first, then the end of the
+// traceback, up to maxFailureOutput bytes in all.
+func failureOutput(stderr string) string {
+	msg := strings.TrimSpace(stderr)
+	if msg == "" {
+		return "(no output)"
+	}
+	last := msg[strings.LastIndexByte(msg, '\n')+1:]
+	if len(last) > maxFailureOutput/4 {
+		last = last[:maxFailureOutput/4] + "..."
+	}
+	tail := msg
+	if room := maxFailureOutput - len(last); len(tail) > room {
+		tail = tail[len(tail)-room:]
+		if i := strings.IndexByte(tail, '\n'); i >= 0 {
+			tail = tail[i+1:]
+		}
+		tail = "...\n" + tail
+	}
+	if tail == last {
+		return strings.ToValidUTF8(last, "?")
+	}
+	return strings.ToValidUTF8(last+"\n"+tail, "?")
 }
 
 // EggEnv returns env with the egg first on PYTHONPATH and its settings module set, as Scrapyd
