@@ -26,6 +26,8 @@ import (
 // comes during the test, so only the worker's own pokes can publish them.
 func TestWorkerPublishesRunEventsAtOnce(t *testing.T) {
 	awstest.Moto(t)
+	// The stack's runners get the namespace its monitor alarms watch.
+	t.Setenv("CRAWLQ_METRICS_NAMESPACE", "crawlq-custom")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cfg := awstest.Config(t)
@@ -54,7 +56,7 @@ func TestWorkerPublishesRunEventsAtOnce(t *testing.T) {
 	var stdout, stderr strings.Builder
 	done := make(chan int)
 	go func() {
-		done <- cli.Main(ctx, []string{"worker", "--upkeep", "1h"}, cli.Env{Stdout: &syncWriter{w: &stdout}, Stderr: &syncWriter{w: &stderr},
+		done <- cli.Main(ctx, []string{"worker", "--upkeep", "1h", "--allow-loopback"}, cli.Env{Stdout: &syncWriter{w: &stdout}, Stderr: &syncWriter{w: &stderr},
 			Getenv: func(k string) string {
 				if k == "DATABASE_URL" {
 					return url
@@ -102,5 +104,9 @@ func TestWorkerPublishesRunEventsAtOnce(t *testing.T) {
 	cancel()
 	if c := <-done; c != 0 {
 		t.Fatalf("worker exited %d: %s", c, stderr.String())
+	}
+	// The run's monitors were judged: their metrics are in CRAWLQ_METRICS_NAMESPACE.
+	if o := stdout.String(); !strings.Contains(o, `"Namespace":"crawlq-custom"`) || strings.Contains(o, `"Namespace":"crawlq"`) {
+		t.Errorf("monitor metrics not (only) in namespace crawlq-custom; stdout:\n%s", o)
 	}
 }
