@@ -77,7 +77,7 @@ func TestRunsHistory(t *testing.T) {
 		Events  []events.Recorded
 	}
 	if code != 6 || json.Unmarshal([]byte(out), &v) != nil || v.State != "succeeded" || v.Outcome != "monitors_failed" || v.Report.Monitors != "failed" ||
-		len(v.Events) != 2 || v.Events[1].State != "succeeded" || v.Events[1].PublishedAt == nil {
+		len(v.Events) != 2 || v.Events[1].State != "succeeded" || v.Events[1].PublishedAt != nil || v.Events[1].NotPublished != "publishing is off" {
 		t.Fatalf("run: %d %s", code, out)
 	}
 }

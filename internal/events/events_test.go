@@ -125,7 +125,8 @@ func TestPublishingOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range evs {
-		if e.PublishedAt == nil || !strings.Contains(e.LastError, "publishing is off") {
+		// Done, and shown as not published: never published_at beside a note that it was not.
+		if e.PublishedAt != nil || e.NotPublished != "publishing is off" || e.LastError != "" || !e.Done() {
 			t.Fatalf("event %+v", e)
 		}
 	}

@@ -79,7 +79,7 @@ func TestLoopPublishesWhenPoked(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range evs {
-		if e.PublishedAt != nil || e.Attempts != 0 {
+		if e.Done() || e.Attempts != 0 {
 			t.Fatalf("run %d was not poked, yet its event %+v was taken", other, e)
 		}
 	}
@@ -102,7 +102,7 @@ func TestLoopStopPublishes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range evs {
-		if e.PublishedAt == nil {
+		if !e.Done() {
 			t.Fatalf("event %+v left after Stop", e)
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -389,7 +390,7 @@ func (p *Publisher) publish(ctx context.Context, evs []*event, res *Result) erro
 	switch {
 	case len(entries) == 0:
 	case p.cfg.Putter == nil:
-		note = "not published: publishing is off"
+		note = notPublished + "publishing is off"
 		for _, d := range details {
 			ok = append(ok, d.Sequence)
 		}
@@ -629,18 +630,32 @@ func Backlog(ctx context.Context, db DB) (int64, time.Duration, error) {
 	return b.Events, time.Duration(b.OldestSeconds * float64(time.Second)), nil
 }
 
-// Recorded is an outbox row as RunEvents lists it.
+// notPublished starts the note an event is marked done with when it was not sent (publishing
+// off): the outbox's published_at then says only that the event is done.
+const notPublished = "not published: "
+
+// Recorded is an outbox row as RunEvents lists it: published (PublishedAt), done without being
+// published (NotPublished says why), or waiting (neither; LastError says why the last attempt
+// failed, if one did). Never two of these at once.
 type Recorded struct {
-	ID          int64      `json:"id"`
-	RunID       int64      `json:"run_id"`
-	Spider      string     `json:"spider"`
-	State       string     `json:"state"`
-	PrevState   string     `json:"previous_state,omitempty"`
-	At          time.Time  `json:"at"`
+	ID        int64     `json:"id"`
+	RunID     int64     `json:"run_id"`
+	Spider    string    `json:"spider"`
+	State     string    `json:"state"`
+	PrevState string    `json:"previous_state,omitempty"`
+	At        time.Time `json:"at"`
+	// PublishedAt is when EventBridge accepted the event; nil when it was not sent.
 	PublishedAt *time.Time `json:"published_at,omitempty"`
-	Attempts    int        `json:"attempts"`
-	LastError   string     `json:"last_error,omitempty"`
+	// NotPublished says why the event was done with without being sent: "publishing is off"
+	// (no event bus configured). Such an event is never sent later.
+	NotPublished string `json:"not_published,omitempty"`
+	Attempts     int    `json:"attempts"`
+	// LastError is why the last attempt to publish a waiting event failed.
+	LastError string `json:"last_error,omitempty"`
 }
+
+// Done reports whether the publisher is done with the event: published, or not to be.
+func (r Recorded) Done() bool { return r.PublishedAt != nil || r.NotPublished != "" }
 
 // RunEvents lists a run's recorded events in order, published or not.
 func RunEvents(ctx context.Context, db DB, runID int64) ([]Recorded, error) {
@@ -650,8 +665,15 @@ func RunEvents(ctx context.Context, db DB, runID int64) ([]Recorded, error) {
 	}
 	var out []Recorded
 	for _, r := range rows {
-		out = append(out, Recorded{ID: r.ID, RunID: r.RunID, Spider: r.Spider, State: r.State, PrevState: r.PrevState.String,
-			At: r.CreatedAt, PublishedAt: r.PublishedAt, Attempts: int(r.Attempts), LastError: r.LastError.String})
+		e := Recorded{ID: r.ID, RunID: r.RunID, Spider: r.Spider, State: r.State, PrevState: r.PrevState.String,
+			At: r.CreatedAt, PublishedAt: r.PublishedAt, Attempts: int(r.Attempts), LastError: r.LastError.String}
+		// Marked done with a note (MarkRunEventsPublished): done, not published. A published
+		// event's last_error is cleared when it is marked.
+		if e.PublishedAt != nil && e.LastError != "" {
+			e.NotPublished = strings.TrimPrefix(e.LastError, notPublished)
+			e.PublishedAt, e.LastError = nil, ""
+		}
+		out = append(out, e)
 	}
 	return out, nil
 }
