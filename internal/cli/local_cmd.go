@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,6 +21,19 @@ import (
 	"crawlq/internal/runlog"
 	"crawlq/internal/scrapyd"
 )
+
+// eventsWhere says where crawlq local's run events go, for its banner.
+func eventsWhere(getenv func(string) string) string {
+	bus := getenv("CRAWLQ_EVENT_BUS")
+	if strings.EqualFold(bus, lambdafn.EventsOff) {
+		return "not published (no EventBridge here: --event-bus BUS with AWS_ENDPOINT_URL naming an emulator publishes them); " +
+			"runs are still judged, and each run's state changes are in its log (crawlq logs RUN_ID)"
+	}
+	if ep := getenv("AWS_ENDPOINT_URL"); ep != "" {
+		return fmt.Sprintf("EventBridge bus %q at %s", bus, ep)
+	}
+	return fmt.Sprintf("EventBridge bus %q of the AWS account and region the environment names", bus)
+}
 
 // localCmd is `crawlq local`: the four Lambda functions in-process behind the Lambda Invoke API.
 func localCmd() *Command {
@@ -35,12 +49,16 @@ the Lambda Invoke REST API, so the AWS CLI works against it as against AWS:
 on this machine, like that one: the workers refuse every non-public address by default, as on
 AWS.) The Scrapyd-compatible HTTP API
 listens on --scrapyd-addr (scrapyd-deploy, ScrapydWeb and curl work against it unchanged). Dispatch
-ticks every --tick and right after each schedule; the long-crawl queue (command and Scrapy spiders)
+ticks every --tick, and at once after each schedule, cancel or redrive, whether it came through the
+api, the Scrapyd API or the CLI (crawlq schedule, cancel-run, redrive: they NOTIFY crawlq_wake on
+the database, which this process listens to); runs with nothing left are finished every second.
+Recurring runs (the api's addschedule, or crawlq schedules add) are kept in the database and fired
+here on time, each tick once, across restarts. The long-crawl queue (command and Scrapy spiders)
 is worked by an in-process runner of --runners concurrency, as an always-on ECS task would. The
 database schema is migrated at start. Finished runs are judged against their spiders' monitors
 and run events go to EventBridge (--event-bus) as on AWS: the api, worker and runner publish
-those of the runs they change at once, each dispatch tick the rest. Stops on SIGINT/SIGTERM,
-releasing every claimed job.`,
+those of the runs they change at once, each dispatch tick the rest; the banner says where they go.
+Stops on SIGINT/SIGTERM, releasing every claimed job.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			addr := fs.String("addr", "127.0.0.1:3001", "address of the Lambda Invoke API")
 			tick := fs.Duration("tick", time.Minute, "how often dispatch ticks by itself")
@@ -126,6 +144,11 @@ releasing every claimed job.`,
 					return fmt.Errorf("listen: %w", err)
 				}
 				fmt.Fprintf(env.Stderr, "crawlq local: Lambda Invoke API on http://%s (functions %v)\n", ln.Addr(), st.Functions())
+				fmt.Fprintf(env.Stderr, "crawlq local: dispatch every %s, and at once on each schedule, cancel or redrive (the CLI's too)\n", *tick)
+				if st.SchedulesHere() {
+					fmt.Fprintln(env.Stderr, "crawlq local: recurring runs: kept in the database and fired here (crawlq schedules, or the api's addschedule)")
+				}
+				fmt.Fprintf(env.Stderr, "crawlq local: run events: %s\n", eventsWhere(getenv))
 				scrapydDone := make(chan error, 1)
 				var sln net.Listener
 				var user, pass string

@@ -219,6 +219,10 @@ func marshal[T any](v T, err error) ([]byte, error) {
 	return json.Marshal(v)
 }
 
+// SchedulesHere reports whether the stack keeps recurring runs in Postgres and fires them itself
+// (no EventBridge Scheduler configured).
+func (s *Stack) SchedulesHere() bool { return s.cron != nil }
+
 // API returns the api function's API (for the Scrapyd HTTP API beside it).
 func (s *Stack) API() *api.API { return s.api }
 
