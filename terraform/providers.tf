@@ -22,6 +22,7 @@ provider "aws" {
     ec2            = local.endpoint
     ecr            = local.endpoint
     ecs            = local.endpoint
+    events         = local.endpoint
     iam            = local.endpoint
     lambda         = local.endpoint
     rds            = local.endpoint
