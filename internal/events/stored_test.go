@@ -13,6 +13,7 @@ import (
 	"crawlq/internal/crawl"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/events"
+	"crawlq/internal/fetch"
 	"crawlq/internal/monitor"
 	"crawlq/internal/node"
 	"crawlq/internal/spider"
@@ -34,7 +35,7 @@ func TestStoredSpecMonitorsJudgeTheVersionRun(t *testing.T) {
 		return fmt.Appendf(nil, "name: pushed\nstart_urls: [%q]\nobey_robots: false\nitems:\n  - key: title\n    fields: {title: {css: h1}}\nmonitors: {min_items: %d}\n",
 			srv.URL+"/", minItems)
 	}
-	n, err := node.New(node.Config{Pool: pool, Spiders: spider.NewRegistry(), Upkeep: 100 * time.Millisecond})
+	n, err := node.New(node.Config{Pool: pool, Spiders: spider.NewRegistry(), Upkeep: 100 * time.Millisecond, Fetch: fetch.Config{AllowLoopback: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
