@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -331,6 +332,59 @@ func TestScrapyProjectThroughScrapydAPI(t *testing.T) {
 				t.Fatalf("log lacks %q:\n%s", w, log)
 			}
 		}
+		checkLogParserReads(t, log, want)
+
+		// ScrapydWeb's Jobs page lists the run as finished, with its log and items links.
+		var found *swJob
+		for _, sj := range parseJobsPage(t, s.get(t, "/jobs")) {
+			if sj.job == "job-catalog-1" {
+				found = &sj
+			}
+		}
+		if found == nil || found.project != "catalog" || found.spider != "catalog" || found.start == "" || found.finish == "" ||
+			found.log != j["log_url"] || found.items != j["items_url"] {
+			t.Fatalf("/jobs: ScrapydWeb reads %+v for job-catalog-1", found)
+		}
+		// Its Logs page lists the log, and its Stats page reads LogParser's JSON of it.
+		if !strings.Contains(s.get(t, "/logs/catalog/catalog/"), `<a href="job-catalog-1.log">job-catalog-1.log</a>`) {
+			t.Fatal("/logs/catalog/catalog/ does not list job-catalog-1.log")
+		}
+		var lp map[string]any
+		if err := json.Unmarshal([]byte(s.get(t, "/logs/catalog/catalog/job-catalog-1.json")), &lp); err != nil {
+			t.Fatal(err)
+		}
+		if lp["items"] != float64(want) || lp["pages"] != stats["pages"] || lp["finish_reason"] != "finished" || lp["logparser_version"] != "0.8.4" {
+			t.Fatalf("LogParser json: %v", lp)
+		}
+	})
+
+	t.Run("12000 items", func(t *testing.T) {
+		// A run whose log (tens of thousands of lines) and items are served whole.
+		const n = 12000
+		big := demosite.New(demosite.Config{Items: n, PerPage: 100, SlowDelay: time.Millisecond})
+		addr, err := big.Serve(ctx, "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sch map[string]any
+		s.call(t, "POST", "/schedule.json", url.Values{"project": {"catalog"}, "spider": {"catalog"}, "jobid": {"job-big-1"},
+			"base_url": {"http://" + addr.String()}, "setting": {"CONCURRENT_REQUESTS=32", "CONCURRENT_REQUESTS_PER_DOMAIN=32"}}, &sch)
+		if sch["status"] != "ok" {
+			t.Fatalf("schedule: %v", sch)
+		}
+		began := time.Now()
+		j := s.waitFinished(t, "catalog", "job-big-1", 10*time.Minute)
+		t.Logf("12000-item run: schedule to finished %s", time.Since(began).Round(time.Second))
+		if j["state"] != "succeeded" || j["items"] != float64(n) {
+			t.Fatalf("job: %v; want succeeded with %d items", j, n)
+		}
+		itemsText := s.get(t, j["items_url"].(string))
+		if lines := strings.Count(itemsText, "\n"); lines != n {
+			t.Fatalf("items_url: %d lines, want %d", lines, n)
+		}
+		log := s.get(t, j["log_url"].(string))
+		t.Logf("log: %d lines, %d bytes", strings.Count(log, "\n"), len(log))
+		checkLogParserReads(t, log, n)
 	})
 
 	t.Run("callbacks raise", func(t *testing.T) {
@@ -391,4 +445,33 @@ func TestScrapyProjectThroughScrapydAPI(t *testing.T) {
 		}
 		t.Logf("python client:\n%s", out)
 	})
+}
+
+// checkLogParserReads reads a served log with LogParser's patterns (logparser/common.py, 0.8.4):
+// a line starts with Scrapy's time (first_log_time), its LogStats lines give the pages chart, and the
+// stats dump at the end (PATTERN_LOG_ENDING) gives the item count and the finish reason.
+func checkLogParserReads(t *testing.T, log string, items int) {
+	t.Helper()
+	entry := regexp.MustCompile(`^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} `)
+	if !regexp.MustCompile(`(?m)^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} `).MatchString(log) {
+		t.Fatalf("no line starts with Scrapy's time: LogParser finds no first_log_time:\n%.300s", log)
+	}
+	datas := regexp.MustCompile(`\n(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) .+?Crawled (\d+) pages \(at (\d+) pages/min\), scraped (\d+) items \(at (\d+) items/min\)`)
+	if !datas.MatchString("\n" + log) {
+		t.Fatalf("LogParser finds no LogStats line (pages and items)")
+	}
+	ending := regexp.MustCompile(`(?s)(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) [^\n]+?Dumping Scrapy stats:.*?(\{.+\})`)
+	m := ending.FindStringSubmatch(log)
+	if m == nil {
+		t.Fatalf("LogParser finds no stats dump")
+	}
+	if !strings.Contains(m[2], fmt.Sprintf("'item_scraped_count': %d,", items)) || !strings.Contains(m[2], "'finish_reason': 'finished'") {
+		t.Fatalf("LogParser's crawler_stats lack item_scraped_count %d or finish_reason finished:\n%.2000s", items, m[2])
+	}
+	// crawlq's own lines are log entries of their own, not a continuation of Scrapy's.
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "crawlq: ") && !entry.MatchString(l) {
+			t.Fatalf("crawlq line %q is not in Scrapy's format", l)
+		}
+	}
 }
