@@ -26,6 +26,25 @@ func (q *Queries) AppendRunLog(ctx context.Context, arg AppendRunLogParams) erro
 	return err
 }
 
+const AppendRunLogAt = `-- name: AppendRunLogAt :exec
+INSERT INTO crawlq_run_log (run_id, at, line)
+SELECT $1::bigint, ($2::timestamptz[])[i], ($3::text[])[i]
+FROM generate_subscripts($3::text[], 1) AS i ORDER BY i
+`
+
+type AppendRunLogAtParams struct {
+	RunID int64
+	Ats   []time.Time
+	Lines []string
+}
+
+// Adds lines to a run's log, in order, each with the time it happened (a page's death, a host's
+// pause, a state change), which may be earlier than the insert. ats and lines are parallel.
+func (q *Queries) AppendRunLogAt(ctx context.Context, arg AppendRunLogAtParams) error {
+	_, err := q.db.Exec(ctx, AppendRunLogAt, arg.RunID, arg.Ats, arg.Lines)
+	return err
+}
+
 const ReadRunLog = `-- name: ReadRunLog :many
 SELECT id, at, line FROM crawlq_run_log
 WHERE run_id = $1 AND id > $2

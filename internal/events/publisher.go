@@ -24,6 +24,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -51,10 +52,12 @@ type Putter interface {
 	PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, opts ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error)
 }
 
-// RunLog receives one line per published run event (state changes, monitor verdicts), to keep
-// with the run's own log. The per-run log store (internal/runlog) adapts to it; nil: none.
+// RunLog receives the lines of a run's published events (state changes, the final figures with
+// the retries summary, monitor verdicts), to keep with the run's own log, each with the time it
+// happened (the state change's, the verdict's). The per-run log store (internal/runlog) adapts
+// to it; nil: none.
 type RunLog interface {
-	RunEvent(ctx context.Context, runID int64, line string) error
+	RunEvent(ctx context.Context, runID int64, at time.Time, line string) error
 }
 
 // Config wires a Publisher. Pool is required.
@@ -582,7 +585,7 @@ func (p *Publisher) recordVerdict(ctx context.Context, rep *Report) {
 			line += " " + r.Field
 		}
 		line += ": " + r.Status + ": " + r.Message
-		if err := p.cfg.Log.RunEvent(ctx, rep.RunID, line); err != nil {
+		if err := p.cfg.Log.RunEvent(ctx, rep.RunID, rep.EvaluatedAt, line); err != nil {
 			p.log.Error("events: write run log", "run", rep.RunID, "err", err)
 		}
 	}
@@ -607,10 +610,45 @@ func (p *Publisher) logEvents(ctx context.Context, details []*Detail, ok []int64
 		if d.Error != "" {
 			line += ": " + d.Error
 		}
-		if err := p.cfg.Log.RunEvent(ctx, d.RunID, line); err != nil {
-			p.log.Error("events: write run log", "run", d.RunID, "err", err)
+		lines := []string{line}
+		if IsFinal(d.State) {
+			lines = append(lines, summaryLine(d.Stats))
+		}
+		for _, l := range lines {
+			if err := p.cfg.Log.RunEvent(ctx, d.RunID, d.Time, l); err != nil {
+				p.log.Error("events: write run log", "run", d.RunID, "err", err)
+			}
 		}
 	}
+}
+
+// summaryLine is a finished run's figures for its log: pages, items, errors, and the retries,
+// host pauses and dead pages that got it there, with the errors by kind.
+func summaryLine(st Stats) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "pages %d, items %d, errors %d, retries %d", st.Pages, st.Items, st.Errors, st.Retries)
+	if n := st.ErrorsByKind["host_paused"]; n > 0 {
+		fmt.Fprintf(&b, ", host pauses %d", n)
+	}
+	if st.DeadPages != nil {
+		fmt.Fprintf(&b, ", dead pages %d", *st.DeadPages)
+	}
+	kinds := make([]string, 0, len(st.ErrorsByKind))
+	for k := range st.ErrorsByKind {
+		if k != "host_paused" {
+			kinds = append(kinds, k)
+		}
+	}
+	if len(kinds) > 0 {
+		slices.Sort(kinds)
+		b.WriteString(" (by kind, retries and errors:")
+		for _, k := range kinds {
+			fmt.Fprintf(&b, " %s %d", k, st.ErrorsByKind[k])
+		}
+		b.WriteString(")")
+	}
+	fmt.Fprintf(&b, " in %s", (time.Duration(st.Duration * float64(time.Second))).Round(time.Millisecond))
+	return b.String()
 }
 
 func (p *Publisher) prune(ctx context.Context) (int, error) {

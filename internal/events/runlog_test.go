@@ -16,6 +16,10 @@ func TestEventsInTheRunLog(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.Pool(t)
 	id := fixtureRun(t, pool, "shop", 3, 3, "running", "succeeded")
+	// The events are published an hour after they happened: the log says when they happened.
+	if _, err := pool.Exec(ctxT(t, 10*time.Second), `UPDATE crawlq_run_event SET created_at = created_at - interval '1 hour' WHERE run_id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
 	store := runlog.Postgres{Pool: pool}
 	p := newPublisher(t, events.Config{Pool: pool, Log: runlog.EventLog{Store: store}})
 	if _, err := p.Drain(ctxT(t, 10*time.Second)); err != nil {
@@ -33,5 +37,25 @@ func TestEventsInTheRunLog(t *testing.T) {
 	running, succeeded := strings.Index(all, "running"), strings.Index(all, "succeeded")
 	if running < 0 || succeeded < running {
 		t.Fatalf("run log %q: want the running and succeeded events, in order", all)
+	}
+	evs, err := events.RunEvents(ctxT(t, 10*time.Second), pool, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := map[string]time.Time{}
+	for _, e := range evs {
+		at["state "+e.State] = e.At
+	}
+	var summary bool
+	for i, l := range lines {
+		if want, ok := at[l.Text]; ok && !l.At.Equal(want) {
+			t.Errorf("line %q at %s; the event happened at %s", l.Text, l.At, want)
+		}
+		if strings.HasPrefix(l.Text, "pages 3, items 3, errors 0, retries 0") {
+			summary = i > 0 && lines[i-1].Text == "state succeeded" && l.At.Equal(at["state succeeded"])
+		}
+	}
+	if !summary {
+		t.Errorf("run log %q: want the final figures with the retries right after the final state, at its time", all)
 	}
 }

@@ -31,7 +31,11 @@ func (c CloudWatch) Append(ctx context.Context, runID int64, lines []string) err
 	for i, l := range lines {
 		ev[i] = types.InputLogEvent{Message: aws.String(clean(l)), Timestamp: aws.Int64(now)}
 	}
-	in := &cloudwatchlogs.PutLogEventsInput{LogGroupName: aws.String(c.Group), LogStreamName: aws.String(stream(runID)), LogEvents: ev}
+	return c.put(ctx, runID, &cloudwatchlogs.PutLogEventsInput{LogGroupName: aws.String(c.Group), LogStreamName: aws.String(stream(runID)), LogEvents: ev})
+}
+
+// put sends in, creating the run's stream on first use.
+func (c CloudWatch) put(ctx context.Context, runID int64, in *cloudwatchlogs.PutLogEventsInput) error {
 	_, err := c.Client.PutLogEvents(ctx, in)
 	var nf *types.ResourceNotFoundException
 	if errors.As(err, &nf) {

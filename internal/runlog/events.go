@@ -1,13 +1,16 @@
 package runlog
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // EventLog puts a run's published events (state changes, monitor verdicts) into its log, so
 // `crawlq logs RUN` tells the whole story beside the command's own output. It is the
 // events.RunLog a publisher writes to.
 type EventLog struct{ Store Store }
 
-// RunEvent appends line to run runID's log.
-func (l EventLog) RunEvent(ctx context.Context, runID int64, line string) error {
-	return l.Store.Append(ctx, runID, []string{line})
+// RunEvent appends line to run runID's log, at the time at it happened.
+func (l EventLog) RunEvent(ctx context.Context, runID int64, at time.Time, line string) error {
+	return AppendAt(ctx, l.Store, runID, []Entry{{At: at, Text: line}})
 }

@@ -70,6 +70,15 @@ func exercise(t *testing.T, s runlog.Store) {
 	if none, err := runlog.ReadAll(ctx, s, 99, 0); err != nil || len(none) != 0 {
 		t.Fatalf("run without a log: %q %v", none, err)
 	}
+	// A line keeps the time what it says happened, not the time it was written.
+	died := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	if err := runlog.AppendAt(ctx, s, 3, []runlog.Entry{{At: died, Text: "page died"}, {At: died.Add(time.Second), Text: "later"}}); err != nil {
+		t.Fatal(err)
+	}
+	timed, err := runlog.ReadAll(ctx, s, 3, 0)
+	if err != nil || len(timed) != 2 || !timed[0].At.Equal(died) || timed[0].Text != "page died" || !timed[1].At.Equal(died.Add(time.Second)) {
+		t.Fatalf("timed lines %+v %v; want their own times, %s and a second later", timed, err, died)
+	}
 }
 
 func TestPostgres(t *testing.T) {

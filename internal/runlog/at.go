@@ -1,0 +1,141 @@
+package runlog
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs/types"
+
+	"crawlq/internal/dbsqlc"
+)
+
+// Entry is a line with the time what it says happened: a run log shows that time, not when the
+// line was written (a state change is written when its event is published, a page's death
+// after its last attempt).
+type Entry struct {
+	At   time.Time
+	Text string
+}
+
+// TimedStore is a Store that keeps each line's own time. Postgres and CloudWatch are.
+type TimedStore interface {
+	AppendAt(ctx context.Context, runID int64, entries []Entry) error
+}
+
+// AppendAt adds entries to a run's log with their times when s keeps them (TimedStore), else
+// each line with its time in front.
+func AppendAt(ctx context.Context, s Store, runID int64, entries []Entry) error {
+	if ts, ok := s.(TimedStore); ok {
+		return ts.AppendAt(ctx, runID, entries)
+	}
+	lines := make([]string, len(entries))
+	for i, e := range entries {
+		lines[i] = e.At.UTC().Format(time.RFC3339Nano) + " " + e.Text
+	}
+	return s.Append(ctx, runID, lines)
+}
+
+// AppendAt implements TimedStore.
+func (p Postgres) AppendAt(ctx context.Context, runID int64, entries []Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	arg := dbsqlc.AppendRunLogAtParams{RunID: runID, Ats: make([]time.Time, len(entries)), Lines: make([]string, len(entries))}
+	for i, e := range entries {
+		arg.Ats[i], arg.Lines[i] = e.At, clean(e.Text)
+	}
+	if err := dbsqlc.New(p.Pool).AppendRunLogAt(ctx, arg); err != nil {
+		return fmt.Errorf("append run %d log: %w", runID, err)
+	}
+	return nil
+}
+
+// AppendAt implements TimedStore. CloudWatch wants a call's events in time order: they are sent
+// so (stable, so lines of one instant keep theirs).
+func (c CloudWatch) AppendAt(ctx context.Context, runID int64, entries []Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	sorted := slices.Clone(entries)
+	slices.SortStableFunc(sorted, func(a, b Entry) int { return a.At.Compare(b.At) })
+	ev := make([]types.InputLogEvent, len(sorted))
+	for i, e := range sorted {
+		ev[i] = types.InputLogEvent{Message: aws.String(clean(e.Text)), Timestamp: aws.Int64(e.At.UnixMilli())}
+	}
+	return c.put(ctx, runID, &cloudwatchlogs.PutLogEventsInput{LogGroupName: aws.String(c.Group), LogStreamName: aws.String(stream(runID)), LogEvents: ev})
+}
+
+// Pages writes what happens to a run's pages into the run's log, for `crawlq logs RUN`: a page
+// that died (its URL and last error), a host paused (why, until when) and answering again. The
+// crawler calls it as these happen; a failed write is logged (Logger) and does not fail the page.
+type Pages struct {
+	Store  Store
+	Logger *slog.Logger // default slog.Default()
+}
+
+func (p Pages) write(ctx context.Context, runID int64, at time.Time, line string) {
+	if p.Store == nil {
+		return
+	}
+	// The page's own context may be ending (a lease lost, a stop): the line is still the run's.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := AppendAt(wctx, p.Store, runID, []Entry{{At: at, Text: line}}); err != nil {
+		l := p.Logger
+		if l == nil {
+			l = slog.Default()
+		}
+		l.Warn("run log: line not written", "run", runID, "line", line, "err", err)
+	}
+}
+
+// PageDied says a page died at at: its URL, the attempts it used and its last error.
+func (p Pages) PageDied(ctx context.Context, runID int64, at time.Time, url string, attempts int, err error) {
+	p.write(ctx, runID, at, PageDiedLine(url, attempts, err))
+}
+
+// HostPaused says host was paused at at until until, because of cause (the failure, in words:
+// connection refused, a streak of HTTP 5xx, 429 Too Many Requests, timeouts), and how long it may
+// stay down before its pages die.
+func (p Pages) HostPaused(ctx context.Context, runID int64, at time.Time, host, cause string, until time.Time, downLimit time.Duration) {
+	p.write(ctx, runID, at, HostPausedLine(host, cause, at, until, downLimit))
+}
+
+// HostResumed says host answered again at at, after being down for downFor: its pause lifted.
+func (p Pages) HostResumed(ctx context.Context, runID int64, at time.Time, host string, downFor time.Duration) {
+	p.write(ctx, runID, at, HostResumedLine(host, downFor))
+}
+
+// PageDiedLine is the log line of a page that died.
+func PageDiedLine(url string, attempts int, err error) string {
+	return fmt.Sprintf("page died after %d attempt%s: %s: %v", attempts, plural(attempts), url, err)
+}
+
+// HostPausedLine is the log line of a host paused at at until until.
+func HostPausedLine(host, cause string, at, until time.Time, downLimit time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "host %s paused for %s (until %s): %s; its pages wait without counting attempts",
+		host, until.Sub(at).Round(time.Millisecond), until.UTC().Format("15:04:05.000"), cause)
+	if downLimit > 0 {
+		fmt.Fprintf(&b, ", and die once it has been down %s", downLimit)
+	}
+	return b.String()
+}
+
+// HostResumedLine is the log line of a host that answers again.
+func HostResumedLine(host string, downFor time.Duration) string {
+	return fmt.Sprintf("host %s answers again after %s down: its pause is lifted", host, downFor.Round(time.Millisecond))
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
