@@ -39,6 +39,11 @@ func watchRun(ctx context.Context, w io.Writer, n *node.Node, id int64, every ti
 			}
 		}
 		line := progressLine(r, waiting, running, limit)
+		if why, err := waitingFor(ctx, n, r, waiting, running, time.Now()); err != nil {
+			return err
+		} else if why != "" {
+			line += "  " + why
+		}
 		switch {
 		case tty:
 			fmt.Fprint(w, "\r\x1b[K"+line)

@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"crawlq/internal/crawl"
+	"crawlq/internal/node"
+	"crawlq/internal/queue"
+)
+
+// waitSample is how many of a run's waiting jobs waitingFor looks at (the newest).
+const waitSample = 200
+
+// liveHorizon is how recently a worker must have heartbeated to count as alive (dispatch's).
+const liveHorizon = time.Minute
+
+// waitingFor says what a live run that has nothing running waits for, for --watch: its start
+// time, the next page due (a retry's backoff or a host pause, with the last error that put it
+// off), a worker of its queue, or room among the live ones. Empty when it waits for nothing
+// (something of it runs, or it has no waiting job).
+func waitingFor(ctx context.Context, n *node.Node, r *crawl.Run, waiting, running int64, now time.Time) (string, error) {
+	if r.Finished() || running > 0 || waiting == 0 {
+		return "", nil
+	}
+	jobs, err := n.Queue.List(ctx, queue.ListParams{ParentID: r.ID, States: []queue.State{queue.StateAvailable, queue.StateScheduled},
+		Limit: waitSample})
+	if err != nil {
+		return "", err
+	}
+	var due, next *queue.Job
+	for _, j := range jobs {
+		if !j.RunAt.After(now) {
+			if due == nil {
+				due = j
+			}
+		} else if next == nil || j.RunAt.Before(next.RunAt) {
+			next = j
+		}
+	}
+	if due == nil && next != nil {
+		in := next.RunAt.Sub(now).Round(time.Second)
+		at := next.RunAt.Local().Format("15:04:05")
+		if r.State == crawl.StatePending {
+			return fmt.Sprintf("waits to start at %s (in %s)", at, in), nil
+		}
+		why := "a retry's backoff or a paused host"
+		if k := len(next.Errors); k > 0 {
+			why = clipMsg(next.Errors[k-1].Error, 80)
+		}
+		return fmt.Sprintf("waits: next page due at %s (in %s; %s)", at, in, why), nil
+	}
+	if due == nil {
+		return "", nil
+	}
+	live, err := n.Queue.LiveWorkers(ctx, due.Queue, liveHorizon)
+	if err != nil {
+		return "", err
+	}
+	alive := 0
+	for _, k := range live[due.Queue] {
+		alive += k
+	}
+	if alive == 0 {
+		return fmt.Sprintf("waits for a worker of queue %s: none alive (a dispatch starts one: crawlq local at once, on AWS within the minute; or crawlq worker --queues %s)",
+			due.Queue, due.Queue), nil
+	}
+	return fmt.Sprintf("waits for room: %d live worker(s) of queue %s are busy with other jobs or holding to the host's politeness", alive, due.Queue), nil
+}
+
+func clipMsg(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
