@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -61,8 +63,20 @@ func ServeFunctionURL(ctx context.Context, h http.Handler, ev events.LambdaFunct
 		req.Header.Add("Cookie", c)
 	}
 	req.RemoteAddr = ev.RequestContext.HTTP.SourceIP + ":0"
-	rec := httptest.NewRecorder()
+	rec := &capRecorder{ResponseRecorder: httptest.NewRecorder(), limit: MaxFunctionURLAnswer}
 	h.ServeHTTP(rec, req)
+	tooLarge := func() (events.LambdaFunctionURLResponse, error) {
+		// Lambda would refuse the answer with an error of its own; the client gets this one,
+		// which says what to do instead, and so does the function's log.
+		msg := fmt.Sprintf("the answer to %s is larger than a Lambda function URL answer holds (%d bytes); read run logs with `crawlq logs RUN` and items from the items bucket",
+			clip(ev.RawPath), MaxFunctionURLAnswer)
+		slog.ErrorContext(ctx, "scrapyd: function URL answer too large", "path", clip(ev.RawPath), "limit", MaxFunctionURLAnswer)
+		b, _ := json.Marshal(map[string]string{"status": "error", "message": msg})
+		return events.LambdaFunctionURLResponse{StatusCode: http.StatusRequestEntityTooLarge, Headers: map[string]string{"Content-Type": "application/json"}, Body: string(b)}, nil
+	}
+	if rec.over {
+		return tooLarge()
+	}
 	res := events.LambdaFunctionURLResponse{StatusCode: rec.Code, Headers: map[string]string{}}
 	for k, v := range rec.Header() {
 		res.Headers[k] = strings.Join(v, ", ")
@@ -73,8 +87,33 @@ func ServeFunctionURL(ctx context.Context, h http.Handler, ev events.LambdaFunct
 	} else {
 		res.Body, res.IsBase64Encoded = base64.StdEncoding.EncodeToString(rec.Body.Bytes()), true
 	}
+	if enc, err := json.Marshal(res); err != nil || len(enc) > MaxFunctionURLAnswer {
+		return tooLarge()
+	}
 	return res, nil
 }
+
+// MaxFunctionURLAnswer bounds an answer through the function URL: Lambda's 6 MB response
+// payload, the encoded response (JSON-escaped or base64 body, headers) included.
+const MaxFunctionURLAnswer = 6_000_000
+
+// capRecorder records an answer up to limit bytes; past it, it keeps nothing more and fails the
+// handler's writes, so a large log or item list stops being read instead of filling memory.
+type capRecorder struct {
+	*httptest.ResponseRecorder
+	limit int
+	over  bool
+}
+
+func (c *capRecorder) Write(b []byte) (int, error) {
+	if c.over || c.Body.Len()+len(b) > c.limit {
+		c.over = true
+		return 0, errAnswerTooLarge
+	}
+	return c.ResponseRecorder.Write(b)
+}
+
+var errAnswerTooLarge = errors.New("answer larger than a function URL answer holds")
 
 // Credentials reads basic auth credentials: CRAWLQ_SCRAPYD_SECRET_ARN names a Secrets Manager
 // secret holding {"username":...,"password":...}; else CRAWLQ_SCRAPYD_USERNAME and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 
 	"crawlq/internal/api"
 	"crawlq/internal/dbtest"
+	"crawlq/internal/items"
 	"crawlq/internal/lambdafn"
 	"crawlq/internal/node"
 	"crawlq/internal/runlog"
@@ -99,6 +101,34 @@ func TestFunctionURL(t *testing.T) {
 	}
 	if res = call(event("OPTIONS", "/jobs", "", "", false)); res.StatusCode != 401 {
 		t.Fatalf("OPTIONS on a page without credentials: %+v; want 401", res)
+	}
+	// An answer larger than a function URL answer holds is refused with a clear error (Lambda's
+	// own would say nothing useful), not sent cut short; a smaller one is whole.
+	id, err := n.Store.JobIDTaken(ctx, "fn-url-1")
+	if err != nil || id == 0 {
+		t.Fatalf("job fn-url-1: %d %v", id, err)
+	}
+	sink := items.NewPostgresSink(pool)
+	pad := strings.Repeat(`\"q\"`, 20)
+	write := func(from, to int) {
+		for lo := from; lo < to; lo += 1000 {
+			batch := make([]items.Item, 0, 1000)
+			for k := lo; k < lo+1000 && k < to; k++ {
+				batch = append(batch, items.Item{RunID: id, Spider: "demo", Key: fmt.Sprintf("k%06d", k), URL: "http://127.0.0.1/",
+					Data: json.RawMessage(fmt.Sprintf(`{"n":%d,"pad":"%s"}`, k, pad))})
+			}
+			if err := sink.Write(ctx, batch); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write(0, 1000)
+	if res = call(event("GET", "/items/default/demo/fn-url-1.jl", "", "", true)); res.StatusCode != 200 || strings.Count(res.Body, "\n") != 1000 {
+		t.Fatalf("items through the function URL: %d, %d lines", res.StatusCode, strings.Count(res.Body, "\n"))
+	}
+	write(1000, 50000) // about 6 MB once JSON-escaped
+	if res = call(event("GET", "/items/default/demo/fn-url-1.jl", "", "", true)); res.StatusCode != 413 || !strings.Contains(res.Body, "larger than a Lambda function URL answer holds") {
+		t.Fatalf("large items through the function URL: %d %.300s", res.StatusCode, res.Body)
 	}
 	// A plain payload is the JSON api, as before.
 	out, err := h(ctx, json.RawMessage(`{"action":"status","job":"fn-url-1"}`))
