@@ -212,3 +212,81 @@ func TestCLIActionsTakeEffectWithoutATick(t *testing.T) {
 		t.Errorf("cancelled pending run: %s after %s; want cancelled within 2s", r.State, time.Since(t2))
 	}
 }
+
+// A cancelled command run shows cancelled within 2 s of its process exiting, without a tick
+// (the stack never ticks here): it used to stay running until the next tick's sweep.
+func TestCancelledCommandRunEndsWhenItsProcessExits(t *testing.T) {
+	_, url := dbtest.Schema(t)
+	dir := t.TempDir()
+	exited := filepath.Join(dir, "exited")
+	started := filepath.Join(dir, "started")
+	// Exits 1 at SIGINT or SIGTERM, writing the time it did (a process that stops as asked).
+	script := `echo > ` + started + `; trap 'date +%s.%N > ` + exited + `; exit 1' INT TERM; while :; do sleep 0.05; done`
+	spec := "name: stubborn\nkind: command\ncommand: [sh, -c, \"" + strings.ReplaceAll(script, `"`, `\"`) + "\"]\n"
+	specPath := filepath.Join(dir, "stubborn.yaml")
+	if err := os.WriteFile(specPath, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	crawlqCLI(t, url, "spider", "push", specPath)
+
+	pool := dbtest.Open(t, url, 16)
+	env := map[string]string{"CRAWLQ_EVENT_BUS": lambdafn.EventsOff}
+	deps, err := lambdafn.NewDeps(pool, aws.Config{Region: "us-east-1"}, nil, func(k string) string { return env[k] }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := local.New(local.Config{Deps: deps, Tick: -1, Runners: 1, Metrics: os.Stderr,
+		Worker: lambdafn.WorkerOptions{IdleExit: 2 * time.Second, Margin: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- st.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		deps.Control.Pipeline.Close(context.Background())
+	})
+	c := deps.Control.Crawler
+
+	id := crawlqCLI(t, url, "schedule", "--spider", "stubborn")
+	run, err := strconv.ParseInt(id, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFile := func(path string, within time.Duration) time.Time {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for {
+			if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+				if path != exited {
+					return time.Now()
+				}
+				f, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
+				if err != nil {
+					t.Fatalf("%s: %q", path, b)
+				}
+				return time.Unix(0, int64(f*1e9))
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s not written within %s", filepath.Base(path), within)
+			}
+			time.Sleep(20 * time.Millisecond) // paces a look at the file
+		}
+	}
+	waitFile(started, 30*time.Second)
+	crawlqCLI(t, url, "cancel-run", id)
+	exit := waitFile(exited, 60*time.Second)
+	r := waitRun(t, c, run, 60*time.Second, "finished", (*crawl.Run).Finished)
+	t.Logf("process exited → run %s: %s", r.State, r.FinishedAt.Sub(exit))
+	if r.State != "cancelled" || r.FinishedAt.Sub(exit) > 2*time.Second {
+		t.Errorf("cancelled command run: %s %s after its process exited; want cancelled within 2s", r.State, r.FinishedAt.Sub(exit))
+	}
+}
