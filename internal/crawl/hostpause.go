@@ -2,23 +2,32 @@ package crawl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"crawlq/internal/dbsqlc"
+	"crawlq/internal/fetch"
 	"crawlq/internal/spider"
 )
 
 // A host that is down pauses; its pages do not die. When a fetch fails at the connection level
 // (refused, reset, a connect timeout) or a host fails several pages in a row (5xx, 429, read
-// timeouts: one slow page is the page's failure, not the host's), the host is paused
-// in its shared politeness row (crawlq_domain): every worker's pages of it then wait, without
-// counting an attempt, until the pause ends, and the first page after it probes the host. Each
-// failed probe doubles the pause (spider.Retry.HostPause up to MaxHostPause). Once the host has
-// been failing for longer than Retry.HostDownLimit, its pages count attempts again, so a host that
-// never comes back leaves its runs incomplete with the dead pages listed, rather than pending
-// forever. A page of the host that succeeds ends the streak.
+// timeouts: one slow page is the page's failure, not the host's), the host is paused in its
+// shared politeness row (crawlq_domain): every worker's pages of it then wait, without counting
+// an attempt, until the pause ends, and the first page after it probes the host. Each failed
+// probe doubles the pause (spider.Retry.HostPause up to MaxHostPause); while the host is in its
+// streak, any such failure, a single 5xx included, is a failed probe and counts no attempt, and
+// the first such failure of each page before the streak is known costs it none either
+// (hostHealth.firstSoft). Once the host has been failing for longer than its down limit
+// (Retry.DownLimit: HostDownLimit, or StartDownLimit while the run has fetched nothing), its pages
+// die at their next failed probe, so a host that never comes back ends its runs incomplete
+// (failed when nothing was fetched) with the dead pages listed, rather than pending forever. A
+// page of the host that succeeds ends the streak. Maintenance keeps a paused host's row
+// (PruneDomains), since the streak in it is what reaches the limit.
 //
 // Each process keeps what it learnt of a host's pause, so a page of a paused host is put back
 // without a round trip; a process that has not seen the host fail learns of the pause from its own
@@ -33,15 +42,49 @@ type hostHealth struct {
 	mu     sync.Mutex
 	hosts  map[string]*hostState
 	maxLen int
+	// soft holds the page jobs put back once without counting an attempt after a 5xx, 429 or
+	// timeout from a host not known to be failing (see firstSoft).
+	soft map[int64]struct{}
 }
+
+// maxSoft bounds the page jobs remembered as put back once (firstSoft); past it they are forgotten,
+// which costs a page at most one more uncounted try.
+const maxSoft = 100000
 
 type hostState struct {
 	pausedUntil time.Time
 	failing     bool // this process saw the host fail since its last success: a success ends the streak
 	statuses    int  // 5xx/429 answers in a row
+	// lastFail is when this process last saw the host fail. A request that started before it
+	// and then succeeded says nothing of the host now (it was answered before the outage), so
+	// its success ends no streak.
+	lastFail time.Time
+	// recoveredAt is when this process last saw the host answer again after failing: a request
+	// started before it that fails belongs to the outage that ended, not to its page.
+	recoveredAt time.Time
 }
 
-func newHostHealth() *hostHealth { return &hostHealth{hosts: map[string]*hostState{}, maxLen: 100000} }
+func newHostHealth() *hostHealth {
+	return &hostHealth{hosts: map[string]*hostState{}, maxLen: 100000, soft: map[int64]struct{}{}}
+}
+
+// firstSoft reports whether this is the first 5xx, 429 or timeout of page job id seen here while
+// its host was not known to be failing, and remembers it. Such an answer may be the first of a
+// host's outage, which pauses the host only once a streak of them came in: the page is put back
+// once without counting an attempt, so an outage's first answers cost their pages nothing, and
+// a page that fails so again counts its attempts as before.
+func (h *hostHealth) firstSoft(id int64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.soft[id]; ok {
+		return false
+	}
+	if len(h.soft) >= maxSoft {
+		clear(h.soft)
+	}
+	h.soft[id] = struct{}{}
+	return true
+}
 
 // paused returns how long pages of host must still wait, or 0.
 func (h *hostHealth) paused(host string, now time.Time) time.Duration {
@@ -65,18 +108,20 @@ func (h *hostHealth) state(host string) *hostState {
 	return s
 }
 
-// status notes an HTTP answer of host and reports whether it completes a streak of failing ones.
-func (h *hostHealth) status(host string, failing bool) bool {
+// status notes an HTTP answer of host to a request started at start and reports whether it
+// completes a streak of failing ones.
+func (h *hostHealth) status(host string, failing bool, start time.Time) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := h.hosts[host]
 	if !failing {
-		if s != nil {
+		if s != nil && !start.Before(s.lastFail) {
 			s.statuses = 0
 		}
 		return false
 	}
 	s = h.state(host)
+	s.lastFail = time.Now()
 	s.statuses++
 	if s.statuses >= statusStreak {
 		s.statuses = 0
@@ -90,19 +135,37 @@ func (h *hostHealth) pause(host string, until time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := h.state(host)
-	s.pausedUntil, s.failing = until, true
+	s.pausedUntil, s.failing, s.lastFail = until, true, time.Now()
 }
 
-// recovered reports whether host had been seen failing here, and forgets it.
-func (h *hostHealth) recovered(host string) bool {
+// isFailing reports whether this process has seen host fail since it last answered.
+func (h *hostHealth) isFailing(host string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := h.hosts[host]
-	if s == nil || !s.failing {
+	return s != nil && s.failing
+}
+
+// recovered reports whether host, seen failing here, answered a request started at start, after
+// its last failure, and then forgets the failure.
+func (h *hostHealth) recovered(host string, start time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.hosts[host]
+	if s == nil || !s.failing || start.Before(s.lastFail) {
 		return false
 	}
-	delete(h.hosts, host)
+	*s = hostState{recoveredAt: time.Now()}
 	return true
+}
+
+// endedOutage reports whether host answered again, after failing, since a request that started at
+// start: that request's failure is the last of an outage that is over.
+func (h *hostHealth) endedOutage(host string, start time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.hosts[host]
+	return s != nil && !s.failing && s.recoveredAt.After(start)
 }
 
 // hostPause is the shared state of a failing host after a failure was recorded.
@@ -113,9 +176,10 @@ type hostPause struct {
 	started bool // this failure started a new pause (not one during a pause already running)
 }
 
-// hostFailed records a connection-level failure of host in its shared row and returns the pause.
-func (c *Crawler) hostFailed(ctx context.Context, host string, r spider.Retry) (hostPause, error) {
-	stale := max(2*r.MaxHostPause, time.Minute)
+// hostFailed records a failure of host (cause says which, for the log) in its shared row and
+// returns the pause.
+func (c *Crawler) hostFailed(ctx context.Context, host string, r spider.Retry, cause string) (hostPause, error) {
+	stale := staleAfter(r)
 	row, err := c.db.HostFailed(ctx, dbsqlc.HostFailedParams{
 		Host: host, FirstPauseUs: r.HostPause.Microseconds(), MaxPauseUs: r.MaxHostPause.Microseconds(),
 		StaleAfterUs: stale.Microseconds(), Now: c.now(),
@@ -127,16 +191,70 @@ func (c *Crawler) hostFailed(ctx context.Context, host string, r spider.Retry) (
 		downFor: time.Duration(row.DownSeconds * float64(time.Second))}
 	c.health.pause(host, p.until)
 	if p.started {
-		c.log.Warn("host paused: it fails at the connection level; its pages wait without counting attempts",
+		c.log.Warn("host paused: "+cause+"; its pages wait without counting attempts",
 			"host", host, "streak", p.streak, "until", p.until, "down_for", p.downFor.Round(time.Millisecond),
 			"gives_up_after", r.HostDownLimit)
 	}
 	return p, nil
 }
 
-// hostAnswered ends host's failing streak after a fetch it answered, when this process saw it fail.
-func (c *Crawler) hostAnswered(ctx context.Context, host string) {
-	if !c.health.recovered(host) {
+// failing reports whether host is known to be in a failing streak: seen so here, else in its
+// shared row (another process paused it). A lookup error counts as not failing: the page's
+// failure then counts as its own, as it did before the host was known down.
+func (c *Crawler) failing(ctx context.Context, host string, r spider.Retry) bool {
+	if c.health.isFailing(host) {
+		return true
+	}
+	f, err := c.db.HostFailing(ctx, dbsqlc.HostFailingParams{Host: host, StaleAfterUs: staleAfter(r).Microseconds(), Now: c.now()})
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		c.log.Warn("could not read whether a host is failing; counting its answer as the page's failure", "host", host, "err", err)
+	}
+	return f
+}
+
+// staleAfter is how long after its last pause ended a host's streak is forgotten.
+func staleAfter(r spider.Retry) time.Duration { return max(2*r.MaxHostPause, time.Minute) }
+
+// hostFailure says whether a retryable fetch failure is the host's rather than the page's, and
+// why, for the log: a connection failure; any 5xx, 429 or timeout while the host is known
+// failing (a failed probe); or a streak of them seen here.
+func (c *Crawler) hostFailure(ctx context.Context, host string, ferr error, r spider.Retry) (bool, string) {
+	if fetch.IsHostFailure(ferr) {
+		return true, "its connections fail (" + fetch.Kind(ferr) + ")"
+	}
+	streak := c.health.status(host, true, time.Time{})
+	if c.failing(ctx, host, r) {
+		return true, "it still fails (" + ferr.Error() + ")"
+	}
+	if streak {
+		return true, fmt.Sprintf("%d answers in a row were HTTP 5xx, 429 or timeouts (the last: %s)", statusStreak, ferr)
+	}
+	return false, ""
+}
+
+// runFetched reports whether any page of run ri has been fetched, by this process or, once asked,
+// another. Until one has, the run's hosts have the shorter start down limit. A lookup error
+// counts as fetched: the longer limit never kills a page early.
+func (c *Crawler) runFetched(ctx context.Context, ri *runInfo) bool {
+	if ri.fetched.Load() {
+		return true
+	}
+	f, err := c.db.RunFetchedAny(ctx, ri.id)
+	if err != nil {
+		c.log.Warn("could not read whether the run fetched a page; giving its hosts the longer down limit", "run", ri.id, "err", err)
+		return true
+	}
+	if f {
+		ri.fetched.Store(true)
+	}
+	return f
+}
+
+// hostAnswered ends host's failing streak after it answered a fetch started at start, when this
+// process saw it fail before.
+func (c *Crawler) hostAnswered(ctx context.Context, host string, start time.Time) {
+	c.health.status(host, false, start)
+	if !c.health.recovered(host, start) {
 		return
 	}
 	if err := c.db.HostRecovered(context.WithoutCancel(ctx), host); err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -242,6 +243,8 @@ type runInfo struct {
 	queue    string
 	priority int
 	run      *Run
+	// fetched: a page of the run has been fetched (see runFetched).
+	fetched atomic.Bool
 }
 
 // runInfo returns the facts of a run, cached for the life of the run in this process. The spider

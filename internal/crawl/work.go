@@ -297,7 +297,7 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 		pol, wait, err := c.policy(ctx, ri, fetcher, a.URL)
 		var rf *robotsFetchError
 		if errors.As(err, &rf) {
-			return c.fetchFailed(ctx, job, ri, host, rf.err, nil)
+			return c.fetchFailed(ctx, job, ri, host, rf.err, nil, rf.start)
 		}
 		if err != nil {
 			return err
@@ -328,6 +328,7 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 		}
 		release = r
 	}
+	start := time.Now()
 	res, ferr := fetcher.Fetch(ctx, a.URL)
 	free()
 	if release != nil {
@@ -337,10 +338,10 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 		if ctx.Err() != nil {
 			return ferr // cancelled, lease lost or stopping: the worker decides
 		}
-		return c.fetchFailed(ctx, job, ri, host, ferr, res)
+		return c.fetchFailed(ctx, job, ri, host, ferr, res, start)
 	}
-	c.health.status(host, false)
-	c.hostAnswered(ctx, host)
+	ri.fetched.Store(true)
+	c.hostAnswered(ctx, host, start)
 	if res.Location != "" {
 		return c.redirect(ctx, job, ri, a, res)
 	}
@@ -392,14 +393,15 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 // the attempt, unless the host has been down for longer than the spider allows. Otherwise the
 // attempt counts, and the page is retried with the spider's backoff (or the server's Retry-After)
 // until it is dead.
-func (c *Crawler) fetchFailed(ctx context.Context, job *queue.Job, ri *runInfo, host string, ferr error, res *fetch.Result) error {
+//
+// start is when the failed request started.
+func (c *Crawler) fetchFailed(ctx context.Context, job *queue.Job, ri *runInfo, host string, ferr error, res *fetch.Result, start time.Time) error {
 	kind := fetch.Kind(ferr)
 	r := ri.settings.Retry
 	if !fetch.Retryable(ferr) {
 		// Recorded, not retried: 4xx other than 408/429, too large, forbidden, bad URL.
 		if fetch.IsStatus(ferr) {
-			c.health.status(host, false)
-			c.hostAnswered(ctx, host) // the host answers; the page is at fault
+			c.hostAnswered(ctx, host, start) // the host answers; the page is at fault
 		}
 		if errors.Is(ferr, fetch.ErrForbiddenAddress) {
 			// The page's failure, not the host's: said here with the address and what would allow
@@ -412,29 +414,46 @@ func (c *Crawler) fetchFailed(ctx context.Context, job *queue.Job, ri *runInfo, 
 		}
 		return c.finishPage(ctx, job, ri, o, nil)
 	}
-	hostDown := fetch.IsHostFailure(ferr)
-	if !hostDown {
-		// 5xx, 429 or a slow page: the host's fault once they come in a row.
-		hostDown = c.health.status(host, true)
-	}
-	if hostDown {
-		p, err := c.hostFailed(ctx, host, r)
+	if hostDown, cause := c.hostFailure(ctx, host, ferr, r); hostDown {
+		p, err := c.hostFailed(ctx, host, r, cause)
 		if err != nil {
 			return err
 		}
 		if p.started {
 			c.addStat(ctx, ri.id, outcome{kind: "host_paused"})
 		}
-		if p.downFor < r.HostDownLimit {
+		limit := r.DownLimit(c.runFetched(ctx, ri))
+		if p.downFor < limit {
 			wait := time.Until(p.until)
+			if d, ok := fetch.RetryAfter(ferr); ok {
+				wait = max(wait, d)
+			}
 			return queue.Snooze(max(wait, 0) + time.Duration(mrand.Int64N(int64(min(max(wait/4, time.Millisecond), time.Second)))))
 		}
-		// Down for longer than the spider allows: the attempt counts.
+		// Down for longer than the spider allows: the page dies now rather than at the end of
+		// attempts that would each wait out a pause.
+		c.addStat(ctx, ri.id, outcome{errors: 1, kind: kind})
+		err = fmt.Errorf("host %s down for %s, past its down limit of %s: %w", host, p.downFor.Round(time.Second), limit, ferr)
+		c.log.Warn("page died: its host is down past its limit", "run", ri.id, "url", pageURL(job), "err", err)
+		c.logPageDied(ctx, ri.id, pageURL(job), job.Attempt, err)
+		return queue.Permanent(err)
+	}
+	if c.health.endedOutage(host, start) || c.health.firstSoft(job.ID) {
+		// The last answer of an outage that ended while it was in flight, or perhaps the first of
+		// one (hostHealth.firstSoft): put back, the attempt not counted, and counted as a retry in
+		// the run's stats.
+		c.addStat(ctx, ri.id, outcome{retries: 1, kind: kind})
+		wait := r.PageBackoff(job.Attempt)
+		if d, ok := fetch.RetryAfter(ferr); ok {
+			wait = d
+		}
+		return queue.Snooze(wait)
 	}
 	o := outcome{retries: 1, kind: kind}
 	if job.Attempt >= job.MaxAttempts {
 		o = outcome{errors: 1, kind: kind}
 		c.log.Warn("page died: its retries are exhausted", "run", ri.id, "url", pageURL(job), "attempts", job.Attempt, "err", ferr)
+		c.logPageDied(ctx, ri.id, pageURL(job), job.Attempt, ferr)
 	}
 	c.addStat(ctx, ri.id, o)
 	if d, ok := fetch.RetryAfter(ferr); ok && d > 0 {
@@ -542,6 +561,7 @@ func (c *Crawler) policy(ctx context.Context, ri *runInfo, f *fetch.Fetcher, pag
 		}
 		defer release()
 	}
+	start := time.Now()
 	res, ferr := f.Fetch(ctx, origin)
 	st := 0
 	var got []byte
@@ -555,7 +575,7 @@ func (c *Crawler) policy(ctx context.Context, ri *runInfo, f *fetch.Fetcher, pag
 		// A refused address is the page's failure, said as such (fetchFailed), not a robots.txt
 		// that disallows everything; nothing is stored, so each page of the origin is refused.
 		unclaim()
-		return nil, 0, &robotsFetchError{fmt.Errorf("fetch %s: %w", origin, ferr)}
+		return nil, 0, &robotsFetchError{fmt.Errorf("fetch %s: %w", origin, ferr), start}
 	}
 	// Status 0 (unreachable for good) disallows everything, as RFC 9309 asks.
 	if len(got) > robots.MaxBodyBytes {
@@ -572,7 +592,10 @@ func (c *Crawler) policy(ctx context.Context, ri *runInfo, f *fetch.Fetcher, pag
 
 // robotsFetchError is a failed fetch of a site's robots.txt that may pass: the page that needed it
 // meets the same fate as if its own fetch had failed so (fetchFailed).
-type robotsFetchError struct{ err error }
+type robotsFetchError struct {
+	err   error
+	start time.Time // when the robots.txt request started
+}
 
 func (e *robotsFetchError) Error() string { return e.err.Error() }
 func (e *robotsFetchError) Unwrap() error { return e.err }

@@ -178,3 +178,8 @@ LIMIT @max_runs;
 -- Index: the primary key.
 UPDATE crawlq_run SET purged_at = now()
 WHERE id = @id AND finished_at IS NOT NULL AND state NOT IN ('pending', 'running');
+
+-- name: RunFetchedAny :one
+-- Whether any page of a run has been fetched: until one has, its hosts' shorter start down limit
+-- applies (crawl's hostpause.go). Index: crawlq_run_stat_run.
+SELECT EXISTS (SELECT 1 FROM crawlq_run_stat WHERE run_id = @run_id AND pages > 0) AS fetched;

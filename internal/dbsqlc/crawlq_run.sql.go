@@ -372,6 +372,19 @@ func (q *Queries) RequestRunCancel(ctx context.Context, id int64) (int64, error)
 	return id_2, err
 }
 
+const RunFetchedAny = `-- name: RunFetchedAny :one
+SELECT EXISTS (SELECT 1 FROM crawlq_run_stat WHERE run_id = $1 AND pages > 0) AS fetched
+`
+
+// Whether any page of a run has been fetched: until one has, its hosts' shorter start down limit
+// applies (crawl's hostpause.go). Index: crawlq_run_stat_run.
+func (q *Queries) RunFetchedAny(ctx context.Context, runID int64) (bool, error) {
+	row := q.db.QueryRow(ctx, RunFetchedAny, runID)
+	var fetched bool
+	err := row.Scan(&fetched)
+	return fetched, err
+}
+
 const RunQueue = `-- name: RunQueue :one
 SELECT queue FROM crawlq_run WHERE id = $1
 `

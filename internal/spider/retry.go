@@ -15,14 +15,20 @@ import (
 // page's (the connection fails, or several 5xx/429 come in a row), the host is paused for every
 // worker instead: its pages wait without counting attempts, the pause doubling from HostPause up
 // to MaxHostPause, until the host answers again or has been down for HostDownLimit, after which
-// its pages count attempts again (and die, leaving the run incomplete, if it never comes back).
+// its pages die at their next failed probe, leaving the run incomplete (or failed, when nothing
+// was fetched), to be redriven once the site is back. While a run has fetched no page at all, the
+// shorter StartDownLimit applies instead: a start URL that never answers fails its run within
+// minutes, while an outage in the middle of a crawl may last HostDownLimit and lose nothing.
 type Retry struct {
 	Attempts      int           // fetches of a page before it is dead; default 5, at most 100
 	Backoff       time.Duration // delay before a page's first retry, doubling; default 1s
 	MaxBackoff    time.Duration // longest delay between a page's retries; default 1m
 	HostPause     time.Duration // first pause of a failing host, doubling; default 1s
 	MaxHostPause  time.Duration // longest single pause of a host; default 1m
-	HostDownLimit time.Duration // how long a host may stay down before its pages count attempts; default 10m
+	HostDownLimit time.Duration // how long a host may stay down before its pages die; default 10m
+	// StartDownLimit replaces HostDownLimit (when shorter) while the run has fetched no page;
+	// default 1m.
+	StartDownLimit time.Duration
 	// MaxDeadShare is the share of a run's pages (dead / (dead + fetched)) that may die before the
 	// run is failed rather than incomplete; default 0.5. 0 < share <= 1.
 	MaxDeadShare float64
@@ -30,14 +36,15 @@ type Retry struct {
 
 // The defaults of Retry.
 const (
-	DefaultAttempts      = 5
-	MaxAttempts          = 100
-	DefaultBackoff       = time.Second
-	DefaultMaxBackoff    = time.Minute
-	DefaultHostPause     = time.Second
-	DefaultMaxHostPause  = time.Minute
-	DefaultHostDownLimit = 10 * time.Minute
-	DefaultMaxDeadShare  = 0.5
+	DefaultAttempts       = 5
+	MaxAttempts           = 100
+	DefaultBackoff        = time.Second
+	DefaultMaxBackoff     = time.Minute
+	DefaultHostPause      = time.Second
+	DefaultMaxHostPause   = time.Minute
+	DefaultHostDownLimit  = 10 * time.Minute
+	DefaultStartDownLimit = time.Minute
+	DefaultMaxDeadShare   = 0.5
 )
 
 // WithDefaults fills the zero fields.
@@ -55,6 +62,7 @@ func (r Retry) WithDefaults() Retry {
 	def(&r.HostPause, DefaultHostPause)
 	def(&r.MaxHostPause, DefaultMaxHostPause)
 	def(&r.HostDownLimit, DefaultHostDownLimit)
+	def(&r.StartDownLimit, DefaultStartDownLimit)
 	if r.MaxDeadShare == 0 {
 		r.MaxDeadShare = DefaultMaxDeadShare
 	}
@@ -65,6 +73,15 @@ func (r Retry) WithDefaults() Retry {
 // Backoff, doubling, at most MaxBackoff.
 func (r Retry) PageBackoff(attempt int) time.Duration {
 	return capped(r.Backoff, r.MaxBackoff).Delay(attempt)
+}
+
+// DownLimit is how long a host may stay down before its pages die: HostDownLimit, or the shorter
+// StartDownLimit while the run has fetched nothing (fetched false).
+func (r Retry) DownLimit(fetched bool) time.Duration {
+	if fetched || r.StartDownLimit <= 0 {
+		return r.HostDownLimit
+	}
+	return min(r.StartDownLimit, r.HostDownLimit)
 }
 
 // HostPauseAfter is how long a host is paused after its streak-th failed probe in a row (1-based):
@@ -89,7 +106,7 @@ func (r Retry) fieldErrors(prefix string) []FieldError {
 		name string
 		v    time.Duration
 	}{{"backoff", r.Backoff}, {"max_backoff", r.MaxBackoff}, {"host_pause", r.HostPause},
-		{"max_host_pause", r.MaxHostPause}, {"host_down_limit", r.HostDownLimit}} {
+		{"max_host_pause", r.MaxHostPause}, {"host_down_limit", r.HostDownLimit}, {"start_down_limit", r.StartDownLimit}} {
 		if d.v < 0 {
 			add(d.name, "negative")
 		}
@@ -108,13 +125,15 @@ func (r Retry) fieldErrors(prefix string) []FieldError {
 
 // RetrySpec is the retry block of a spider file; durations are Go duration strings.
 type RetrySpec struct {
-	Attempts      int      `yaml:"attempts"`        // default 5
-	Backoff       string   `yaml:"backoff"`         // default "1s"
-	MaxBackoff    string   `yaml:"max_backoff"`     // default "1m"
-	HostPause     string   `yaml:"host_pause"`      // default "1s"
-	MaxHostPause  string   `yaml:"max_host_pause"`  // default "1m"
-	HostDownLimit string   `yaml:"host_down_limit"` // default "10m"
-	MaxDeadShare  *float64 `yaml:"max_dead_share"`  // default 0.5
+	Attempts      int    `yaml:"attempts"`        // default 5
+	Backoff       string `yaml:"backoff"`         // default "1s"
+	MaxBackoff    string `yaml:"max_backoff"`     // default "1m"
+	HostPause     string `yaml:"host_pause"`      // default "1s"
+	MaxHostPause  string `yaml:"max_host_pause"`  // default "1m"
+	HostDownLimit string `yaml:"host_down_limit"` // default "10m"
+	// StartDownLimit: the down limit while the run has fetched no page; default "1m".
+	StartDownLimit string   `yaml:"start_down_limit"`
+	MaxDeadShare   *float64 `yaml:"max_dead_share"` // default 0.5
 }
 
 // retry assumes a validated spec.
@@ -124,7 +143,7 @@ func (r *RetrySpec) retry() Retry {
 	}
 	d := func(s string) time.Duration { v, _ := time.ParseDuration(orZero(s)); return v }
 	out := Retry{Attempts: r.Attempts, Backoff: d(r.Backoff), MaxBackoff: d(r.MaxBackoff), HostPause: d(r.HostPause),
-		MaxHostPause: d(r.MaxHostPause), HostDownLimit: d(r.HostDownLimit)}
+		MaxHostPause: d(r.MaxHostPause), HostDownLimit: d(r.HostDownLimit), StartDownLimit: d(r.StartDownLimit)}
 	if r.MaxDeadShare != nil {
 		out.MaxDeadShare = *r.MaxDeadShare
 	}
@@ -141,6 +160,7 @@ func (r *RetrySpec) validate() []FieldError {
 	errs = append(errs, checkDuration("retry.host_pause", r.HostPause)...)
 	errs = append(errs, checkDuration("retry.max_host_pause", r.MaxHostPause)...)
 	errs = append(errs, checkDuration("retry.host_down_limit", r.HostDownLimit)...)
+	errs = append(errs, checkDuration("retry.start_down_limit", r.StartDownLimit)...)
 	if r.MaxDeadShare != nil && (*r.MaxDeadShare <= 0 || *r.MaxDeadShare > 1) {
 		errs = append(errs, FieldError{Path: "retry.max_dead_share", Msg: fmt.Sprintf("%g out of range (0, 1]", *r.MaxDeadShare)})
 	}
