@@ -155,6 +155,19 @@ func TestLogIsScrapysLog(t *testing.T) {
 	if !crawlqLine.MatchString(lines[1]) || !logEntryRE.MatchString(lines[1]) {
 		t.Fatalf("crawlq's line = %q, want Scrapy's format", lines[1])
 	}
+	// A log longer than one read of the store (1000 lines) comes whole and in order.
+	more := make([]string, 2500)
+	for i := range more {
+		more[i] = fmt.Sprintf("2026-11-24 16:20:00 [scrapy.core.engine] DEBUG: Crawled (200) <GET http://127.0.0.1/%d>", i)
+	}
+	if err := f.log.Append(context.Background(), id, more); err != nil {
+		t.Fatal(err)
+	}
+	_, long := f.get(t, "/logs/default/demo/log-1.log")
+	if want := body + strings.Join(more, "\n") + "\n"; long != want {
+		t.Fatalf("long log: %d bytes, want %d", len(long), len(want))
+	}
+	body = long
 	// The run id serves the same log; a wrong project or spider, or an unknown job, is a 404.
 	if code, b2 := f.get(t, fmt.Sprintf("/logs/default/demo/%d.log", id)); code != 200 || b2 != body {
 		t.Fatalf("log by run id: %d", code)
