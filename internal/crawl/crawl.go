@@ -32,6 +32,7 @@ import (
 	"crawlq/internal/items"
 	"crawlq/internal/queue"
 	"crawlq/internal/robots"
+	"crawlq/internal/runlog"
 	"crawlq/internal/spider"
 )
 
@@ -87,6 +88,9 @@ type Config struct {
 	// workers, or returns nil. Pages a page finds go to that room already leased (see
 	// queue.Reservation) instead of waiting in the queue for a claim.
 	Reserve func(queue string, n int) *queue.Reservation
+	// RunLog receives what happens to a run's pages, for `crawlq logs RUN`: pages that died and
+	// hosts paused and lifted (pagelog.go). Default: the Postgres run log of Pool.
+	RunLog runlog.Store
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Now, when set, is the clock of the deadlines the crawl keeps in shared rows: host pauses,
@@ -139,6 +143,9 @@ func New(cfg Config) (*Crawler, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.RunLog == nil {
+		cfg.RunLog = runlog.Postgres{Pool: cfg.Pool}
 	}
 	return &Crawler{cfg: cfg, db: dbsqlc.New(cfg.Pool), log: cfg.Logger, robots: robots.NewCache(4096),
 		fetchers: map[fetcherKey]*fetch.Fetcher{}, runs: map[int64]*runInfo{}, active: map[int64]int{}, seen: newSeenCache(seenCacheSize), cancelled: map[int64]bool{}, hosts: newHostSlots(), health: newHostHealth(),

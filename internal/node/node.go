@@ -20,6 +20,7 @@ import (
 	"crawlq/internal/items"
 	"crawlq/internal/maintain"
 	"crawlq/internal/queue"
+	"crawlq/internal/runlog"
 	"crawlq/internal/spider"
 	"crawlq/internal/spiderstore"
 	"crawlq/spiders"
@@ -66,6 +67,9 @@ type Config struct {
 	// publish included), and each run this node starts or finishes pokes it, so the run's events
 	// go out at once instead of at the next tick. Default none.
 	Events *events.Loop
+	// RunLog receives what happens to the pages of the runs this node works (crawl.Config.RunLog).
+	// Default: the Postgres run log of Pool.
+	RunLog runlog.Store
 	Logger *slog.Logger
 }
 
@@ -161,7 +165,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	cr, err := crawl.New(crawl.Config{Pool: cfg.Pool, Queue: qc, Spiders: reg, Pipeline: pl, TxSink: txSink, Fetch: cfg.Fetch,
 		OnFinish: n.finished, OnStart: n.started, OnEnqueue: n.poke, Reserve: n.reserve, ItemTimeout: cfg.ItemTimeout, Logger: cfg.Logger,
-		CountItems: countItems})
+		CountItems: countItems, RunLog: cfg.RunLog})
 	if err != nil {
 		return nil, err
 	}
