@@ -351,13 +351,14 @@ func (d *declarative) finishItems(p *pageData, page *url.URL, res *Result) {
 	seen := map[string]bool{}
 	for i, r := range d.items {
 	containers:
-		for _, raw := range p.items[i] {
+		for c, raw := range p.items[i] {
 			fields := make(map[string]any, len(r.fields))
 			for j, f := range r.fields {
 				v, ok := fieldValue(raw[j], f, page)
 				if !ok {
 					if f.required {
 						res.Stats.Dropped++
+						res.Dropped = append(res.Dropped, Dropped{Rule: i, Container: c + 1, Field: f.name})
 						continue containers
 					}
 					continue

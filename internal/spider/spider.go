@@ -214,6 +214,16 @@ type Result struct {
 	Items  []Item
 	Follow []Request
 	Stats  ExtractStats
+	// Dropped says why each item counted in Stats.Dropped was dropped, so a person testing a
+	// spec against a page (crawlq spider test) learns which field is missing where.
+	Dropped []Dropped
+}
+
+// Dropped is an item dropped for a missing or empty required field (its key included).
+type Dropped struct {
+	Rule      int    // index of the item rule in the spec's items
+	Container int    // 1-based position of the container among the rule's matches on the page
+	Field     string // the first required field found missing or empty
 }
 
 // StatsParser is implemented by spiders that can report ExtractStats.

@@ -239,6 +239,10 @@ func TestParseExtracts(t *testing.T) {
 	if res.Stats.Dropped != 2 || res.Stats.Duplicates != 1 {
 		t.Errorf("stats = %+v, want 2 dropped, 1 duplicate", res.Stats)
 	}
+	// Each drop names its container and the required field it lacks (crawlq spider test shows them).
+	if want := []Dropped{{Rule: 0, Container: 2, Field: "price"}, {Rule: 0, Container: 4, Field: "sku"}}; !reflect.DeepEqual(res.Dropped, want) {
+		t.Errorf("dropped = %+v, want %+v", res.Dropped, want)
+	}
 	var urls []string
 	for _, r := range res.Follow {
 		if r.Depth != 2 {
