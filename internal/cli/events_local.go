@@ -46,7 +46,13 @@ func eventLoop(ctx context.Context, pool *pgxpool.Pool, reg *spider.Registry, bu
 	// CRAWLQ_METRICS_NAMESPACE (var.metrics_namespace) for its runners as for its functions.
 	cfg := events.Config{Pool: pool, Bus: bus, Monitors: reg.Monitors, Metrics: metricsOut, Log: runlog.EventLog{Store: log}, Logger: logger,
 		Namespace: os.Getenv("CRAWLQ_METRICS_NAMESPACE")}
-	if strings.EqualFold(bus, lambdafn.EventsOff) {
+	if path, ok := events.FileBus(bus); ok {
+		fp, err := events.NewFilePutter(path)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Putter = fp
+	} else if strings.EqualFold(bus, lambdafn.EventsOff) {
 		cfg.Bus = ""
 	} else {
 		awsCfg, err := awsx.Load(ctx)

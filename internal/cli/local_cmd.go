@@ -14,6 +14,7 @@ import (
 
 	"crawlq/internal/awsx"
 	"crawlq/internal/db"
+	"crawlq/internal/events"
 	"crawlq/internal/fetch"
 	"crawlq/internal/lambdafn"
 	"crawlq/internal/local"
@@ -25,8 +26,12 @@ import (
 // eventsWhere says where crawlq local's run events go, for its banner.
 func eventsWhere(getenv func(string) string) string {
 	bus := getenv("CRAWLQ_EVENT_BUS")
+	if path, ok := events.FileBus(bus); ok {
+		return fmt.Sprintf("appended to %s as JSON Lines, in EventBridge's envelope (tail -f %s)", path, path)
+	}
 	if strings.EqualFold(bus, lambdafn.EventsOff) {
-		return "not published (no EventBridge here: --event-bus BUS with AWS_ENDPOINT_URL naming an emulator publishes them); " +
+		return "not published (no EventBridge here: --event-bus file:PATH appends them to a JSON Lines file, " +
+			"--event-bus BUS with AWS_ENDPOINT_URL naming an emulator publishes them); " +
 			"runs are still judged, and each run's state changes are in its log (crawlq logs RUN_ID)"
 	}
 	if ep := getenv("AWS_ENDPOINT_URL"); ep != "" {
@@ -72,7 +77,7 @@ Stops on SIGINT/SIGTERM, releasing every claimed job.`,
 			scrapydAddr := fs.String("scrapyd-addr", "127.0.0.1:6800", "address of the Scrapyd-compatible HTTP API; empty: off "+
 				"(basic auth from $CRAWLQ_SCRAPYD_USERNAME and $CRAWLQ_SCRAPYD_PASSWORD)")
 			dbURL := fs.String("database-url", "", "PostgreSQL URL (default $DATABASE_URL)")
-			eventBus := fs.String("event-bus", "", "EventBridge bus for run events, or off (default $CRAWLQ_EVENT_BUS, else \"default\" when AWS_ENDPOINT_URL names an emulator, else off)")
+			eventBus := fs.String("event-bus", "", "EventBridge bus for run events, file:PATH for a JSON Lines file, or off (default $CRAWLQ_EVENT_BUS, else \"default\" when AWS_ENDPOINT_URL names an emulator, else off)")
 			return func(ctx context.Context, args []string) error {
 				switch {
 				case *tick <= 0:

@@ -17,13 +17,20 @@ import (
 const EventsOff = "off"
 
 // Events returns the run-event publisher the environment describes: to the EventBridge bus
-// CRAWLQ_EVENT_BUS (default "default"; "off": not published), with the monitor metrics as EMF
+// CRAWLQ_EVENT_BUS (default "default"; "off": not published; file:PATH: JSON Lines appended to
+// PATH, see events.FilePutter), with the monitor metrics as EMF
 // lines on metricsOut in CRAWLQ_METRICS_NAMESPACE, and a line per event in the run's log.
 func (d *Deps) Events(metricsOut io.Writer) (*events.Publisher, error) {
 	cfg := events.Config{Pool: d.Pool, Bus: envOr(d.Getenv, "CRAWLQ_EVENT_BUS", events.DefaultBus),
 		Monitors: d.Spiders.Monitors, Metrics: metricsOut, Namespace: d.Getenv("CRAWLQ_METRICS_NAMESPACE"), Logger: d.Logger,
 		Log: runlog.EventLog{Store: d.RunLog()}}
-	if strings.EqualFold(cfg.Bus, EventsOff) {
+	if path, ok := events.FileBus(cfg.Bus); ok {
+		fp, err := events.NewFilePutter(path)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Putter = fp
+	} else if strings.EqualFold(cfg.Bus, EventsOff) {
 		cfg.Bus = ""
 	} else {
 		cfg.Putter = eventbridge.NewFromConfig(d.AWS)
