@@ -198,6 +198,8 @@ type Detail struct {
 	// (the field coverage of a run with very many fields, a very long error); `crawlq run ID`
 	// has them all.
 	Truncated bool `json:"truncated,omitempty"`
+	// judgedAt is when the run was judged (final events), for the run log.
+	judgedAt time.Time
 }
 
 // bookkeepingTimeout bounds the statements that record a batch's outcome.
@@ -537,6 +539,7 @@ func (p *Publisher) detail(ctx context.Context, ev *event, res *Result) (*Detail
 	}
 	d.Outcome = Outcome(ev.State, rep.Monitors)
 	d.Monitors = &MonitorsDetail{Status: rep.Monitors, Results: rep.Results}
+	d.judgedAt = rep.EvaluatedAt
 	d.FieldCoverage, d.ItemsStored = rep.Coverage, rep.ItemsStored
 	return d, nil
 }
@@ -556,8 +559,9 @@ func (p *Publisher) monitors(ev *event) (spider.Monitors, error) {
 	return m, nil
 }
 
-// recordVerdict writes a freshly judged run's monitor metrics and log lines. Both are reports of
-// a verdict already stored, so their failure is logged, not retried.
+// recordVerdict writes a freshly judged run's monitor metrics (its run log lines come with its
+// final event's, logEvents). They report a verdict already stored, so their failure is logged,
+// not retried.
 func (p *Publisher) recordVerdict(ctx context.Context, rep *Report) {
 	if p.cfg.Metrics != nil {
 		var ms []metrics.MonitorStat
@@ -576,19 +580,6 @@ func (p *Publisher) recordVerdict(ctx context.Context, rep *Report) {
 		lvl = slog.LevelWarn
 	}
 	p.log.Log(ctx, lvl, "events: run judged", "run", rep.RunID, "spider", rep.Spider, "state", rep.State, "monitors", rep.Monitors)
-	if p.cfg.Log == nil {
-		return
-	}
-	for _, r := range rep.Results {
-		line := fmt.Sprintf("monitor %s", r.Monitor)
-		if r.Field != "" {
-			line += " " + r.Field
-		}
-		line += ": " + r.Status + ": " + r.Message
-		if err := p.cfg.Log.RunEvent(ctx, rep.RunID, rep.EvaluatedAt, line); err != nil {
-			p.log.Error("events: write run log", "run", rep.RunID, "err", err)
-		}
-	}
 }
 
 func (p *Publisher) logEvents(ctx context.Context, details []*Detail, ok []int64) {
@@ -610,12 +601,26 @@ func (p *Publisher) logEvents(ctx context.Context, details []*Detail, ok []int64
 		if d.Error != "" {
 			line += ": " + d.Error
 		}
-		lines := []string{line}
-		if IsFinal(d.State) {
-			lines = append(lines, summaryLine(d.Stats))
+		type entry struct {
+			at   time.Time
+			line string
 		}
-		for _, l := range lines {
-			if err := p.cfg.Log.RunEvent(ctx, d.RunID, d.Time, l); err != nil {
+		lines := []entry{{d.Time, line}}
+		if IsFinal(d.State) {
+			// The final state, the figures that got the run there, and how it was judged.
+			lines = append(lines, entry{d.Time, summaryLine(d.Stats)})
+			if d.Monitors != nil {
+				for _, r := range d.Monitors.Results {
+					l := "monitor " + r.Monitor
+					if r.Field != "" {
+						l += " " + r.Field
+					}
+					lines = append(lines, entry{d.judgedAt, l + ": " + r.Status + ": " + r.Message})
+				}
+			}
+		}
+		for _, e := range lines {
+			if err := p.cfg.Log.RunEvent(ctx, d.RunID, e.at, e.line); err != nil {
 				p.log.Error("events: write run log", "run", d.RunID, "err", err)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/fstest"
@@ -21,6 +22,7 @@ import (
 	"crawlq/internal/monitor"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
+	"crawlq/internal/runlog"
 	"crawlq/internal/spider"
 )
 
@@ -75,7 +77,8 @@ func TestRedriveRejudgesTheRun(t *testing.T) {
 	addr := l.Addr().String()
 	e := startSpecCrawl(t, redriveSpec, func(pool *pgxpool.Pool, c *node.Config) {
 		c.Events = newLoop(t, events.LoopConfig{Interval: time.Hour,
-			Publisher: newPublisher(t, events.Config{Pool: pool, Putter: motoEventBridge(t), Monitors: c.Spiders.Monitors})})
+			Publisher: newPublisher(t, events.Config{Pool: pool, Putter: motoEventBridge(t), Monitors: c.Spiders.Monitors,
+				Log: runlog.EventLog{Store: runlog.Postgres{Pool: pool}}})})
 	})
 	s, err := e.n.Crawler.Schedule(ctx, crawl.ScheduleParams{Spider: "shop", Args: map[string]string{"base_url": "http://" + addr}})
 	if err != nil {
@@ -92,6 +95,32 @@ func TestRedriveRejudgesTheRun(t *testing.T) {
 	rep := report(t, e.pool, s.RunID)
 	if rep.State != crawl.StateIncomplete || rep.Monitors != monitor.StatusFailed {
 		t.Fatalf("first report %+v", rep)
+	}
+	// The run's log (crawlq logs) says which pages died, with their URL and last error, then the
+	// final state, its figures with the retries and dead pages, and the failed monitor.
+	var log []runlog.Line
+	until(t, 30*time.Second, "the run log's monitor line", func() bool { // written once the event is out
+		var err error
+		if log, err = runlog.ReadAll(ctx, runlog.Postgres{Pool: e.pool}, s.RunID, 0); err != nil {
+			t.Fatal(err)
+		}
+		return len(log) > 0 && strings.HasPrefix(log[len(log)-1].Text, "monitor min_items")
+	})
+	var text []string
+	died := regexp.MustCompile(`^page died after \d+ attempts?: http://` + regexp.QuoteMeta(addr) + `/catalogue/item-\d+\.html: .*502`)
+	deaths := 0
+	for _, l := range log {
+		text = append(text, l.At.Format("15:04:05.000")+" "+l.Text)
+		if died.MatchString(l.Text) {
+			deaths++
+		}
+	}
+	all := strings.Join(text, "\n")
+	t.Logf("run log of the first finish:\n%s", all)
+	if deaths == 0 || int64(deaths) > *fin.Stats.DeadPages ||
+		!regexp.MustCompile(`state incomplete \(monitors_failed\).*\n.*retries \d+.*dead pages `+strconv.FormatInt(*fin.Stats.DeadPages, 10)).MatchString(all) ||
+		!strings.Contains(all, "monitor min_items: failed") {
+		t.Fatalf("run log (%d deaths of %d dead pages):\n%s", deaths, *fin.Stats.DeadPages, all)
 	}
 
 	broken.Store(false)
