@@ -24,7 +24,7 @@ import (
 func spiderCmd() *Command {
 	return &Command{
 		Name: "spider", Synopsis: "push, list and delete the stack's spiders (versioned, in Postgres)",
-		Usage: "push FILE|DIR [--version V] | list [--json] | versions NAME | delete NAME [--version V]",
+		Usage: "push FILE|DIR [--version V] | list [--json] | versions NAME | delete NAME [--version V] | test SPEC URL",
 		Help: `Spiders live in the database as versioned data: every worker, runner and function resolves a
 spider by name when a run needs it, so a pushed spider is used by running workers without a
 restart (within 2 seconds). The built-in specs are pushed as version 1 of their names.
@@ -34,6 +34,7 @@ restart (within 2 seconds). The built-in specs are pushed as version 1 of their 
   crawlq spider list                    every stored spider, its newest version and version count
   crawlq spider versions NAME           a spider's versions, oldest first
   crawlq spider delete NAME             delete every version (--version V: only that one)
+  crawlq spider test SPEC URL           fetch one page, show its items, links and errors (no run, no database)
 
 A push of unchanged content adds no version. A bad spec is refused with every mistake by field
 path, unknown fields included, and nothing is stored. A command spider that no runner would take
@@ -66,6 +67,7 @@ Scrapyd API (addversion.json); their spiders are listed here as PROJECT.SPIDER.`
 					fmt.Fprintln(env.Stdout, strings.Join(vs, "\n"))
 					return nil
 				}),
+			spiderTestCmd(),
 			spiderSub("delete", "delete a spider's versions", "NAME [--version V]", one("NAME"),
 				"version", "delete only this version (default every version)",
 				func(ctx context.Context, env *Env, st *spiderstore.Store, args []string, version string) error {
