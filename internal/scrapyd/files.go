@@ -432,6 +432,10 @@ func (s *Server) logParserJob(j api.Job, host string, now time.Time) map[string]
 		}
 	}
 	d["crawler_stats"] = cs
+	// What LogParser's service adds to parse()'s keys: the engine's state read over Scrapy's
+	// telnet console (none here), and the log's first and last lines (left empty: the log is
+	// at log_url).
+	d["crawler_engine"], d["head"], d["tail"] = map[string]any{}, "", ""
 	d["last_update_time"], d["last_update_timestamp"] = nowS, now.Unix()
 	d["logparser_version"] = logParserVersion
 	// crawlq's own verdict, for clients that know it.
