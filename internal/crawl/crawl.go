@@ -106,6 +106,7 @@ type Crawler struct {
 	db     *dbsqlc.Queries // on cfg.Pool
 	log    *slog.Logger
 	robots *robots.Cache
+	pauses pauseLog // the host pauses written to run logs (pagelog.go)
 
 	mu       sync.Mutex
 	fetchers map[fetcherKey]*fetch.Fetcher

@@ -250,9 +250,9 @@ func (c *Crawler) runFetched(ctx context.Context, ri *runInfo) bool {
 	return f
 }
 
-// hostAnswered ends host's failing streak after it answered a fetch started at start, when this
-// process saw it fail before.
-func (c *Crawler) hostAnswered(ctx context.Context, host string, start time.Time) {
+// hostAnswered ends host's failing streak after it answered a fetch started at start (for a page
+// of run runID, whose log says so), when this process saw it fail before.
+func (c *Crawler) hostAnswered(ctx context.Context, runID int64, host string, start time.Time) {
 	c.health.status(host, false, start)
 	if !c.health.recovered(host, start) {
 		return
@@ -262,4 +262,5 @@ func (c *Crawler) hostAnswered(ctx context.Context, host string, start time.Time
 		return
 	}
 	c.log.Info("host answers again", "host", host)
+	c.logHostResumed(ctx, runID, host)
 }

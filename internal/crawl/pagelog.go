@@ -2,6 +2,7 @@ package crawl
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"crawlq/internal/runlog"
@@ -29,12 +30,35 @@ func (c *Crawler) logPageDied(ctx context.Context, runID int64, url string, atte
 }
 
 // logHostPaused records in run runID's log that host was paused until until because of cause
-// (what failed, in words), and the down limit after which its pages die.
+// (what failed, in words), and the down limit after which its pages die. Pages failing together
+// may each start the same pause: it is written once.
 func (c *Crawler) logHostPaused(ctx context.Context, runID int64, host, cause string, until time.Time, downLimit time.Duration) {
-	c.pageLog().HostPaused(ctx, runID, c.clock(), host, cause, until, downLimit)
+	if c.pauses.first(host, until) {
+		c.pageLog().HostPaused(ctx, runID, c.clock(), host, cause, until, downLimit)
+	}
 }
 
-// logHostResumed records in run runID's log that host answers again after downFor down.
-func (c *Crawler) logHostResumed(ctx context.Context, runID int64, host string, downFor time.Duration) {
-	c.pageLog().HostResumed(ctx, runID, c.clock(), host, downFor)
+// pauseLog remembers the last pause of each host written to a run log.
+type pauseLog struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+// first reports whether host's pause until until is not written yet, and remembers it.
+func (p *pauseLog) first(host string, until time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.last == nil || len(p.last) >= 10000 { // a bound, not an LRU: failing hosts are few
+		p.last = map[string]time.Time{}
+	}
+	if p.last[host].Equal(until) {
+		return false
+	}
+	p.last[host] = until
+	return true
+}
+
+// logHostResumed records in run runID's log that host answers again: its pause is lifted.
+func (c *Crawler) logHostResumed(ctx context.Context, runID int64, host string) {
+	c.pageLog().HostResumed(ctx, runID, c.clock(), host)
 }

@@ -341,7 +341,7 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 		return c.fetchFailed(ctx, job, ri, host, ferr, res, start)
 	}
 	ri.fetched.Store(true)
-	c.hostAnswered(ctx, host, start)
+	c.hostAnswered(ctx, ri.id, host, start)
 	if res.Location != "" {
 		return c.redirect(ctx, job, ri, a, res)
 	}
@@ -401,7 +401,7 @@ func (c *Crawler) fetchFailed(ctx context.Context, job *queue.Job, ri *runInfo, 
 	if !fetch.Retryable(ferr) {
 		// Recorded, not retried: 4xx other than 408/429, too large, forbidden, bad URL.
 		if fetch.IsStatus(ferr) {
-			c.hostAnswered(ctx, host, start) // the host answers; the page is at fault
+			c.hostAnswered(ctx, ri.id, host, start) // the host answers; the page is at fault
 		}
 		if errors.Is(ferr, fetch.ErrForbiddenAddress) {
 			// The page's failure, not the host's: said here with the address and what would allow
@@ -419,10 +419,11 @@ func (c *Crawler) fetchFailed(ctx context.Context, job *queue.Job, ri *runInfo, 
 		if err != nil {
 			return err
 		}
+		limit := r.DownLimit(c.runFetched(ctx, ri))
 		if p.started {
 			c.addStat(ctx, ri.id, outcome{kind: "host_paused"})
+			c.logHostPaused(ctx, ri.id, host, cause, p.until, limit)
 		}
-		limit := r.DownLimit(c.runFetched(ctx, ri))
 		if p.downFor < limit {
 			wait := time.Until(p.until)
 			if d, ok := fetch.RetryAfter(ferr); ok {

@@ -119,7 +119,8 @@ func TestRedriveRejudgesTheRun(t *testing.T) {
 	t.Logf("run log of the first finish:\n%s", all)
 	if deaths == 0 || int64(deaths) > *fin.Stats.DeadPages ||
 		!regexp.MustCompile(`state incomplete \(monitors_failed\).*\n.*retries \d+.*dead pages `+strconv.FormatInt(*fin.Stats.DeadPages, 10)).MatchString(all) ||
-		!strings.Contains(all, "monitor min_items: failed") {
+		!strings.Contains(all, "monitor min_items: failed") ||
+		!regexp.MustCompile(`host 127\.0\.0\.1:\d+ paused until [0-9:.]+( \(\d+ms\))?: .*502.*; its pages wait without counting attempts, and die once it has been down 100ms`).MatchString(all) {
 		t.Fatalf("run log (%d deaths of %d dead pages):\n%s", deaths, *fin.Stats.DeadPages, all)
 	}
 
@@ -133,6 +134,19 @@ func TestRedriveRejudgesTheRun(t *testing.T) {
 		fin.Monitors.Status != monitor.StatusPassed || fin.Stats.Items != 30 || fin.Monitors.Results[0].Message != "30 items, at least 30 wanted" {
 		t.Fatalf("final event after the redrive: %+v monitors %+v; want succeeded, monitors passed with 30 items", fin, fin.Monitors)
 	}
+	// The mended host's pause is lifted, in the log of the run whose page found it answering.
+	until(t, 30*time.Second, "the host's lifted pause in the run log", func() bool {
+		log, err := runlog.ReadAll(ctx, runlog.Postgres{Pool: e.pool}, s.RunID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range log {
+			if strings.HasPrefix(l.Text, "host 127.0.0.1:") && strings.HasSuffix(l.Text, "answers again: its pause is lifted, its pages go on") {
+				return true
+			}
+		}
+		return false
+	})
 	rep = report(t, e.pool, s.RunID)
 	if rep.State != crawl.StateSucceeded || rep.Monitors != monitor.StatusPassed || rep.Stats.Items != 30 || rep.EventID != fin.Sequence {
 		t.Fatalf("report after the redrive %+v; want the succeeded finish's (event %d), passed", rep, fin.Sequence)

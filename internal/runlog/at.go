@@ -107,9 +107,9 @@ func (p Pages) HostPaused(ctx context.Context, runID int64, at time.Time, host, 
 	p.write(ctx, runID, at, HostPausedLine(host, cause, at, until, downLimit))
 }
 
-// HostResumed says host answered again at at, after being down for downFor: its pause lifted.
-func (p Pages) HostResumed(ctx context.Context, runID int64, at time.Time, host string, downFor time.Duration) {
-	p.write(ctx, runID, at, HostResumedLine(host, downFor))
+// HostResumed says host answered again at at: its pause is lifted.
+func (p Pages) HostResumed(ctx context.Context, runID int64, at time.Time, host string) {
+	p.write(ctx, runID, at, HostResumedLine(host))
 }
 
 // PageDiedLine is the log line of a page that died.
@@ -120,8 +120,11 @@ func PageDiedLine(url string, attempts int, err error) string {
 // HostPausedLine is the log line of a host paused at at until until.
 func HostPausedLine(host, cause string, at, until time.Time, downLimit time.Duration) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "host %s paused for %s (until %s): %s; its pages wait without counting attempts",
-		host, until.Sub(at).Round(time.Millisecond), until.UTC().Format("15:04:05.000"), cause)
+	fmt.Fprintf(&b, "host %s paused until %s", host, until.UTC().Format("15:04:05.000"))
+	if d := until.Sub(at); d > 0 {
+		fmt.Fprintf(&b, " (%s)", d.Round(time.Millisecond))
+	}
+	fmt.Fprintf(&b, ": %s; its pages wait without counting attempts", cause)
 	if downLimit > 0 {
 		fmt.Fprintf(&b, ", and die once it has been down %s", downLimit)
 	}
@@ -129,8 +132,8 @@ func HostPausedLine(host, cause string, at, until time.Time, downLimit time.Dura
 }
 
 // HostResumedLine is the log line of a host that answers again.
-func HostResumedLine(host string, downFor time.Duration) string {
-	return fmt.Sprintf("host %s answers again after %s down: its pause is lifted", host, downFor.Round(time.Millisecond))
+func HostResumedLine(host string) string {
+	return fmt.Sprintf("host %s answers again: its pause is lifted, its pages go on", host)
 }
 
 func plural(n int) string {
