@@ -17,7 +17,11 @@ func logsCmd() *Command {
 		Name: "logs", Synopsis: "print a run's log (--follow: until the run ends)", Usage: "RUN [--follow]", Args: one("RUN (a run id or jobid)"),
 		Help: `Prints the log of a run: the stdout and stderr of its command (Scrapy's log for a Scrapy
 spider) and crawlq's own lines about the run (the command line, Scrapy's final stats, how it
-ended). RUN is a run id or the jobid a Scrapyd client chose. With --follow, prints new lines as
+ended); for a declarative spider, each page that died (its URL, attempts and last error) and each
+host pause (its cause, until when) and its lifting, as they happened; for every run, its state
+changes, after its final state its figures with its retries, host pauses and dead pages, and
+its monitors' verdict. Each line is printed with the time it happened (UTC). RUN is a run id or
+the jobid a Scrapyd client chose. With --follow, prints new lines as
 they come until the run has finished. Logs are read from the database (crawlq local, runners
 with the default run log) or, with $CRAWLQ_RUN_LOG_GROUP, from that CloudWatch Logs group.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
