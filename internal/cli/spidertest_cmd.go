@@ -94,6 +94,7 @@ type testReport struct {
 	Follow      []testLink  `json:"follow"`
 	Errors      []testError `json:"errors"`
 	Stats       testStats   `json:"stats"`
+	parsed      bool        // the page was fetched and parsed
 }
 
 type testItem struct {
@@ -156,18 +157,18 @@ func spiderTest(ctx context.Context, w io.Writer, p spiderTestParams) error {
 	}
 	var failure error
 	if ferr != nil {
-		msg := ferr.Error()
-		if errors.Is(ferr, fetch.ErrForbiddenAddress) && !settings.AllowPrivate {
-			msg += " (a site on this machine needs --allow-loopback; other private addresses need allow_private: true in the spec)"
+		rep.Errors = append(rep.Errors, testError{Kind: "fetch", Message: ferr.Error()})
+		failure = ferr
+		if fetch.IsStatus(ferr) {
+			failure = fmt.Errorf("fetch %s: %w", p.URL, ferr)
 		}
-		rep.Errors = append(rep.Errors, testError{Kind: "fetch", Message: msg})
-		failure = fmt.Errorf("fetch %s: %s", p.URL, msg)
 	} else {
 		result, perr := spider.ParseWithStats(ctx, s, &spider.Response{URL: res.URL, Status: res.Status, Header: res.Header, Body: res.Body, Depth: p.Depth})
 		if perr != nil {
 			rep.Errors = append(rep.Errors, testError{Kind: "parse", Message: perr.Error()})
-			failure = fmt.Errorf("parse %s: %w", res.URL, perr)
+			failure = perr
 		} else {
+			rep.parsed = true
 			rep.add(sp, res, result)
 		}
 	}
@@ -276,6 +277,13 @@ func (r *testReport) print(w io.Writer) error {
 		}
 		b.WriteString("\n")
 	}
+	if !r.parsed {
+		for _, e := range r.Errors {
+			fmt.Fprintf(&b, "  %s\n", e.Message)
+		}
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
 	fmt.Fprintf(&b, "\nItems (%d):\n", len(r.Items))
 	for _, it := range r.Items {
 		j, err := json.Marshal(it)
@@ -290,7 +298,7 @@ func (r *testReport) print(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "\nErrors (%d):\n", len(r.Errors))
 	for _, e := range r.Errors {
-		fmt.Fprintf(&b, "  %s: %s\n", e.Kind, e.Message)
+		fmt.Fprintf(&b, "  %s\n", e.Message)
 	}
 	s := r.Stats
 	fmt.Fprintf(&b, "\n%d item(s), %d dropped, %d duplicate(s); %d link(s) seen, %d to follow, %d filtered\n",
