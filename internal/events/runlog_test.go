@@ -44,15 +44,15 @@ func TestEventsInTheRunLog(t *testing.T) {
 	}
 	at := map[string]time.Time{}
 	for _, e := range evs {
-		at["state "+e.State] = e.At
+		at[runlog.OwnPrefix+"state "+e.State] = e.At
 	}
 	var summary bool
 	for i, l := range lines {
 		if want, ok := at[l.Text]; ok && !l.At.Equal(want) {
 			t.Errorf("line %q at %s; the event happened at %s", l.Text, l.At, want)
 		}
-		if strings.HasPrefix(l.Text, "pages 3, items 3, errors 0, retries 0") {
-			summary = i > 0 && lines[i-1].Text == "state succeeded" && l.At.Equal(at["state succeeded"])
+		if strings.HasPrefix(l.Text, runlog.OwnPrefix+"pages 3, items 3, errors 0, retries 0") {
+			summary = i > 0 && lines[i-1].Text == runlog.OwnPrefix+"state succeeded" && l.At.Equal(at[runlog.OwnPrefix+"state succeeded"])
 		}
 	}
 	if !summary {

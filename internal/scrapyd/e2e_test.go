@@ -468,10 +468,14 @@ func checkLogParserReads(t *testing.T, log string, items int) {
 	if !strings.Contains(m[2], fmt.Sprintf("'item_scraped_count': %d,", items)) || !strings.Contains(m[2], "'finish_reason': 'finished'") {
 		t.Fatalf("LogParser's crawler_stats lack item_scraped_count %d or finish_reason finished:\n%.2000s", items, m[2])
 	}
-	// crawlq's own lines are log entries of their own, not a continuation of Scrapy's.
+	// crawlq's own lines (its lines about the command, the run's events) are log entries of
+	// their own, not a continuation of Scrapy's.
 	for _, l := range strings.Split(log, "\n") {
-		if strings.Contains(l, "crawlq: ") && !entry.MatchString(l) {
+		if (strings.Contains(l, "crawlq: ") || strings.HasPrefix(l, "state ")) && !entry.MatchString(l) {
 			t.Fatalf("crawlq line %q is not in Scrapy's format", l)
 		}
+	}
+	if !regexp.MustCompile(`(?m)^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} \[crawlq\] INFO: state running$`).MatchString(log) {
+		t.Fatalf("the log lacks the run's event as a Scrapy line ([crawlq] INFO: state running)")
 	}
 }

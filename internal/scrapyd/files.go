@@ -83,15 +83,12 @@ type badPath struct{ msg string }
 
 func (e *badPath) Error() string { return e.msg }
 
-// crawlqPrefix starts the lines crawlq itself writes into a run's log (internal/command).
-const crawlqPrefix = "crawlq: "
-
 // logLine is a stored run log line as Scrapy's log has it: the command's own output byte for
 // byte (Scrapy's lines carry their time), and crawlq's lines in Scrapy's format
 // ("2006-01-02 15:04:05 [crawlq] INFO: ...") so LogParser and ScrapydWeb read them as log
 // entries rather than as the continuation of the line before.
 func logLine(l runlog.Line) string {
-	if rest, ok := strings.CutPrefix(l.Text, crawlqPrefix); ok {
+	if rest, ok := strings.CutPrefix(l.Text, runlog.OwnPrefix); ok {
 		return l.At.Local().Format(pyTime) + " [crawlq] INFO: " + rest
 	}
 	return l.Text

@@ -155,6 +155,15 @@ func TestLogIsScrapysLog(t *testing.T) {
 	if !crawlqLine.MatchString(lines[1]) || !logEntryRE.MatchString(lines[1]) {
 		t.Fatalf("crawlq's line = %q, want Scrapy's format", lines[1])
 	}
+	// crawlq's run events in the log read as Scrapy's lines too.
+	at := time.Date(2026, 11, 24, 16, 19, 40, 0, time.Local)
+	if err := (runlog.EventLog{Store: f.log}).RunEvent(context.Background(), id, at, "state succeeded"); err != nil {
+		t.Fatal(err)
+	}
+	_, body = f.get(t, "/logs/default/demo/log-1.log")
+	if want := "2026-11-24 16:19:40 [crawlq] INFO: state succeeded\n"; !strings.HasSuffix(body, want) {
+		t.Fatalf("log ends %q, want the event as %q", body[max(0, len(body)-200):], want)
+	}
 	// A log longer than one read of the store (1000 lines) comes whole and in order.
 	more := make([]string, 2500)
 	for i := range more {
