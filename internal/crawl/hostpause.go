@@ -177,8 +177,8 @@ type hostPause struct {
 }
 
 // hostFailed records a failure of host (cause says which, for the log) in its shared row and
-// returns the pause.
-func (c *Crawler) hostFailed(ctx context.Context, host string, r spider.Retry, cause string) (hostPause, error) {
+// returns the pause; limit is how long the host may be down before its pages die.
+func (c *Crawler) hostFailed(ctx context.Context, host string, r spider.Retry, cause string, limit time.Duration) (hostPause, error) {
 	stale := staleAfter(r)
 	row, err := c.db.HostFailed(ctx, dbsqlc.HostFailedParams{
 		Host: host, FirstPauseUs: r.HostPause.Microseconds(), MaxPauseUs: r.MaxHostPause.Microseconds(),
@@ -192,8 +192,8 @@ func (c *Crawler) hostFailed(ctx context.Context, host string, r spider.Retry, c
 	c.health.pause(host, p.until)
 	if p.started {
 		c.log.Warn("host paused: "+cause+"; its pages wait without counting attempts",
-			"host", host, "streak", p.streak, "until", p.until, "down_for", p.downFor.Round(time.Millisecond),
-			"gives_up_after", r.HostDownLimit)
+			"host", host, "streak", p.streak, "until", p.until, "down_for", p.downFor.Round(time.Millisecond).String(),
+			"pages_die_after", limit.String())
 	}
 	return p, nil
 }

@@ -415,11 +415,11 @@ func (c *Crawler) fetchFailed(ctx context.Context, job *queue.Job, ri *runInfo, 
 		return c.finishPage(ctx, job, ri, o, nil)
 	}
 	if hostDown, cause := c.hostFailure(ctx, host, ferr, r); hostDown {
-		p, err := c.hostFailed(ctx, host, r, cause)
+		limit := r.DownLimit(c.runFetched(ctx, ri))
+		p, err := c.hostFailed(ctx, host, r, cause, limit)
 		if err != nil {
 			return err
 		}
-		limit := r.DownLimit(c.runFetched(ctx, ri))
 		if p.started {
 			c.addStat(ctx, ri.id, outcome{kind: "host_paused"})
 			c.logHostPaused(ctx, ri.id, host, cause, p.until, limit)
