@@ -52,7 +52,9 @@ Scrapyd API (addversion.json); their spiders are listed here as PROJECT.SPIDER.`
 					pg := dbFlag(fs, env)
 					asJSON := fs.Bool("json", false, "print JSON")
 					return func(ctx context.Context, args []string) error {
-						return withSpiderStore(ctx, pg, func(st *spiderstore.Store) error { return listSpiders(ctx, env.Stdout, st, *asJSON) })
+						return withSpiderStore(ctx, pg, func(_ *pgxpool.Pool, st *spiderstore.Store) error {
+							return listSpiders(ctx, env.Stdout, st, *asJSON)
+						})
 					}
 				}},
 			spiderSub("versions", "a spider's versions, oldest first", "NAME", one("NAME"), "", "",
@@ -93,14 +95,22 @@ func spiderSub(name, synopsis, usage string, args Args, flagName, flagHelp strin
 				value = fs.String(flagName, "", flagHelp)
 			}
 			return func(ctx context.Context, args []string) error {
-				return withSpiderStore(ctx, pg, func(st *spiderstore.Store) error { return do(ctx, env, st, args, *value) })
+				return withSpiderStore(ctx, pg, func(pool *pgxpool.Pool, st *spiderstore.Store) error {
+					if err := do(ctx, env, st, args, *value); err != nil {
+						return err
+					}
+					if name == "push" || name == "delete" {
+						wakeDispatch(ctx, env.Stderr, pool) // crawlq local looks its spiders up again at once
+					}
+					return nil
+				})
 			}
 		}}
 }
 
 // withSpiderStore runs f with the stack's spider store, the built-in specs pushed first (a no-op
 // once they are stored).
-func withSpiderStore(ctx context.Context, pg *database, f func(*spiderstore.Store) error) error {
+func withSpiderStore(ctx context.Context, pg *database, f func(*pgxpool.Pool, *spiderstore.Store) error) error {
 	return pg.withPool(ctx, func(pool *pgxpool.Pool) error {
 		st, err := spiderstore.New(spiderstore.Config{Pool: pool})
 		if err != nil {
@@ -109,7 +119,7 @@ func withSpiderStore(ctx context.Context, pg *database, f func(*spiderstore.Stor
 		if _, err := st.Seed(ctx, spiders.FS); err != nil {
 			return err
 		}
-		return f(st)
+		return f(pool, st)
 	})
 }
 

@@ -467,6 +467,8 @@ func (s *Stack) Serve(ctx context.Context, ln net.Listener) error {
 // wake pokes dispatch for runIDs, as the api does after a schedule: asynchronously, since a poke
 // also waits for the jobs due within its lookahead, and the next wake must not wait behind it.
 func (s *Stack) wake(_ context.Context, runIDs []int64) {
+	// A wake may follow a push (crawlq spider push): the api's next schedule uses what was pushed.
+	s.cfg.Deps.Spiders.Forget()
 	payload, _ := json.Marshal(struct {
 		Source string  `json:"source"`
 		Runs   []int64 `json:"runs,omitempty"`

@@ -3,6 +3,7 @@ package local_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -288,5 +289,40 @@ func TestCancelledCommandRunEndsWhenItsProcessExits(t *testing.T) {
 	t.Logf("process exited → run %s: %s", r.State, r.FinishedAt.Sub(exit))
 	if r.State != "cancelled" || r.FinishedAt.Sub(exit) > 2*time.Second {
 		t.Errorf("cancelled command run: %s %s after its process exited; want cancelled within 2s", r.State, r.FinishedAt.Sub(exit))
+	}
+}
+
+// A spider pushed through the CLI can be scheduled through the api of a running crawlq local at
+// once, even one whose name the api had just answered unknown (it cached that for 2 s).
+func TestPushedSpiderIsInEffectAtOnce(t *testing.T) {
+	_, url := dbtest.Schema(t)
+	s := startLocal(t, url)
+	schedule := []byte(`{"action":"schedule","spider":"fresh","args":{"base_url":"http://127.0.0.1:9"},"delay_seconds":3600}`)
+	if r := s.st.API().Handle(context.Background(), schedule); r["status"] != "error" || !strings.Contains(fmt.Sprint(r["message"]), "fresh") {
+		t.Fatalf("schedule of a spider not pushed yet: %v", r)
+	}
+	spec, err := os.ReadFile("../../spiders/demo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "fresh.yaml")
+	if err := os.WriteFile(path, []byte(strings.Replace(string(spec), "name: demo", "name: fresh", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	crawlqCLI(t, url, "spider", "push", path)
+	pushed := time.Now()
+	for {
+		r := s.st.API().Handle(context.Background(), schedule)
+		if r["status"] == "ok" {
+			break
+		}
+		if time.Since(pushed) > 10*time.Second {
+			t.Fatalf("the pushed spider is still unknown to crawlq local after 10s: %v", r)
+		}
+		time.Sleep(20 * time.Millisecond) // paces a retry of the schedule
+	}
+	t.Logf("push → schedulable: %s", time.Since(pushed))
+	if d := time.Since(pushed); d > time.Second {
+		t.Errorf("the pushed spider was schedulable %s after the push; want within 1s", d)
 	}
 }

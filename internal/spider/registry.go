@@ -138,6 +138,15 @@ func (r *Registry) SetSource(cfg SourceConfig) {
 	clear(r.cached)
 }
 
+// Forget drops every answer cached from the Source, so the next lookup of each name asks it
+// again: a process told that spiders were pushed (crawlq local, woken by crawlq spider push)
+// uses them at once instead of within the TTL, a name that was unknown too.
+func (r *Registry) Forget() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	clear(r.cached)
+}
+
 // HasSource reports whether SetSource was called.
 func (r *Registry) HasSource() bool {
 	r.mu.RLock()
