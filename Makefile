@@ -56,11 +56,12 @@ generate: ## compile internal/dbsqlc/*.sql into typed Go with sqlc (pinned in to
 
 # verify is what CI checks before any test (make test runs it first).
 .PHONY: verify
-verify: ## static checks: gofmt, go vet, go.mod tidy, macOS build and vet, sqlc-generated code fresh
+verify: ## static checks: gofmt, go vet, go.mod tidy, macOS and Windows build and vet, sqlc-generated code fresh
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt: these files need formatting:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
 	GOOS=darwin $(GO) vet ./...
+	GOOS=windows $(GO) vet ./...
 	@$(SQLC) diff || { echo "internal/dbsqlc is stale: run make generate" >&2; exit 1; }
 
 .PHONY: clean

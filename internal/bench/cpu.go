@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -22,15 +21,6 @@ const userHZ = 100
 // errNoLocalServer says the Postgres server's processes cannot be read from this machine's
 // /proc (a remote server, or not Linux): its CPU is then reported as unknown, not as zero.
 var errNoLocalServer = errors.New("postgres server processes not visible in /proc")
-
-// selfCPU returns the user+system CPU this process has used so far.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // pgServer reads the CPU of a Postgres server that runs on this machine: the postmaster
 // and every process it forked (backends, checkpointer, WAL writer, autovacuum).

@@ -23,6 +23,9 @@ type process struct {
 // startProcess starts argv in dir with env, in its own process group, with fd 3 the write end
 // of the item pipe and stdin /dev/null. Close the process's pipes when done with it.
 func startProcess(argv []string, dir string, env []string) (*process, error) {
+	if err := processGroupsSupported(); err != nil {
+		return nil, queue.Permanent(err)
+	}
 	var parentEnds, childEnds []*os.File
 	pipe := func() (*os.File, *os.File, error) {
 		pr, pw, err := os.Pipe()
@@ -76,9 +79,4 @@ func closeFiles(fs []*os.File) {
 	for _, f := range fs {
 		f.Close()
 	}
-}
-
-// signalGroup signals process group pgid and reports whether it had any member.
-func signalGroup(pgid int, sig syscall.Signal) bool {
-	return syscall.Kill(-pgid, sig) == nil
 }
