@@ -140,7 +140,7 @@ unfinished, the same run is returned (with --replace, its start time moves if it
 					if err != nil {
 						return err
 					}
-					wakeDispatch(ctx, env.Stderr, n.Queue.Pool(), s.RunID)
+					wakeDispatch(ctx, env, n.Queue.Pool(), s.RunID)
 					if s.Duplicate {
 						fmt.Fprintf(env.Stdout, "%d (existing %s run with key %q)\n", s.RunID, s.State, p.IdempotencyKey)
 					} else {
@@ -223,7 +223,7 @@ ends as cancelled once nothing of it is left.`,
 					if err := n.Crawler.Cancel(ctx, id); err != nil {
 						return err
 					}
-					wakeDispatch(ctx, env.Stderr, n.Queue.Pool(), id)
+					wakeDispatch(ctx, env, n.Queue.Pool(), id)
 					fmt.Fprintf(env.Stdout, "run %d: cancel requested\n", id)
 					return nil
 				})

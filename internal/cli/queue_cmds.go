@@ -276,7 +276,7 @@ fetched are not fetched again.`,
 						if err != nil {
 							return err
 						}
-						wakeDispatch(ctx, env.Stderr, n.Queue.Pool(), *run)
+						wakeDispatch(ctx, env, n.Queue.Pool(), *run)
 						fmt.Fprintf(env.Stdout, "run %d: %d dead pages queued again; the run is running\n", *run, k)
 						return nil
 					})
@@ -294,7 +294,7 @@ fetched are not fetched again.`,
 					if err != nil {
 						return err
 					}
-					wakeDispatch(ctx, env.Stderr, pool)
+					wakeDispatch(ctx, env, pool)
 					fmt.Fprintf(env.Stdout, "redrove %d jobs\n", len(done))
 					return notRedriven(ctx, c, *q, ids, done, *limit)
 				})

@@ -100,7 +100,7 @@ func spiderSub(name, synopsis, usage string, args Args, flagName, flagHelp strin
 						return err
 					}
 					if name == "push" || name == "delete" {
-						wakeDispatch(ctx, env.Stderr, pool) // crawlq local looks its spiders up again at once
+						wakeDispatch(ctx, env, pool) // crawlq local looks its spiders up again at once
 					}
 					return nil
 				})

@@ -62,13 +62,14 @@ func serveLocal(t *testing.T, url string, tick time.Duration) *crawl.Crawler {
 // its own connections to the same database, nothing shared with the stack.
 func crawlqCLI(t *testing.T, url string, args ...string) string {
 	t.Helper()
+	return crawlqCLIEnv(t, map[string]string{"DATABASE_URL": url}, args...)
+}
+
+// crawlqCLIEnv is crawlqCLI with the environment env.
+func crawlqCLIEnv(t *testing.T, env map[string]string, args ...string) string {
+	t.Helper()
 	var out, errb bytes.Buffer
-	code := cli.Main(context.Background(), args, cli.Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string {
-		if k == "DATABASE_URL" {
-			return url
-		}
-		return ""
-	}})
+	code := cli.Main(context.Background(), args, cli.Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }})
 	if code != 0 {
 		t.Fatalf("crawlq %s: exit %d: %s %s", strings.Join(args, " "), code, out.String(), errb.String())
 	}
@@ -324,5 +325,57 @@ func TestPushedSpiderIsInEffectAtOnce(t *testing.T) {
 	t.Logf("push → schedulable: %s", time.Since(pushed))
 	if d := time.Since(pushed); d > time.Second {
 		t.Errorf("the pushed spider was schedulable %s after the push; want within 1s", d)
+	}
+}
+
+// On a deployed stack nothing listens on the database: with CRAWLQ_DISPATCH_FUNCTION set, the
+// CLI pokes the dispatch function through the Lambda Invoke API, as the api does after a schedule.
+// Here that API is crawlq local's, with its listener off, so only the poke can start the run.
+func TestCLIPokesTheDispatchFunction(t *testing.T) {
+	_, url := dbtest.Schema(t)
+	pool := dbtest.Open(t, url, 16)
+	env := map[string]string{"CRAWLQ_EVENT_BUS": lambdafn.EventsOff}
+	deps, err := lambdafn.NewDeps(pool, aws.Config{Region: "us-east-1"}, nil, func(k string) string { return env[k] }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := local.New(local.Config{Deps: deps, Tick: -1, NoWake: true, Metrics: os.Stderr,
+		Worker: lambdafn.WorkerOptions{IdleExit: 2 * time.Second, Margin: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- st.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		deps.Control.Pipeline.Close(context.Background())
+	})
+	// The AWS SDK reads these from the process environment, as on an operator's machine.
+	t.Setenv("AWS_ENDPOINT_URL", "http://"+ln.Addr().String())
+	t.Setenv("AWS_ACCESS_KEY_ID", "testing")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "testing")
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
+
+	t0 := time.Now()
+	out := crawlqCLIEnv(t, map[string]string{"DATABASE_URL": url, "CRAWLQ_DISPATCH_FUNCTION": "crawlq-dispatch"},
+		"schedule", "--spider", "demo", "--arg", "base_url=http://127.0.0.1:9")
+	id, err := strconv.ParseInt(out, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := waitRun(t, deps.Control.Crawler, id, 10*time.Second, "started", func(r *crawl.Run) bool { return r.StartedAt != nil })
+	t.Logf("schedule → started through the poke: %s", r.StartedAt.Sub(t0))
+	if d := r.StartedAt.Sub(t0); d > 2*time.Second {
+		t.Errorf("a CLI schedule with CRAWLQ_DISPATCH_FUNCTION started %s later; want within 2s", d)
 	}
 }
