@@ -31,6 +31,8 @@ type Env struct {
 	Stdout, Stderr io.Writer
 	// Getenv reads the environment (os.Getenv by default); tests substitute their own.
 	Getenv func(string) string
+	// API is the api function that --api named (remote.go); empty: $CRAWLQ_API, else the database.
+	API string
 }
 
 // Command is one command, or one subcommand of a command with Subcommands.
@@ -132,6 +134,11 @@ func Main(ctx context.Context, args []string, env Env) int {
 	if env.Getenv == nil {
 		env.Getenv = os.Getenv
 	}
+	args, err := takeAPIFlag(args, &env)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "crawlq: %v\n", err)
+		return 2
+	}
 	cs := commands()
 	if len(args) == 0 || isHelp(args[0]) || args[0] == "help" {
 		topUsage(env.Stdout, cs)
@@ -141,6 +148,9 @@ func Main(ctx context.Context, args []string, env Env) int {
 		return 0
 	}
 	inv, err := parse(cs, args, &env)
+	if err == nil {
+		err = viaAPI(inv, &env)
+	}
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
@@ -331,6 +341,7 @@ func topUsage(w io.Writer, cs []*Command) {
 	}
 	fmt.Fprintln(w, "\nRun 'crawlq <command> --help' for a command's flags. Flags may follow the arguments.")
 	fmt.Fprintln(w, "The database is DATABASE_URL (or --database-url); see 'crawlq migrate --help'.")
+	fmt.Fprintln(w, "\n"+apiHelp)
 }
 
 // groupUsage is the help of a command with subcommands.

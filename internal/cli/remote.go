@@ -1,0 +1,459 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+
+	"crawlq/internal/crawl"
+	"crawlq/internal/view"
+)
+
+// The commands `crawlq --api FUNCTION` (or $CRAWLQ_API) sends through the api Lambda function
+// instead of opening the database: an operator on a laptop needs the AWS credentials that may
+// invoke the function, not a route to the database. Each one reads the flags its command declared
+// (the same flag set, so --help and the flags stay one), and refuses the flags it cannot honour
+// through the api rather than ignoring them.
+
+const apiHelp = `With --api FUNCTION before the command (or $CRAWLQ_API), these commands go through the api
+Lambda function (lambda Invoke, with the caller's AWS credentials, region and AWS_ENDPOINT_URL)
+instead of the database: ` + "runs, run (--wait), schedule, cancel-run, redrive --run."
+
+// remoteCmds are the commands that work through the api function.
+var remoteCmds = map[string]func(ctx context.Context, c *apiClient, env *Env, fs *flag.FlagSet, pos []string) error{
+	"runs":       remoteRuns,
+	"run":        remoteRun,
+	"schedule":   remoteSchedule,
+	"cancel-run": remoteCancel,
+	"redrive":    remoteRedrive,
+}
+
+// takeAPIFlag removes a leading --api FUNCTION (or --api=FUNCTION) from args and keeps it in env.
+func takeAPIFlag(args []string, env *Env) ([]string, error) {
+	if len(args) == 0 {
+		return args, nil
+	}
+	a := args[0]
+	switch {
+	case a == "--api" || a == "-api":
+		if len(args) < 2 || strings.HasPrefix(args[1], "-") {
+			return nil, usageErr("--api needs the api function's name or ARN (e.g. crawlq --api crawlq-api runs)")
+		}
+		env.API, args = args[1], args[2:]
+	case strings.HasPrefix(a, "--api=") || strings.HasPrefix(a, "-api="):
+		env.API, args = a[strings.Index(a, "=")+1:], args[1:]
+		if env.API == "" {
+			return nil, usageErr("--api= needs the api function's name or ARN")
+		}
+	}
+	return args, nil
+}
+
+// viaAPI makes inv go through the api function when --api or $CRAWLQ_API names one. --api with a
+// command that cannot is a usage error; $CRAWLQ_API leaves such commands on the database (it
+// names where the remote commands go, as AWS_REGION does for the SDK), as does an explicit
+// --database-url.
+func viaAPI(inv *invocation, env *Env) error {
+	fn, explicit := env.API, env.API != ""
+	if fn == "" {
+		fn = strings.TrimSpace(env.Getenv("CRAWLQ_API"))
+	}
+	if fn == "" {
+		return nil
+	}
+	do, ok := remoteCmds[inv.name]
+	if !ok {
+		if explicit {
+			names := make([]string, 0, len(remoteCmds))
+			for n := range remoteCmds {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			return usageErr("--api: crawlq %s works on the database only; through the api function: %s", inv.name, strings.Join(names, ", "))
+		}
+		return nil
+	}
+	if set(inv.fs, "database-url") {
+		if explicit {
+			return usageErr("--api and --database-url: choose one")
+		}
+		return nil
+	}
+	inv.run = func(ctx context.Context, pos []string) error {
+		c, err := newAPIClient(ctx, env, fn)
+		if err != nil {
+			return err
+		}
+		return do(ctx, c, env, inv.fs, pos)
+	}
+	return nil
+}
+
+// set reports whether the flag was given on the command line.
+func set(fs *flag.FlagSet, name string) bool {
+	found := false
+	fs.Visit(func(f *flag.Flag) { found = found || f.Name == name })
+	return found
+}
+
+// refuse is the usage error for flags given that the api cannot honour.
+func refuse(fs *flag.FlagSet, why string, names ...string) error {
+	for _, n := range names {
+		if set(fs, n) {
+			return usageErr("--%s does not work through --api: %s", n, why)
+		}
+	}
+	return nil
+}
+
+func flagString(fs *flag.FlagSet, name string) string { return fs.Lookup(name).Value.String() }
+
+func flagBool(fs *flag.FlagSet, name string) bool { return fs.Lookup(name).Value.String() == "true" }
+
+// apiClient invokes the api function.
+type apiClient struct {
+	fn string
+	lc *lambda.Client
+}
+
+// newAPIClient loads the caller's AWS configuration as the SDK does (environment, shared files,
+// SSO, instance role), read through env.Getenv for the variables crawlq documents, so the region
+// defaults to us-east-1 and AWS_ENDPOINT_URL may name crawlq local or an emulator.
+func newAPIClient(ctx context.Context, env *Env, fn string) (*apiClient, error) {
+	var opts []func(*config.LoadOptions) error
+	region := env.Getenv("AWS_REGION")
+	if region == "" {
+		region = env.Getenv("AWS_DEFAULT_REGION")
+	}
+	if region == "" {
+		region = "us-east-1"
+	}
+	opts = append(opts, config.WithRegion(region))
+	if ep := env.Getenv("AWS_ENDPOINT_URL"); ep != "" {
+		opts = append(opts, config.WithBaseEndpoint(ep))
+	}
+	if id, secret := env.Getenv("AWS_ACCESS_KEY_ID"), env.Getenv("AWS_SECRET_ACCESS_KEY"); id != "" && secret != "" {
+		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(id, secret, env.Getenv("AWS_SESSION_TOKEN"))))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("--api %s: load AWS config: %w", fn, err)
+	}
+	return &apiClient{fn: fn, lc: lambda.NewFromConfig(cfg)}, nil
+}
+
+// errAPI is an answer {"status":"error"} from the api: the request was refused or failed there.
+var errAPI = errors.New("api")
+
+// call invokes the function with req and decodes an ok answer into out (nil: not decoded).
+func (c *apiClient) call(ctx context.Context, req map[string]any, out any) error {
+	payload, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	ictx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	res, err := c.lc.Invoke(ictx, &lambda.InvokeInput{FunctionName: aws.String(c.fn), Payload: payload})
+	if err != nil {
+		return fmt.Errorf("invoke %s: %w", c.fn, err)
+	}
+	if res.FunctionError != nil {
+		return fmt.Errorf("invoke %s: the function failed (%s): %s", c.fn, aws.ToString(res.FunctionError), clipText(res.Payload))
+	}
+	var st struct {
+		Status  string `json:"status"`
+		Message string `json:"message"`
+	}
+	if err := json.Unmarshal(res.Payload, &st); err != nil {
+		return fmt.Errorf("invoke %s: answer %q is not the api's JSON: %w", c.fn, clipText(res.Payload), err)
+	}
+	if st.Status != "ok" {
+		if st.Message == "" {
+			st.Message = clipText(res.Payload)
+		}
+		return fmt.Errorf("%w (%s): %s", errAPI, c.fn, st.Message)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(res.Payload, out); err != nil {
+		return fmt.Errorf("invoke %s: decode the %s answer: %w", c.fn, req["action"], err)
+	}
+	return nil
+}
+
+func clipText(b []byte) string {
+	if len(b) > 500 {
+		return string(b[:500]) + "..."
+	}
+	return string(b)
+}
+
+// apiJob is a run as the api's status and listjobs show it (api.Job): the run's view with
+// Scrapyd's fields over it, whose id is the client's jobid and whose spider is the name within
+// its project.
+type apiJob struct {
+	view.Run
+	ID      string `json:"id"`
+	RunID   int64  `json:"run_id"`
+	Project string `json:"project"`
+	Spider  string `json:"spider"`
+}
+
+// run is the job as crawlq run and crawlq runs print a run.
+func (j apiJob) run() view.Run {
+	v := j.Run
+	v.ID, v.Spider = j.RunID, j.Spider
+	if j.Project != "" && j.Project != "default" {
+		v.Spider = j.Project + "." + j.Spider
+	}
+	return v
+}
+
+func remoteSchedule(ctx context.Context, c *apiClient, env *Env, fs *flag.FlagSet, _ []string) error {
+	if err := refuse(fs, "the api resolves spiders from the stack's store (crawlq spider push them first)", "spiders"); err != nil {
+		return err
+	}
+	spiderName := flagString(fs, "spider")
+	if spiderName == "" {
+		return usageErr("--spider is required")
+	}
+	req := map[string]any{"action": "schedule", "spider": spiderName}
+	if v := flagString(fs, "version"); v != "" {
+		req["version"] = v
+	}
+	if args, _ := fs.Lookup("arg").Value.(kvFlag); len(args) > 0 {
+		req["args"] = map[string]string(args)
+	}
+	if set(fs, "priority") {
+		p, err := strconv.Atoi(flagString(fs, "priority"))
+		if err != nil {
+			return usageErr("--priority: %v", err)
+		}
+		req["priority"] = p
+	}
+	if set(fs, "delay") {
+		d, err := time.ParseDuration(flagString(fs, "delay"))
+		if err != nil {
+			return usageErr("--delay: %v", err)
+		}
+		req["delay_seconds"] = d.Seconds()
+	}
+	if at := flagString(fs, "at"); at != "" {
+		t, err := parseAt(at)
+		if err != nil {
+			return err
+		}
+		req["at"] = t.UTC().Format(time.RFC3339Nano)
+	}
+	key, replace := flagString(fs, "key"), flagBool(fs, "replace")
+	if replace && key == "" {
+		return usageErr("--replace needs --key (it moves the start of the pending run with that key)")
+	}
+	if key != "" {
+		req["unique_key"] = key
+	}
+	if replace {
+		req["replace"] = true
+	}
+	var ans struct {
+		RunID     int64  `json:"run_id"`
+		Duplicate bool   `json:"duplicate"`
+		State     string `json:"state"`
+	}
+	if err := c.call(ctx, req, &ans); err != nil {
+		return err
+	}
+	if ans.Duplicate {
+		fmt.Fprintf(env.Stdout, "%d (existing %s run with key %q)\n", ans.RunID, ans.State, key)
+	} else {
+		fmt.Fprintln(env.Stdout, ans.RunID)
+	}
+	return nil
+}
+
+func remoteCancel(ctx context.Context, c *apiClient, env *Env, _ *flag.FlagSet, pos []string) error {
+	id, err := parseRunID(pos)
+	if err != nil {
+		return err
+	}
+	var ans struct {
+		Prev string `json:"prevstate"`
+	}
+	if err := c.call(ctx, map[string]any{"action": "cancel", "job": id}, &ans); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "run %d: cancel requested (was %s)\n", id, ans.Prev)
+	return nil
+}
+
+func remoteRedrive(ctx context.Context, c *apiClient, env *Env, fs *flag.FlagSet, pos []string) error {
+	run, err := strconv.ParseInt(flagString(fs, "run"), 10, 64)
+	if err != nil || run <= 0 || len(pos) > 0 {
+		return usageErr("through --api, redrive takes --run RUN_ID (a run's dead pages) only; dead queue jobs are redriven on the database")
+	}
+	if err := refuse(fs, "it applies to queue jobs, which --api does not redrive", "queue", "limit"); err != nil {
+		return err
+	}
+	var ans struct {
+		Pages int64 `json:"pages"`
+	}
+	if err := c.call(ctx, map[string]any{"action": "redrive", "job": run}, &ans); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "run %d: %d dead pages queued again; the run is running\n", run, ans.Pages)
+	return nil
+}
+
+func remoteRuns(ctx context.Context, c *apiClient, env *Env, fs *flag.FlagSet, _ []string) error {
+	limit, err := strconv.Atoi(flagString(fs, "limit"))
+	if err != nil || limit < 1 || limit > 1000 {
+		return usageErr("--limit must be 1..1000, got %s", flagString(fs, "limit"))
+	}
+	var states []string
+	if s := flagString(fs, "state"); s != "" {
+		for _, st := range strings.Split(s, ",") {
+			if !slices.Contains(crawl.States, st) {
+				return usageErr("--state %q: want some of %s", st, strings.Join(crawl.States, ", "))
+			}
+			states = append(states, st)
+		}
+	}
+	spiderName := flagString(fs, "spider")
+	req := map[string]any{"action": "listjobs", "limit": limit}
+	if spiderName != "" {
+		// A Scrapy project's spider is PROJECT.SPIDER here and a project and a spider in the api.
+		if p, s, ok := strings.Cut(spiderName, "."); ok {
+			req["project"], req["spider"] = p, s
+		} else {
+			req["spider"] = spiderName
+		}
+	}
+	var ans struct {
+		Pending, Running, Finished []apiJob
+	}
+	if err := c.call(ctx, req, &ans); err != nil {
+		return err
+	}
+	var runs []view.Run
+	for _, g := range [][]apiJob{ans.Pending, ans.Running, ans.Finished} {
+		for _, j := range g {
+			if r := j.run(); len(states) == 0 || slices.Contains(states, r.State) {
+				runs = append(runs, r)
+			}
+		}
+	}
+	sort.Slice(runs, func(i, j int) bool { return runs[i].ID > runs[j].ID })
+	if len(runs) > limit {
+		runs = runs[:limit]
+	}
+	if runs == nil {
+		runs = []view.Run{}
+	}
+	if flagBool(fs, "json") {
+		return writeJSON(env.Stdout, runs)
+	}
+	if spiderName != "" {
+		return printHistory(env.Stdout, runs)
+	}
+	return printRunTable(env.Stdout, runs)
+}
+
+// printRunTable is crawlq runs' table, from the runs' views.
+func printRunTable(w io.Writer, runs []view.Run) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSPIDER\tSTATE\tPAGES\tITEMS\tERRORS\tDEAD\tSECONDS\tCREATED")
+	for _, r := range runs {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%.1f\t%s\n", r.ID, r.Spider, r.State, r.Stats.Pages, r.Stats.Items,
+			r.Stats.Errors, r.DeadPages, r.Stats.DurationSeconds, r.CreatedAt.Format(time.RFC3339))
+	}
+	return tw.Flush()
+}
+
+// remoteRun is crawlq run ID [--wait] through the api's status: the run as crawlq run prints it
+// (without its events, which the api does not answer), and the same exit statuses.
+func remoteRun(ctx context.Context, c *apiClient, env *Env, fs *flag.FlagSet, pos []string) error {
+	if err := refuse(fs, "use --wait (a live line needs the database)", "watch", "interval"); err != nil {
+		return err
+	}
+	verdictWait, err := time.ParseDuration(flagString(fs, "verdict-timeout"))
+	if err != nil || verdictWait < 0 {
+		return usageErr("--verdict-timeout must not be negative, got %s", flagString(fs, "verdict-timeout"))
+	}
+	failOn, err := parseFailOn(flagString(fs, "fail-on"))
+	if err != nil {
+		return err
+	}
+	id, err := parseRunID(pos)
+	if err != nil {
+		return err
+	}
+	wait := flagBool(fs, "wait")
+	get := func() (view.Run, *crawl.Run, error) {
+		var ans struct {
+			Job apiJob `json:"job"`
+		}
+		if err := c.call(ctx, map[string]any{"action": "status", "job": id}, &ans); err != nil {
+			return view.Run{}, nil, err
+		}
+		v := ans.Job.run()
+		return v, &crawl.Run{ID: v.ID, State: v.State, FinishedAt: v.FinishedAt}, nil
+	}
+	pause := func() error {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second): // paces the polls: each is a Lambda invocation
+			return nil
+		}
+	}
+	v, r, err := get()
+	for err == nil && wait && !r.Finished() {
+		if err = pause(); err == nil {
+			v, r, err = get()
+		}
+	}
+	if err != nil {
+		return err
+	}
+	judged := r.State == crawl.StateSucceeded || r.State == crawl.StateIncomplete
+	if wait && judged && failOn[outcomeMonitorsFailed] {
+		deadline := time.Now().Add(verdictWait)
+		for err == nil && !v.Report.Current(r.State, r.FinishedAt) && time.Now().Before(deadline) {
+			if err = pause(); err == nil {
+				v, r, err = get()
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	rep := v.Report
+	if !rep.Current(r.State, r.FinishedAt) {
+		rep = nil
+	}
+	if err := writeJSON(env.Stdout, v); err != nil {
+		return err
+	}
+	if wait && rep == nil && r.Finished() && judged && failOn[outcomeMonitorsFailed] {
+		if err := notJudged(r, failOn, verdictWait); err != nil {
+			fmt.Fprintf(env.Stderr, "crawlq run: run %d %s; its monitors were not judged within %s (--verdict-timeout)\n", r.ID, r.State, verdictWait)
+			return err
+		}
+	}
+	return exitFor(r, rep, failOn)
+}

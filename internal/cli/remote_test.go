@@ -1,0 +1,182 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"crawlq/internal/cli"
+	"crawlq/internal/dbtest"
+	"crawlq/internal/demosite"
+)
+
+// `crawlq --api crawlq-api ...` (and CRAWLQ_API) reaches a stack through the Lambda Invoke API of
+// a real `crawlq local`, with no database URL on the client's side: schedule, run --wait, runs,
+// cancel-run and redrive give what the same commands give on the database.
+func TestCommandsThroughTheAPIFunction(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, url := dbtest.Schema(t)
+	site := demosite.New(demosite.Config{Items: 30, PerPage: 10, SlowDelay: 10 * time.Millisecond})
+	siteAddr, err := site.Serve(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var localOut, localErr lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Main(ctx, []string{"local", "--addr", "127.0.0.1:0", "--scrapyd-addr", "", "--event-bus", "off", "--allow-loopback", "--worker-idle", "2s"},
+			cli.Env{Stdout: &localOut, Stderr: &localErr, Getenv: func(k string) string {
+				if k == "DATABASE_URL" {
+					return url
+				}
+				return os.Getenv(k)
+			}})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("crawlq local exited %d: %s", code, localErr.String())
+		}
+	})
+	banner := regexp.MustCompile(`Lambda Invoke API on (http://\S+)`)
+	var endpoint string
+	for deadline := time.Now().Add(time.Minute); endpoint == ""; {
+		if m := banner.FindStringSubmatch(localErr.String()); m != nil {
+			endpoint = m[1]
+			break
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("crawlq local exited %d: %s", code, localErr.String())
+		case <-time.After(50 * time.Millisecond): // paces the look for the banner
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("crawlq local printed no banner in a minute: %s", localErr.String())
+		}
+	}
+
+	// The client has AWS credentials and the endpoint, and no database.
+	client := map[string]string{"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
+	api := func(args ...string) (int, string, string) {
+		t.Helper()
+		return runWithEnv(t, client, append([]string{"--api", "crawlq-api"}, args...)...)
+	}
+	code, out, errs := api("schedule", "--spider", "demo", "--arg", "base_url=http://"+siteAddr.String())
+	id, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+	if code != 0 || err != nil {
+		t.Fatalf("schedule through the api: exit %d, %q %q", code, out, errs)
+	}
+	code, out, errs = api("run", strconv.FormatInt(id, 10), "--wait", "--verdict-timeout", "1m")
+	var remote map[string]any
+	if err := json.Unmarshal([]byte(out), &remote); err != nil {
+		t.Fatalf("run --wait through the api: exit %d, %q %q", code, out, errs)
+	}
+	stats, _ := remote["stats"].(map[string]any)
+	if remote["state"] != "succeeded" || remote["id"] != float64(id) || remote["spider"] != "demo" || stats["items"] != float64(site.Expected().Items) {
+		t.Fatalf("run --wait through the api: exit %d, %v", code, remote)
+	}
+	// The same run read from the database: the same exit status and the same run, but for the
+	// events the api does not answer.
+	dbCode, dbOut, dbErrs := run(t, url, "run", strconv.FormatInt(id, 10))
+	var local map[string]any
+	if err := json.Unmarshal([]byte(dbOut), &local); err != nil {
+		t.Fatalf("run on the database: %d %q %q", dbCode, dbOut, dbErrs)
+	}
+	delete(local, "events")
+	if code != dbCode || !jsonEqual(local, remote) {
+		t.Errorf("through the api: exit %d %v\non the database: exit %d %v", code, remote, dbCode, local)
+	}
+
+	// CRAWLQ_API instead of --api; runs --json and a spider's history.
+	env := maps.Clone(client)
+	env["CRAWLQ_API"] = "crawlq-api"
+	code, out, errs = runWithEnv(t, env, "runs", "--json", "--state", "succeeded")
+	var runs []map[string]any
+	if err := json.Unmarshal([]byte(out), &runs); code != 0 || err != nil || len(runs) != 1 || runs[0]["id"] != float64(id) {
+		t.Fatalf("runs --json with CRAWLQ_API: exit %d, %q %q", code, out, errs)
+	}
+	if code, out, errs = runWithEnv(t, env, "runs", "--spider", "demo"); code != 0 || !strings.Contains(out, "MONITORS") || !strings.Contains(out, strconv.FormatInt(id, 10)) {
+		t.Errorf("runs --spider with CRAWLQ_API: exit %d, %q %q", code, out, errs)
+	}
+
+	// A pending run cancelled through the api ends cancelled: run --wait exits 5.
+	code, out, errs = api("schedule", "--spider", "demo", "--delay", "1h", "--arg", "base_url=http://"+siteAddr.String())
+	later := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("delayed schedule: exit %d %q", code, errs)
+	}
+	if code, out, errs = api("cancel-run", later); code != 0 || out != "run "+later+": cancel requested (was pending)\n" {
+		t.Fatalf("cancel-run through the api: exit %d %q %q", code, out, errs)
+	}
+	if code, out, errs = api("run", later, "--wait"); code != 5 || !strings.Contains(out, `"state": "cancelled"`) {
+		t.Errorf("run --wait of the cancelled run: exit %d %q %q, want 5", code, out, errs)
+	}
+	// The api's refusals come back as errors naming what was wrong, exit 1.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"redrive", "--run", strconv.FormatInt(id, 10)}, "no dead pages to redrive"},
+		{[]string{"cancel-run", later}, "already finished"},
+		{[]string{"run", "999999"}, "unknown job 999999"},
+		{[]string{"schedule", "--spider", "nosuch"}, "nosuch"},
+	} {
+		if code, _, errs := api(c.args...); code != 1 || !strings.Contains(errs, c.want) {
+			t.Errorf("%q through the api: exit %d, stderr %q; want 1 and %q", c.args, code, errs, c.want)
+		}
+	}
+	if code, _, errs := runWithEnv(t, client, append([]string{"--api", "crawlq-nope"}, "runs")...); code != 1 || !strings.Contains(errs, "crawlq-nope") {
+		t.Errorf("an unknown function: exit %d, stderr %q", code, errs)
+	}
+	// What the api cannot do is a usage error, before anything is invoked.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--api", "crawlq-api", "stats"}, "works on the database only"},
+		{[]string{"--api", "crawlq-api", "run", "1", "--watch"}, "--watch does not work through --api"},
+		{[]string{"--api", "crawlq-api", "schedule", "--spider", "demo", "--spiders", "x"}, "--spiders does not work through --api"},
+		{[]string{"--api", "crawlq-api", "redrive", "--queue", "q", "1"}, "--run RUN_ID"},
+		{[]string{"--api", "crawlq-api", "runs", "--database-url", url}, "choose one"},
+		{[]string{"--api"}, "--api needs"},
+	} {
+		if code, _, errs := runWithEnv(t, client, c.args...); code != 2 || !strings.Contains(errs, c.want) {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and %q", c.args, code, errs, c.want)
+		}
+	}
+}
+
+// lockedBuffer is a buffer one goroutine writes while another reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// jsonEqual compares two decoded JSON values.
+func jsonEqual(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
