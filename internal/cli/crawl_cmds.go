@@ -106,7 +106,11 @@ func scheduleCmd() *Command {
 it starts (the newest stored one, else the spec loaded in-process), or with --version the stored
 version given (crawlq spider versions NAME); every page of the run runs that one version, and the
 run records it. With --key, scheduling is idempotent: while a run of the spider with that key is
-unfinished, the same run is returned (with --replace, its start time moves if it has not started).`,
+unfinished, the same run is returned (with --replace, its start time moves if it has not started).
+
+A running crawlq local on the same database acts on it at once (the command sends NOTIFY
+crawlq_wake); for a deployed stack, set CRAWLQ_DISPATCH_FUNCTION to its dispatch function and the
+command pokes it with your AWS credentials (else the stack's minute tick acts on it).`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			pg := dbFlag(fs, env)
 			var p crawl.ScheduleParams
@@ -211,7 +215,11 @@ func cancelRunCmd() *Command {
 	return &Command{
 		Name: "cancel-run", Synopsis: "cancel a spider run", Usage: "ID", Args: one("run ID"),
 		Help: `Cancels a run: its waiting page jobs at once, its running ones at their next heartbeat. The run
-ends as cancelled once nothing of it is left.`,
+ends as cancelled once nothing of it is left.
+
+A running crawlq local on the same database acts on it at once (the command sends NOTIFY
+crawlq_wake); for a deployed stack, set CRAWLQ_DISPATCH_FUNCTION to its dispatch function and the
+command pokes it with your AWS credentials (else the stack's minute tick acts on it).`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			pg := dbFlag(fs, env)
 			return func(ctx context.Context, args []string) error {

@@ -257,7 +257,11 @@ others are still redriven).
 
 With --run, retries the dead pages of a run that ended incomplete or failed: they are queued again
 and the run reopens (running), then finishes again, once, when they are done. Pages the run already
-fetched are not fetched again.`,
+fetched are not fetched again.
+
+A running crawlq local on the same database acts on it at once (the command sends NOTIFY
+crawlq_wake); for a deployed stack, set CRAWLQ_DISPATCH_FUNCTION to its dispatch function and the
+command pokes it with your AWS credentials (else the stack's minute tick acts on it).`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			pg := dbFlag(fs, env)
 			q := fs.String("queue", "default", "queue")
