@@ -99,3 +99,22 @@ func (g guard) control(network, address string, _ syscall.RawConn) error {
 	}
 	return g.check(ap.Addr())
 }
+
+// CheckAddr is the fetcher's address guard for other packages that connect on a crawl's behalf
+// (the browser pool's requests): nil when addr may be reached under allowLoopback/allowPrivate
+// (as Config.AllowLoopback/AllowPrivate), else a *RefusedError matching ErrForbiddenAddress.
+func CheckAddr(addr netip.Addr, allowLoopback, allowPrivate bool) error {
+	if allowPrivate {
+		return nil
+	}
+	return guard{allowLoopback: allowLoopback}.check(addr)
+}
+
+// DialControl is the fetcher's net.Dialer.Control hook for the same packages: it judges each
+// connection's resolved address after socket() and before connect(); nil when allowPrivate.
+func DialControl(allowLoopback, allowPrivate bool) func(network, address string, c syscall.RawConn) error {
+	if allowPrivate {
+		return nil
+	}
+	return guard{allowLoopback: allowLoopback}.control
+}
