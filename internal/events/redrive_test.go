@@ -1,12 +1,15 @@
 package events_test
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/fstest"
@@ -75,10 +78,11 @@ func TestRedriveRejudgesTheRun(t *testing.T) {
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
 	addr := l.Addr().String()
+	var emf lockedBuffer
 	e := startSpecCrawl(t, redriveSpec, func(pool *pgxpool.Pool, c *node.Config) {
 		c.Events = newLoop(t, events.LoopConfig{Interval: time.Hour,
 			Publisher: newPublisher(t, events.Config{Pool: pool, Putter: motoEventBridge(t), Monitors: c.Spiders.Monitors,
-				Log: runlog.EventLog{Store: runlog.Postgres{Pool: pool}}})})
+				Log: runlog.EventLog{Store: runlog.Postgres{Pool: pool}}, Metrics: &emf})})
 	})
 	s, err := e.n.Crawler.Schedule(ctx, crawl.ScheduleParams{Spider: "shop", Args: map[string]string{"base_url": "http://" + addr}})
 	if err != nil {
@@ -104,10 +108,10 @@ func TestRedriveRejudgesTheRun(t *testing.T) {
 		if log, err = runlog.ReadAll(ctx, runlog.Postgres{Pool: e.pool}, s.RunID, 0); err != nil {
 			t.Fatal(err)
 		}
-		return len(log) > 0 && strings.HasPrefix(log[len(log)-1].Text, "monitor min_items")
+		return slices.ContainsFunc(log, func(l runlog.Line) bool { return strings.HasPrefix(l.Text, runlog.OwnPrefix+"monitor min_items") })
 	})
 	var text []string
-	died := regexp.MustCompile(`^page died after \d+ attempts?: http://` + regexp.QuoteMeta(addr) + `/catalogue/item-\d+\.html: .*502`)
+	died := regexp.MustCompile(`^` + runlog.OwnPrefix + `page died after \d+ attempts?: http://` + regexp.QuoteMeta(addr) + `/catalogue/item-\d+\.html: .*502`)
 	deaths := 0
 	for _, l := range log {
 		text = append(text, l.At.Format("15:04:05.000")+" "+l.Text)
@@ -141,7 +145,7 @@ func TestRedriveRejudgesTheRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, l := range log {
-			if strings.HasPrefix(l.Text, "host 127.0.0.1:") && strings.HasSuffix(l.Text, "answers again: its pause is lifted, its pages go on") {
+			if strings.HasPrefix(l.Text, runlog.OwnPrefix+"host 127.0.0.1:") && strings.HasSuffix(l.Text, "answers again: its pause is lifted, its pages go on") {
 				return true
 			}
 		}
@@ -151,6 +155,30 @@ func TestRedriveRejudgesTheRun(t *testing.T) {
 	if rep.State != crawl.StateSucceeded || rep.Monitors != monitor.StatusPassed || rep.Stats.Items != 30 || rep.EventID != fin.Sequence {
 		t.Fatalf("report after the redrive %+v; want the succeeded finish's (event %d), passed", rep, fin.Sequence)
 	}
+	// The monitor metric said failed for the first finish, and says passed for the second.
+	m := emf.String()
+	failed, passed := strings.Index(m, `"Monitor":"min_items","MonitorFailed":1`), strings.LastIndex(m, `"Monitor":"min_items","MonitorFailed":0`)
+	if failed < 0 || passed < failed {
+		t.Fatalf("MonitorFailed metrics: want 1 for the first finish, then 0 after the redrive:\n%s", m)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer the publisher's loop writes while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // startSpecCrawl is startCrawlWith for a spider given as a spec, without a site of its own.

@@ -74,6 +74,7 @@ func (c CloudWatch) AppendAt(ctx context.Context, runID int64, entries []Entry) 
 // Pages writes what happens to a run's pages into the run's log, for `crawlq logs RUN`: a page
 // that died (its URL and last error), a host paused (why, until when) and answering again. The
 // crawler calls it as these happen; a failed write is logged (Logger) and does not fail the page.
+// Its lines start with OwnPrefix, as crawlq's other lines in a run log do.
 type Pages struct {
 	Store  Store
 	Logger *slog.Logger // default slog.Default()
@@ -86,7 +87,7 @@ func (p Pages) write(ctx context.Context, runID int64, at time.Time, line string
 	// The page's own context may be ending (a lease lost, a stop): the line is still the run's.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := AppendAt(wctx, p.Store, runID, []Entry{{At: at, Text: line}}); err != nil {
+	if err := AppendAt(wctx, p.Store, runID, []Entry{{At: at, Text: OwnPrefix + line}}); err != nil {
 		l := p.Logger
 		if l == nil {
 			l = slog.Default()
