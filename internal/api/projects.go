@@ -116,6 +116,7 @@ func (a *API) addVersion(ctx context.Context, r *Request) (Response, error) {
 		return nil, badf("project %q holds the pushed spider specs; upload eggs under a project of their own", spiderstore.DefaultProject)
 	}
 	spiders, err := a.cfg.Store.AddVersion(ctx, r.Project, r.Version, r.Egg)
+	a.spidersChanged(err)
 	if errors.Is(err, spiderstore.ErrInvalid) {
 		return nil, badf("%s", strings.TrimPrefix(err.Error(), "invalid: "))
 	}
@@ -134,6 +135,7 @@ func (a *API) delProject(ctx context.Context, r *Request) (Response, error) {
 		version = r.Version
 	}
 	err := a.cfg.Store.DeleteProject(ctx, r.Project, version)
+	a.spidersChanged(err)
 	if errors.Is(err, spiderstore.ErrNotFound) {
 		return nil, userErrf("%v", err)
 	}
@@ -143,8 +145,18 @@ func (a *API) delProject(ctx context.Context, r *Request) (Response, error) {
 	return Response{}, nil
 }
 
+// spidersChanged makes the registry forget what it cached from the store after a push or
+// delete that succeeded, so this process's next schedule uses it at once rather than within the
+// registry's TTL (under crawlq local the workers share the registry too).
+func (a *API) spidersChanged(err error) {
+	if err == nil {
+		a.cfg.Spiders.Forget()
+	}
+}
+
 func (a *API) pushSpider(ctx context.Context, r *Request) (Response, error) {
 	p, err := a.cfg.Store.Push(ctx, spiderstore.File{Name: "spec", Data: []byte(r.Spec)}, r.Version)
+	a.spidersChanged(err)
 	switch {
 	case errors.Is(err, spiderstore.ErrInvalid):
 		return nil, badf("%s", strings.TrimPrefix(err.Error(), "invalid: "))
@@ -158,6 +170,7 @@ func (a *API) pushSpider(ctx context.Context, r *Request) (Response, error) {
 
 func (a *API) delSpider(ctx context.Context, r *Request) (Response, error) {
 	n, err := a.cfg.Store.Delete(ctx, r.Spider, r.Version)
+	a.spidersChanged(err)
 	if errors.Is(err, spiderstore.ErrNotFound) {
 		return nil, userErrf("%v", err)
 	}
