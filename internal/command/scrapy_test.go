@@ -69,3 +69,37 @@ func TestScrapyStatsVerdict(t *testing.T) {
 		t.Fatal("IsScrapy")
 	}
 }
+
+// TestScrapyCommandLineAsScrapyd: a Scrapy run gets Scrapyd's _job argument and environment, and
+// a STATS_CLASS the run asks for goes to the stats hook, which chains to it, not to Scrapy.
+func TestScrapyCommandLineAsScrapyd(t *testing.T) {
+	t.Parallel()
+	r := &Runner{cfg: Config{InheritEnv: []string{}}}
+	run := &crawl.Run{ID: 5, Spider: "catalog", Args: map[string]string{"_job": "mine", "q": "x"}}
+	argv := []string{"scrapy", "crawl", "catalog", "-s", "STATS_CLASS=my.Stats", "-s", "X=1"}
+	sr, err := r.prepareScrapy(t.Context(), run, argv, spider.CommandSpec{Command: argv}, spider.DefaultSettings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(sr.dir)
+	got := strings.Join(sr.argv, " ")
+	want := "scrapy crawl catalog -s X=1 -a _job=mine -a q=x -a _job=5 -s STATS_CLASS=crawlq_scrapy.StatsCollector -o /dev/fd/3:jsonlines"
+	if got != want {
+		t.Fatalf("argv\n got %s\nwant %s", got, want)
+	}
+	env := strings.Join(sr.env, " ")
+	for _, w := range []string{"CRAWLQ_STATS_CLASS=my.Stats", "SCRAPY_PROJECT=default", "SCRAPY_SPIDER=catalog", "SCRAPY_JOB=5", "SCRAPYD_JOB=5", "SCRAPYD_SPIDER=catalog"} {
+		if !strings.Contains(env, w) {
+			t.Errorf("env lacks %s: %s", w, env)
+		}
+	}
+	// A spec that names its scrapy.cfg project keeps it.
+	sr2, err := r.prepareScrapy(t.Context(), run, argv[:3], spider.CommandSpec{Command: argv[:3], Env: map[string]string{"SCRAPY_PROJECT": "marking"}}, spider.DefaultSettings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(sr2.dir)
+	if env := strings.Join(sr2.env, " "); strings.Contains(env, "SCRAPY_PROJECT=") || strings.Contains(env, "CRAWLQ_STATS_CLASS") {
+		t.Errorf("env %s: want the spec's SCRAPY_PROJECT kept, no stats class given", env)
+	}
+}
