@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"crawlq/internal/db"
@@ -31,6 +32,23 @@ func URL(t testing.TB) string {
 // connections use it (search_path). The schema is dropped when the test ends.
 func Schema(t testing.TB) (name, url string) {
 	t.Helper()
+	name, url = EmptySchema(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pool, err := db.Open(ctx, db.Config{URL: url, MaxConns: 2})
+	if err != nil {
+		t.Fatalf("dbtest: %v", err)
+	}
+	defer pool.Close()
+	if _, err := migrate.Up(ctx, pool); err != nil {
+		t.Fatalf("dbtest: migrate: %v", err)
+	}
+	return name, url
+}
+
+// EmptySchema is Schema without the migrations: for tests of the migrations themselves.
+func EmptySchema(t testing.TB) (name, url string) {
+	t.Helper()
 	base := URL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -42,7 +60,8 @@ func Schema(t testing.TB) (name, url string) {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	name = "t_" + hex.EncodeToString(b)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
+	ident := pgx.Identifier{name}.Sanitize()
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+ident); err != nil {
 		t.Fatalf("dbtest: create schema: %v", err)
 	}
 	t.Cleanup(func() {
@@ -54,20 +73,11 @@ func Schema(t testing.TB) (name, url string) {
 			return
 		}
 		defer a.Close()
-		if _, err := a.Exec(ctx, "DROP SCHEMA "+name+" CASCADE"); err != nil {
+		if _, err := a.Exec(ctx, "DROP SCHEMA "+ident+" CASCADE"); err != nil {
 			t.Errorf("dbtest: drop schema %s: %v", name, err)
 		}
 	})
-	url = withSearchPath(base, name)
-	pool, err := db.Open(ctx, db.Config{URL: url, MaxConns: 2})
-	if err != nil {
-		t.Fatalf("dbtest: %v", err)
-	}
-	defer pool.Close()
-	if _, err := migrate.Up(ctx, pool); err != nil {
-		t.Fatalf("dbtest: migrate: %v", err)
-	}
-	return name, url
+	return name, withSearchPath(base, name)
 }
 
 // Pool returns a pool on a fresh migrated schema (see Schema), closed when the test ends.
