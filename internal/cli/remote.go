@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -20,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"crawlq/internal/crawl"
+	"crawlq/internal/spiderstore"
 	"crawlq/internal/view"
 )
 
@@ -31,15 +34,16 @@ import (
 
 const apiHelp = `With --api FUNCTION before the command (or $CRAWLQ_API), these commands go through the api
 Lambda function (lambda Invoke, with the caller's AWS credentials, region and AWS_ENDPOINT_URL)
-instead of the database: ` + "runs, run (--wait), schedule, cancel-run, redrive --run."
+instead of the database: ` + "runs, run (--wait, --watch), schedule, cancel-run, redrive --run, spider push."
 
 // remoteCmds are the commands that work through the api function.
 var remoteCmds = map[string]func(ctx context.Context, c *apiClient, env *Env, fs *flag.FlagSet, pos []string) error{
-	"runs":       remoteRuns,
-	"run":        remoteRun,
-	"schedule":   remoteSchedule,
-	"cancel-run": remoteCancel,
-	"redrive":    remoteRedrive,
+	"runs":        remoteRuns,
+	"run":         remoteRun,
+	"schedule":    remoteSchedule,
+	"cancel-run":  remoteCancel,
+	"redrive":     remoteRedrive,
+	"spider push": remoteSpiderPush,
 }
 
 // takeAPIFlag removes a leading --api FUNCTION (or --api=FUNCTION) from args and keeps it in env.
@@ -387,8 +391,10 @@ func printRunTable(w io.Writer, runs []view.Run) error {
 // remoteRun is crawlq run ID [--wait] through the api's status: the run as crawlq run prints it
 // (without its events, which the api does not answer), and the same exit statuses.
 func remoteRun(ctx context.Context, c *apiClient, env *Env, fs *flag.FlagSet, pos []string) error {
-	if err := refuse(fs, "use --wait (a live line needs the database)", "watch", "interval"); err != nil {
-		return err
+	watch := flagBool(fs, "watch")
+	every, err := time.ParseDuration(flagString(fs, "interval"))
+	if err != nil || every < time.Second {
+		return usageErr("--interval must be at least 1s through --api (each refresh invokes the api), got %s", flagString(fs, "interval"))
 	}
 	verdictWait, err := time.ParseDuration(flagString(fs, "verdict-timeout"))
 	if err != nil || verdictWait < 0 {
@@ -402,7 +408,7 @@ func remoteRun(ctx context.Context, c *apiClient, env *Env, fs *flag.FlagSet, po
 	if err != nil {
 		return err
 	}
-	wait := flagBool(fs, "wait")
+	wait := flagBool(fs, "wait") || watch
 	get := func() (view.Run, *crawl.Run, error) {
 		var ans struct {
 			Job apiJob `json:"job"`
@@ -417,12 +423,20 @@ func remoteRun(ctx context.Context, c *apiClient, env *Env, fs *flag.FlagSet, po
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(time.Second): // paces the polls: each is a Lambda invocation
+		case <-time.After(every): // paces the polls: each is a Lambda invocation
 			return nil
+		}
+	}
+	last := ""
+	show := func(v view.Run) {
+		if line := remoteProgress(v); watch && line != last {
+			fmt.Fprintln(env.Stdout, line)
+			last = line
 		}
 	}
 	v, r, err := get()
 	for err == nil && wait && !r.Finished() {
+		show(v)
 		if err = pause(); err == nil {
 			v, r, err = get()
 		}
@@ -430,9 +444,14 @@ func remoteRun(ctx context.Context, c *apiClient, env *Env, fs *flag.FlagSet, po
 	if err != nil {
 		return err
 	}
+	show(v)
 	judged := r.State == crawl.StateSucceeded || r.State == crawl.StateIncomplete
-	if wait && judged && failOn[outcomeMonitorsFailed] {
-		deadline := time.Now().Add(verdictWait)
+	verdictFor := verdictWait
+	if watch && !failOn[outcomeMonitorsFailed] {
+		verdictFor = 3 * every // the verdict is only shown: a few refreshes
+	}
+	if (wait && failOn[outcomeMonitorsFailed] || watch) && judged {
+		deadline := time.Now().Add(verdictFor)
 		for err == nil && !v.Report.Current(r.State, r.FinishedAt) && time.Now().Before(deadline) {
 			if err = pause(); err == nil {
 				v, r, err = get()
@@ -446,7 +465,9 @@ func remoteRun(ctx context.Context, c *apiClient, env *Env, fs *flag.FlagSet, po
 	if !rep.Current(r.State, r.FinishedAt) {
 		rep = nil
 	}
-	if err := writeJSON(env.Stdout, v); err != nil {
+	if watch {
+		printVerdict(env.Stdout, r, rep, verdictFor)
+	} else if err := writeJSON(env.Stdout, v); err != nil {
 		return err
 	}
 	if wait && rep == nil && r.Finished() && judged && failOn[outcomeMonitorsFailed] {
@@ -456,4 +477,108 @@ func remoteRun(ctx context.Context, c *apiClient, env *Env, fs *flag.FlagSet, po
 		}
 	}
 	return exitFor(r, rep, failOn)
+}
+
+// remoteProgress is crawlq run --watch's line through the api: the run's figures so far (the
+// queue's depth is the database's, which the api does not answer).
+func remoteProgress(v view.Run) string {
+	s := v.Stats
+	var b strings.Builder
+	fmt.Fprintf(&b, "run %d %s: pages %d  items %d  errors %d", v.ID, v.State, s.Pages, s.Items, s.Errors)
+	if v.DeadPages > 0 {
+		fmt.Fprintf(&b, "  dead %d", v.DeadPages)
+	}
+	if s.DurationSeconds > 0 {
+		fmt.Fprintf(&b, "  %.1f pages/s", float64(s.Pages+s.Errors)/s.DurationSeconds)
+	}
+	fmt.Fprintf(&b, "  %s", time.Duration(s.DurationSeconds*float64(time.Second)).Round(100*time.Millisecond))
+	return b.String()
+}
+
+// remoteSpiderPush is crawlq spider push through the api's pushspider, one spec per invocation.
+// Every spec is validated here first, as the api would, so a directory with a bad spec pushes
+// nothing; a push that fails at the api after others succeeded says which were stored.
+func remoteSpiderPush(ctx context.Context, c *apiClient, env *Env, fs *flag.FlagSet, pos []string) error {
+	version := flagString(fs, "version")
+	files, err := specFiles(pos[0], version)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	seen := map[string]string{}
+	for _, f := range files {
+		spec, err := spiderstore.Validate(f.Data, f.Name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if prev, dup := seen[spec.Name]; dup {
+			errs = append(errs, fmt.Errorf("%s: name %q is also used by %s", f.Name, spec.Name, prev))
+		}
+		seen[spec.Name] = f.Name
+	}
+	if len(errs) > 0 {
+		return explainValidation(errors.Join(errs...))
+	}
+	var pushed []string
+	for _, f := range files {
+		req := map[string]any{"action": "pushspider", "spec": string(f.Data)}
+		if version != "" {
+			req["version"] = version
+		}
+		var ans struct {
+			Spider, Version, Kind string
+			Unchanged             bool
+		}
+		if err := c.call(ctx, req, &ans); err != nil {
+			if len(pushed) > 0 {
+				return fmt.Errorf("%s: %w (already pushed: %s)", f.Name, err, strings.Join(pushed, ", "))
+			}
+			return fmt.Errorf("%s: %w", f.Name, err)
+		}
+		pushed = append(pushed, f.Name)
+		if ans.Unchanged {
+			fmt.Fprintf(env.Stdout, "%s: unchanged (version %s)\n", ans.Spider, ans.Version)
+		} else {
+			fmt.Fprintf(env.Stdout, "%s: pushed version %s (%s)\n", ans.Spider, ans.Version, ans.Kind)
+		}
+	}
+	return nil
+}
+
+// specFiles reads a spec file, or every *.yaml, *.yml and *.json in a directory.
+func specFiles(path, version string) ([]spiderstore.File, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	paths := []string{path}
+	if fi.IsDir() {
+		paths = nil
+		entries, err := os.ReadDir(path)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			ext := strings.ToLower(filepath.Ext(e.Name()))
+			if !e.IsDir() && (ext == ".yaml" || ext == ".yml" || ext == ".json") {
+				paths = append(paths, filepath.Join(path, e.Name()))
+			}
+		}
+		if len(paths) == 0 {
+			return nil, fmt.Errorf("%s: no *.yaml, *.yml or *.json specs", path)
+		}
+		if version != "" && len(paths) > 1 {
+			return nil, usageErr("--version names one spec's version; push a directory without it")
+		}
+	}
+	files := make([]spiderstore.File, 0, len(paths))
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, spiderstore.File{Name: p, Data: b})
+	}
+	return files, nil
 }

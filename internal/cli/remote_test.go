@@ -3,8 +3,10 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -121,6 +123,39 @@ func TestCommandsThroughTheAPIFunction(t *testing.T) {
 	if code, out, errs = api("run", later, "--wait"); code != 5 || !strings.Contains(out, `"state": "cancelled"`) {
 		t.Errorf("run --wait of the cancelled run: exit %d %q %q, want 5", code, out, errs)
 	}
+	// run --watch through the api: a line as the figures change, then the verdict.
+	code, out, errs = api("schedule", "--spider", "demo", "--arg", "base_url=http://"+siteAddr.String())
+	watched := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("schedule: exit %d %q", code, errs)
+	}
+	code, out, errs = api("run", watched, "--watch", "--fail-on", "none")
+	if want := fmt.Sprintf("run %s succeeded: pages %v  items %d  errors", watched, stats["pages"], site.Expected().Items); code != 0 || !strings.Contains(out, want) || !strings.Contains(out, "monitors") {
+		t.Errorf("run --watch through the api: exit %d, %q %q; want a line with %q and the verdict", code, out, errs, want)
+	}
+
+	// spider push through the api: stored as on the database, validated here first.
+	dir := t.TempDir()
+	spec := strings.Replace(requiredCategorySpec, "name: demo-strict", "name: via-api", 1)
+	if err := os.WriteFile(filepath.Join(dir, "via-api.yaml"), []byte(spec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs = api("spider", "push", filepath.Join(dir, "via-api.yaml")); code != 0 || out != "via-api: pushed version 1 (declarative)\n" {
+		t.Errorf("spider push through the api: exit %d %q %q", code, out, errs)
+	}
+	if code, out, errs = api("spider", "push", dir); code != 0 || out != "via-api: unchanged (version 1)\n" {
+		t.Errorf("spider push of a directory through the api: exit %d %q %q", code, out, errs)
+	}
+	if code, out, _ = run(t, url, "spider", "versions", "via-api"); code != 0 || out != "1\n" {
+		t.Errorf("the pushed spider in the database: exit %d %q", code, out)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bad.yaml"), []byte("name: bad\nstart_urls: [http://a.example/]\nconcurrency: 999\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs = api("spider", "push", dir); code != 1 || out != "" || !strings.Contains(errs, "nothing pushed") || !strings.Contains(errs, "concurrency") {
+		t.Errorf("a directory with a bad spec through the api: exit %d %q %q", code, out, errs)
+	}
+
 	// The api's refusals come back as errors naming what was wrong, exit 1.
 	for _, c := range []struct {
 		args []string
@@ -144,7 +179,7 @@ func TestCommandsThroughTheAPIFunction(t *testing.T) {
 		want string
 	}{
 		{[]string{"--api", "crawlq-api", "stats"}, "works on the database only"},
-		{[]string{"--api", "crawlq-api", "run", "1", "--watch"}, "--watch does not work through --api"},
+		{[]string{"--api", "crawlq-api", "run", "1", "--watch", "--interval", "100ms"}, "--interval must be at least 1s"},
 		{[]string{"--api", "crawlq-api", "schedule", "--spider", "demo", "--spiders", "x"}, "--spiders does not work through --api"},
 		{[]string{"--api", "crawlq-api", "redrive", "--queue", "q", "1"}, "--run RUN_ID"},
 		{[]string{"--api", "crawlq-api", "runs", "--database-url", url}, "choose one"},
