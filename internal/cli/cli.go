@@ -235,6 +235,9 @@ func parse(cs []*Command, args []string, env *Env) (*invocation, error) {
 	inv.fs.Usage = func() {
 		w := inv.fs.Output()
 		fmt.Fprintf(w, "Usage: crawlq %s %s\n\n%s\n", name, cmd.Usage, strings.TrimSpace(cmd.Help))
+		if _, ok := remoteCmds[name]; ok {
+			fmt.Fprintf(w, "\n%s\n", apiCommandHelp)
+		}
 		if hasFlags(inv.fs) {
 			fmt.Fprintln(w, "\nFlags:")
 			inv.fs.PrintDefaults()

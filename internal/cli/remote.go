@@ -36,6 +36,11 @@ const apiHelp = `With --api FUNCTION before the command (or $CRAWLQ_API), these 
 Lambda function (lambda Invoke, with the caller's AWS credentials, region and AWS_ENDPOINT_URL)
 instead of the database: ` + "runs, run (--wait, --watch), schedule, cancel-run, redrive --run, spider push."
 
+// apiCommandHelp ends the --help of each command in remoteCmds.
+const apiCommandHelp = `Through the api function: crawlq --api FUNCTION (or $CRAWLQ_API) sends this command to the
+api Lambda function with your AWS credentials (AWS_ENDPOINT_URL: crawlq local or an emulator)
+instead of opening the database; flags it cannot honour are refused.`
+
 // remoteCmds are the commands that work through the api function.
 var remoteCmds = map[string]func(ctx context.Context, c *apiClient, env *Env, fs *flag.FlagSet, pos []string) error{
 	"runs":        remoteRuns,
