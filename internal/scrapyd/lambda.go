@@ -64,7 +64,13 @@ func ServeFunctionURL(ctx context.Context, h http.Handler, ev events.LambdaFunct
 	}
 	req.RemoteAddr = ev.RequestContext.HTTP.SourceIP + ":0"
 	rec := &capRecorder{ResponseRecorder: httptest.NewRecorder(), limit: MaxFunctionURLAnswer}
-	h.ServeHTTP(rec, req)
+	if aborted := serve(h, rec, req); aborted {
+		// The handler gave up mid-answer (http.ErrAbortHandler: a read failed after the status
+		// was written). A server would cut the connection; here the client gets an error
+		// rather than the part that was written, which would look whole.
+		b, _ := json.Marshal(map[string]string{"status": "error", "message": "the answer to " + clip(ev.RawPath) + " failed midway; see the function's log"})
+		return events.LambdaFunctionURLResponse{StatusCode: http.StatusBadGateway, Headers: map[string]string{"Content-Type": "application/json"}, Body: string(b)}, nil
+	}
 	tooLarge := func() (events.LambdaFunctionURLResponse, error) {
 		// Lambda would refuse the answer with an error of its own; the client gets this one,
 		// which says what to do instead, and so does the function's log.
@@ -91,6 +97,20 @@ func ServeFunctionURL(ctx context.Context, h http.Handler, ev events.LambdaFunct
 		return tooLarge()
 	}
 	return res, nil
+}
+
+// serve runs h, reporting whether it aborted with http.ErrAbortHandler (other panics go on).
+func serve(h http.Handler, w http.ResponseWriter, r *http.Request) (aborted bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler {
+				panic(v)
+			}
+			aborted = true
+		}
+	}()
+	h.ServeHTTP(w, r)
+	return false
 }
 
 // MaxFunctionURLAnswer bounds an answer through the function URL: Lambda's 6 MB response

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -138,5 +139,21 @@ func TestFunctionURL(t *testing.T) {
 	raw, _ := out.(json.RawMessage)
 	if !strings.Contains(string(raw), `"currstate":"pending"`) {
 		t.Fatalf("json api: %s", raw)
+	}
+}
+
+// A handler that gives up after writing part of an answer (as /items does when a read fails
+// midway) gets an error through the function URL, not the part that looks whole.
+func TestFunctionURLAnswerCutShort(t *testing.T) {
+	t.Parallel()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("{\"n\":1}\n"))
+		panic(http.ErrAbortHandler)
+	})
+	ev := events.LambdaFunctionURLRequest{RawPath: "/items/p/s/j.jl"}
+	ev.RequestContext.HTTP.Method = "GET"
+	res, err := scrapyd.ServeFunctionURL(context.Background(), h, ev)
+	if err != nil || res.StatusCode != http.StatusBadGateway || !strings.Contains(res.Body, "failed midway") {
+		t.Fatalf("cut-short answer: %+v %v; want a 502 saying so", res, err)
 	}
 }
