@@ -432,7 +432,8 @@ func (c Config) facts(ctx context.Context) (stateFacts, error) {
 
 // Destroy runs init, checks that nothing in the state refuses deletion (ErrDeletionProtected,
 // before deleting anything), then runs `terraform destroy`. Call Kept first to learn what it
-// will leave behind. The state itself is never written to Stdout.
+// will leave behind. Neither the state nor the destroy plan (every resource's attributes) is
+// written to Stdout: terraform's output goes to DestroyLog in WorkDir.
 func (c Config) Destroy(ctx context.Context) error {
 	tf, err := c.terraform()
 	if err != nil {
@@ -452,8 +453,45 @@ func (c Config) Destroy(ctx context.Context) error {
 	for _, v := range c.VarArgs(os.Environ()) {
 		opts = append(opts, tfexec.Var(v))
 	}
+	// terraform destroy prints its plan first: every attribute of every resource (~250 KB for
+	// the stack). That goes to a log file in WorkDir; Stdout gets where it is and the outcome.
+	logPath := filepath.Join(c.workDir(), DestroyLog)
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return fmt.Errorf("create destroy log: %w", err)
+	}
+	defer logFile.Close()
+	lw := &lockedWriter{w: logFile}
+	tf.SetStdout(lw)
+	tf.SetStderr(lw)
+	out := c.Stdout
+	if out == nil {
+		out = io.Discard
+	}
+	fmt.Fprintf(out, "terraform destroy: running (its full output goes to %s)\n", logPath)
 	if err := tf.Destroy(ctx, opts...); err != nil {
-		return fmt.Errorf("destroy terraform: %w", err)
+		return fmt.Errorf("destroy terraform (full output in %s): %w", logPath, err)
+	}
+	if line := lastLine(logPath, "Destroy complete!"); line != "" {
+		fmt.Fprintf(out, "terraform destroy: %s\n", line)
 	}
 	return nil
+}
+
+// DestroyLog is the file in WorkDir that receives terraform destroy's output.
+const DestroyLog = "destroy.log"
+
+// lastLine returns the last line of the file at path that contains substr, trimmed.
+func lastLine(path, substr string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	found := ""
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, substr) {
+			found = strings.TrimSpace(l)
+		}
+	}
+	return found
 }
