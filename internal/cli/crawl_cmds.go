@@ -215,7 +215,9 @@ func cancelRunCmd() *Command {
 	return &Command{
 		Name: "cancel-run", Synopsis: "cancel a spider run", Usage: "ID", Args: one("run ID"),
 		Help: `Cancels a run: its waiting page jobs at once, its running ones at their next heartbeat. The run
-ends as cancelled once nothing of it is left.
+ends as cancelled once nothing of it is left. A running command spider gets SIGINT (Scrapy, which
+shuts down gracefully) or SIGTERM; cancelling it again sends the signal again, on which Scrapy
+forces its shutdown.
 
 A running crawlq local on the same database acts on it at once (the command sends NOTIFY
 crawlq_wake); for a deployed stack, set CRAWLQ_DISPATCH_FUNCTION to its dispatch function and the
@@ -228,6 +230,17 @@ command pokes it with your AWS credentials (else the stack's minute tick acts on
 					return err
 				}
 				return pg.withNode(ctx, "", func(n *node.Node) error {
+					// Recorded as the api records a cancel: a running command gets SIGINT (Scrapy)
+					// or SIGTERM again at each cancel-run, so a second one forces Scrapy's shutdown.
+					run, err := n.Crawler.Get(ctx, id)
+					if err != nil {
+						return err
+					}
+					if !run.Finished() {
+						if _, err := n.Store.RequestCancel(ctx, id, run.Spider, ""); err != nil {
+							return err
+						}
+					}
 					if err := n.Crawler.Cancel(ctx, id); err != nil {
 						return err
 					}
