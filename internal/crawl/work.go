@@ -114,6 +114,15 @@ func (c *Crawler) runCommand(ctx context.Context, job *queue.Job, ri *runInfo) e
 	spec := *ri.command
 	spec.Command = append([]string(nil), spec.Command...)
 	if err := run(ctx, ri.run, spec, ri.settings); err != nil { // settings with the run's overrides
+		if errors.Is(context.Cause(ctx), queue.ErrCancelRequested) {
+			// The run was cancelled and its command has stopped: the job ends cancelled now and
+			// the run shows cancelled at once, not at the next sweep (a minute on AWS).
+			if cerr := c.cancelPage(ctx, job, err); !errors.Is(cerr, errPageCancelled) {
+				return cerr
+			}
+			c.finishCheck(ctx, ri.id)
+			return queue.ErrCompleted
+		}
 		// Only an attempt that will not be retried says why the run failed: a retried attempt may
 		// still succeed, and the run would otherwise finish as failed.
 		if queue.IsPermanent(err) || job.Attempt >= job.MaxAttempts {
