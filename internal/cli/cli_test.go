@@ -176,6 +176,7 @@ func TestOutOfRangeFlagsAreUsageErrors(t *testing.T) {
 		{[]string{"runner", "--lease", "10ms"}, "--lease"},
 		{[]string{"runner", "--grace", "-1s"}, "--grace"},
 		{[]string{"runner", "--kill-grace", "-1s"}, "--kill-grace"},
+		{[]string{"runner", "--shutdown-grace", "0s"}, "--shutdown-grace"},
 		{[]string{"runner", "--grace", "2m"}, "--grace plus --kill-grace"},
 		{[]string{"runner", "--max-jobs", "-1"}, "--max-jobs"},
 		{[]string{"runner", "--command-timeout", "0s"}, "--command-timeout"},

@@ -55,6 +55,7 @@ and CRAWLQ_SPIDER_DIR.`,
 			eventBus := fs.String("event-bus", "", "with upkeep: EventBridge bus for run events, or off (default $CRAWLQ_EVENT_BUS, else \"default\" when AWS_ENDPOINT_URL names an emulator, else off)")
 			cmdTimeout := fs.Duration("command-timeout", 12*time.Hour, "kill a command spider after this, unless its spec sets a timeout")
 			killGrace := fs.Duration("kill-grace", 10*time.Second, "between SIGTERM and SIGKILL to a command spider's processes")
+			shutdownGrace := fs.Duration("shutdown-grace", 10*time.Minute, "how long a cancelled or timed-out Scrapy run may shut down gracefully after SIGINT before SIGKILL")
 			fromEnv := map[string]string{"queue": ecsrun.EnvQueue, "concurrency": ecsrun.EnvConcurrency, "grace": ecsrun.EnvStopGrace,
 				"max-jobs": ecsrun.EnvMaxJobs, "max-memory-mib": ecsrun.EnvMaxMemory, "spiders": "CRAWLQ_SPIDER_DIR"}
 			return func(ctx context.Context, args []string) error {
@@ -80,6 +81,8 @@ and CRAWLQ_SPIDER_DIR.`,
 					return usageErr("--grace must be ≥ 0 (it or $%s), got %s", ecsrun.EnvStopGrace, *grace)
 				case *killGrace < 0:
 					return usageErr("--kill-grace must be ≥ 0, got %s", *killGrace)
+				case *shutdownGrace <= 0:
+					return usageErr("--shutdown-grace must be positive, got %s", *shutdownGrace)
 				case *grace+*killGrace >= runner.MaxStopTimeout:
 					return usageErr("--grace plus --kill-grace must be below %s (the ECS stopTimeout limit), got %s", runner.MaxStopTimeout, *grace+*killGrace)
 				case *maxJobs < 0:
@@ -93,7 +96,7 @@ and CRAWLQ_SPIDER_DIR.`,
 				}
 				return pg.withPool(ctx, func(pool *pgxpool.Pool) error {
 					log := slog.New(slog.NewJSONHandler(env.Stderr, nil))
-					cc := command.Config{Timeout: *cmdTimeout, KillGrace: *killGrace}
+					cc := command.Config{Timeout: *cmdTimeout, KillGrace: *killGrace, ShutdownGrace: *shutdownGrace}
 					var runLog runlog.Store = runlog.Postgres{Pool: pool}
 					if g := env.Getenv("CRAWLQ_RUN_LOG_GROUP"); g != "" { // the AWS stack: run logs in CloudWatch
 						var err error
