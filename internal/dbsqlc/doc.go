@@ -3,7 +3,9 @@
 // beside them: a Params struct per statement with named fields, a Row struct per result shape.
 // The schema sqlc checks them against is the migrations (internal/migrate/migrations), so a
 // query naming a column no migration creates does not compile, and a column added to a
-// RETURNING list adds a field instead of shifting a positional scan.
+// RETURNING list adds a field instead of shifting a positional scan. The one table no migration
+// makes, crawlq_migration (the record of the migrations), is made by the CREATE TABLE in
+// crawlq_migrate.sql, which sqlc.yaml also lists as schema.
 //
 // Edit the .sql files, then run `make generate`; `make verify` fails when the generated Go is
 // stale. Each statement's comment says which index it uses and why. A JSON parameter is passed

@@ -170,6 +170,12 @@ type CrawlqLeader struct {
 	NextAt    time.Time
 }
 
+type CrawlqMigration struct {
+	Version   int32
+	Name      string
+	AppliedAt time.Time
+}
+
 type CrawlqProjectVersion struct {
 	Seq       int64
 	Project   string
@@ -262,6 +268,22 @@ type CrawlqRunStat struct {
 	Retries int32
 	Kind    pgtype.Text
 	N       int32
+}
+
+type CrawlqSchedule struct {
+	Grp         string
+	Name        string
+	Expression  string
+	Timezone    string
+	State       string
+	Description string
+	Input       string
+	NextAt      time.Time
+	LastTickAt  *time.Time
+	LastRun     string
+	LastError   string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
 type CrawlqSpider struct {

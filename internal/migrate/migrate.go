@@ -1,10 +1,13 @@
 // Package migrate owns crawlq's database schema: numbered SQL migrations embedded in the
 // binary, each applied once in its own transaction.
 //
-// Each table's DDL lives in the migration that creates it; the queries that use a table
-// live in the package that owns it (queue, crawl, items). Concurrent Migrate calls from
-// several processes are safe: each migration takes a transaction-scoped advisory lock,
-// which is released at commit and so never outlives a pooled connection's session.
+// Each table's DDL lives in the migration that creates it; every query lives in
+// internal/dbsqlc, compiled by sqlc against these migrations, including the bookkeeping this
+// package runs (crawlq_migrate.sql: the crawlq_migration table, the lock, the applied versions).
+// A migration file itself is sent as text, since a file is many statements. Concurrent Up calls
+// from several processes are safe: each migration's transaction first takes a
+// transaction-scoped advisory lock, released at commit, so it never outlives a pooled
+// connection's session.
 package migrate
 
 import (
@@ -13,33 +16,45 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"crawlq/internal/dbsqlc"
 )
 
 //go:embed migrations/*.sql
 var files embed.FS
 
-// lockKey is the advisory lock that serialises migrations (the bytes of "crawlq").
-const lockKey = 0x637261776c71
-
-// ErrBadMigration reports a migration file whose name does not follow NNNN_name.sql.
+// ErrBadMigration reports a migration file whose name does not follow NNNN_name.sql, or two
+// files with one version.
 var ErrBadMigration = errors.New("bad migration file name")
 
 // Migration is one numbered schema change.
 type Migration struct {
 	Version int
-	Name    string
+	Name    string // the file name without its version and .sql: recorded in crawlq_migration
+	File    string // the file name, as errors name it
 	SQL     string
 }
 
 // All returns every embedded migration in version order.
 func All() ([]Migration, error) {
-	entries, err := fs.ReadDir(files, "migrations")
+	sub, err := fs.Sub(files, "migrations")
+	if err != nil {
+		return nil, fmt.Errorf("read migrations: %w", err)
+	}
+	return Load(sub)
+}
+
+// Load returns the migrations at the root of fsys (files named NNNN_name.sql; other names are
+// an error) in version order. Versions are numbers, so 10_x comes after 9_y whatever the padding.
+func Load(fsys fs.FS) ([]Migration, error) {
+	entries, err := fs.ReadDir(fsys, ".")
 	if err != nil {
 		return nil, fmt.Errorf("read migrations: %w", err)
 	}
@@ -47,20 +62,23 @@ func All() ([]Migration, error) {
 	seen := map[int]string{}
 	for _, e := range entries {
 		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".sql") {
+			return nil, fmt.Errorf("%w: %s (want NNNN_name.sql)", ErrBadMigration, name)
+		}
 		num, rest, ok := strings.Cut(strings.TrimSuffix(name, ".sql"), "_")
 		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v <= 0 {
-			return nil, fmt.Errorf("%w: %s", ErrBadMigration, name)
+		if !ok || err != nil || v <= 0 || v > math.MaxInt32 || rest == "" {
+			return nil, fmt.Errorf("%w: %s (want NNNN_name.sql)", ErrBadMigration, name)
 		}
 		if prev, dup := seen[v]; dup {
 			return nil, fmt.Errorf("%w: %s and %s share version %d", ErrBadMigration, prev, name, v)
 		}
 		seen[v] = name
-		body, err := files.ReadFile("migrations/" + name)
+		body, err := fs.ReadFile(fsys, name)
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", name, err)
 		}
-		ms = append(ms, Migration{Version: v, Name: rest, SQL: string(body)})
+		ms = append(ms, Migration{Version: v, Name: rest, File: name, SQL: string(body)})
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].Version < ms[j].Version })
 	return ms, nil
@@ -72,7 +90,7 @@ type Status struct {
 	Applied bool
 }
 
-// List reports every migration and whether the database has it.
+// List reports every embedded migration and whether the database has it.
 func List(ctx context.Context, pool *pgxpool.Pool) ([]Status, error) {
 	ms, err := All()
 	if err != nil {
@@ -92,13 +110,27 @@ func List(ctx context.Context, pool *pgxpool.Pool) ([]Status, error) {
 	return out, nil
 }
 
-// Up applies every migration not yet applied and returns the versions it applied. On an
-// up-to-date schema it costs one query, so processes can call it at start.
+// Up applies every embedded migration not yet applied and returns the versions it applied. On
+// an up-to-date schema it costs one query, so processes can call it at start.
 func Up(ctx context.Context, pool *pgxpool.Pool) ([]int, error) {
 	ms, err := All()
 	if err != nil {
 		return nil, err
 	}
+	return upAll(ctx, pool, ms)
+}
+
+// UpFrom is Up with the migrations at the root of fsys (see Load) instead of the embedded ones.
+func UpFrom(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS) ([]int, error) {
+	ms, err := Load(fsys)
+	if err != nil {
+		return nil, err
+	}
+	return upAll(ctx, pool, ms)
+}
+
+func upAll(ctx context.Context, pool *pgxpool.Pool, ms []Migration) ([]int, error) {
+	// A schema without the table (a new one) fails this read; the full path below makes it.
 	if applied, err := appliedVersions(ctx, pool); err == nil && len(applied) >= len(ms) {
 		pending := false
 		for _, m := range ms {
@@ -130,61 +162,56 @@ func ensureTable(ctx context.Context, pool *pgxpool.Pool) error {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(ctx)
-	// CREATE TABLE IF NOT EXISTS still races on the catalog between two processes; the lock avoids it.
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(lockKey)); err != nil {
+	q := dbsqlc.New(tx)
+	if err := q.LockMigrations(ctx); err != nil {
 		return fmt.Errorf("lock migrations: %w", err)
 	}
-	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS crawlq_migration (
-		version    integer PRIMARY KEY,
-		name       text NOT NULL,
-		applied_at timestamptz NOT NULL DEFAULT now()
-	)`); err != nil {
+	if err := q.CreateMigrationTable(ctx); err != nil {
 		return fmt.Errorf("create crawlq_migration: %w", err)
 	}
 	return tx.Commit(ctx)
 }
 
 func appliedVersions(ctx context.Context, pool *pgxpool.Pool) (map[int]bool, error) {
-	rows, err := pool.Query(ctx, `SELECT version FROM crawlq_migration`)
+	vs, err := dbsqlc.New(pool).AppliedMigrations(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list applied migrations: %w", err)
 	}
-	vs, err := pgx.CollectRows(rows, pgx.RowTo[int])
-	if err != nil {
-		return nil, fmt.Errorf("list applied migrations: %w", err)
-	}
-	m := map[int]bool{}
+	m := make(map[int]bool, len(vs))
 	for _, v := range vs {
-		m[v] = true
+		m[int(v)] = true
 	}
 	return m, nil
 }
 
+// apply runs one migration and records it in one transaction, under the lock, unless it is
+// already recorded: a migration that fails leaves neither its changes nor its record.
 func apply(ctx context.Context, pool *pgxpool.Pool, m Migration) (bool, error) {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
-		return false, fmt.Errorf("begin migration %d: %w", m.Version, err)
+		return false, fmt.Errorf("begin migration %s: %w", m.File, err)
 	}
 	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(lockKey)); err != nil {
+	q := dbsqlc.New(tx)
+	if err := q.LockMigrations(ctx); err != nil {
 		return false, fmt.Errorf("lock migrations: %w", err)
 	}
-	var exists bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM crawlq_migration WHERE version = $1)`, m.Version).Scan(&exists); err != nil {
-		return false, fmt.Errorf("check migration %d: %w", m.Version, err)
+	exists, err := q.MigrationApplied(ctx, int32(m.Version))
+	if err != nil {
+		return false, fmt.Errorf("check migration %s: %w", m.File, err)
 	}
 	if exists {
 		return false, nil
 	}
 	// The simple protocol lets one migration file hold many statements.
 	if _, err := tx.Exec(ctx, m.SQL, pgx.QueryExecModeSimpleProtocol); err != nil {
-		return false, fmt.Errorf("apply migration %d_%s: %w", m.Version, m.Name, err)
+		return false, fmt.Errorf("apply migration %s: %w", m.File, err)
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO crawlq_migration (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
-		return false, fmt.Errorf("record migration %d: %w", m.Version, err)
+	if err := q.RecordMigration(ctx, dbsqlc.RecordMigrationParams{Version: int32(m.Version), Name: m.Name}); err != nil {
+		return false, fmt.Errorf("record migration %s: %w", m.File, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return false, fmt.Errorf("commit migration %d: %w", m.Version, err)
+		return false, fmt.Errorf("commit migration %s: %w", m.File, err)
 	}
 	return true, nil
 }
