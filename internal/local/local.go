@@ -181,8 +181,11 @@ func New(cfg Config) (*Stack, error) {
 		if err != nil {
 			return nil, err
 		}
+		// A heartbeat a second: a cancelled command is stopped within about a second, not ten
+		// (the runner learns of a cancel at its heartbeat); one small UPDATE a second here.
 		r, err := runner.New(runner.Config{Pool: d.Pool, Queue: cfg.LongQueue, Concurrency: cfg.Runners, Upkeep: -1,
-			StopGrace: 10 * time.Second, Events: evs, Fetch: cfg.Worker.Fetch, Logger: s.log})
+			HeartbeatInterval: time.Second,
+			StopGrace:         10 * time.Second, Events: evs, Fetch: cfg.Worker.Fetch, Logger: s.log})
 		if err != nil {
 			return nil, err
 		}

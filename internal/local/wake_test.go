@@ -215,8 +215,9 @@ func TestCLIActionsTakeEffectWithoutATick(t *testing.T) {
 	}
 }
 
-// A cancelled command run shows cancelled within 2 s of its process exiting, without a tick or a
-// sweep: it used to stay running until the next tick's sweep.
+// A cancelled command run's process is stopped within 3 s of the cancel (it took 10 s, the
+// runner's heartbeat), and the run shows cancelled within 2 s of its process exiting, without a
+// tick or a sweep: it used to stay running until the next tick's sweep.
 func TestCancelledCommandRunEndsWhenItsProcessExits(t *testing.T) {
 	_, url := dbtest.Schema(t)
 	dir := t.TempDir()
@@ -286,8 +287,13 @@ func TestCancelledCommandRunEndsWhenItsProcessExits(t *testing.T) {
 		}
 	}
 	waitFile(started, 30*time.Second)
+	cancelled := time.Now()
 	crawlqCLI(t, url, "cancel-run", id)
 	exit := waitFile(exited, 60*time.Second)
+	t.Logf("cancel → process exited: %s", exit.Sub(cancelled))
+	if d := exit.Sub(cancelled); d > 3*time.Second {
+		t.Errorf("the cancelled command was stopped %s after the cancel; want within 3s (crawlq local's runner heartbeats every second)", d)
+	}
 	r := waitRun(t, c, run, 60*time.Second, "finished", (*crawl.Run).Finished)
 	t.Logf("process exited → run %s: %s", r.State, r.FinishedAt.Sub(exit))
 	if r.State != "cancelled" || r.FinishedAt.Sub(exit) > 2*time.Second {

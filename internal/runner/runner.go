@@ -65,6 +65,9 @@ type Config struct {
 	Concurrency int
 	// Lease is each claim's lease; heartbeats extend it every Lease/3. Default 30s.
 	Lease time.Duration
+	// HeartbeatInterval is how often leases are extended, which is also how soon a running job
+	// learns that its run was cancelled (and its command is stopped). Default Lease/3.
+	HeartbeatInterval time.Duration
 	// StopGrace is how long running jobs may finish after a stop signal before they are
 	// cancelled and released. Default 100s; StopGrace + Command.KillGrace must be below
 	// MaxStopTimeout.
@@ -219,7 +222,7 @@ func (r *Runner) Run(ctx context.Context) (Reason, error) {
 	defer stop(nil)
 	w, err := queue.NewWorker(r.node.Queue, queue.WorkerConfig{
 		Queue: r.cfg.Queue, ID: r.cfg.WorkerID, Kind: "ecs", Concurrency: r.cfg.Concurrency, Lease: r.cfg.Lease,
-		StopGrace: r.cfg.StopGrace, MaxJobs: r.cfg.MaxJobs, Logger: r.log,
+		HeartbeatInterval: r.cfg.HeartbeatInterval, StopGrace: r.cfg.StopGrace, MaxJobs: r.cfg.MaxJobs, Logger: r.log,
 	}, r.node.Mux.Work)
 	if err != nil {
 		return "", fmt.Errorf("start runner: %w", err)
