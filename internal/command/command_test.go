@@ -406,3 +406,34 @@ exit 0
 		t.Fatalf("run %s (%s), signals %q: want cancelled after two USR1", r.State, r.Error, got)
 	}
 }
+
+// TestTwoCancelsBeforeTheCommandLearns: two cancels recorded before the first reaches the
+// command still make two signals, as under Scrapyd, where each cancel signals at once.
+func TestTwoCancelsBeforeTheCommandLearns(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	sh := script(t, dir, "traps.sh", `
+trap 'echo INT >> "$OUT/got"' INT
+echo "$$" > "$OUT/pid.tmp"; mv "$OUT/pid.tmp" "$OUT/pid"
+while [ "$(wc -l < "$OUT/got" 2>/dev/null || echo 0)" -lt 2 ]; do sleep 0.05; done
+exit 0
+`)
+	cfg := command.Config{KillGrace: time.Minute, CancelPoll: 20 * time.Millisecond}
+	e := startWith(t, map[string]spider.CommandSpec{"traps": {Command: []string{sh}, Env: map[string]string{"OUT": dir}}}, &cfg, items.Config{},
+		func(e *env, c *command.Config) { c.Store = e.node.Store })
+	id := e.schedule(t, "traps", nil)
+	waitFile(t, filepath.Join(dir, "pid"))
+	ctx := context.Background()
+	for range 2 {
+		if _, err := e.node.Store.RequestCancel(ctx, id, "traps", "INT"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.node.Crawler.Cancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	r := e.wait(t, id)
+	if got := waitFile(t, filepath.Join(dir, "got")); r.State != "cancelled" || got != "INT\nINT" {
+		t.Fatalf("run %s (%s), signals %q: want cancelled after two SIGINT", r.State, r.Error, got)
+	}
+}

@@ -114,7 +114,10 @@ func (r *Runner) stopPlan(ctx context.Context, runID int64, scrapy bool, why err
 		if err != nil {
 			log.Warn("read the cancel's signal; sending the default", "signal", plan.sig, "err", err)
 		} else {
-			plan.cancels = req.Count
+			// One signal now for however many cancels came before the command learnt of the
+			// first: the next poll sends it again for the rest (two signals at once could reach
+			// Scrapy's handler as one).
+			plan.cancels = min(req.Count, 1)
 			if sig, ok := r.cancelSignal(req, log); ok {
 				plan.sig = sig
 			}
