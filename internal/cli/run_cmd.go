@@ -146,7 +146,8 @@ func runCmd() *Command {
 		Help: `Prints a run with its stats (so far, while it runs) as JSON: its state, dead_pages and a
 sample of failed_pages with their last error once it has finished, its outcome and report
 (monitors' verdict and results, field coverage) once it has been judged, and its state-change
-events with whether each was published to EventBridge. With --watch, prints a live line
+events, each with when it was published (published_at) or why it was not (not_published:
+publishing is off), or, while it waits, its last_error. With --watch, prints a live line
 instead (pages, items, errors, queue depth, rate, and an ETA when the run has a page limit)
 until the run ends, then its verdict. With --wait it first waits for the run to finish and,
 when --fail-on has monitors_failed, for its verdict (up to --verdict-timeout). A run redriven
