@@ -245,8 +245,9 @@ func (s *Store) Expression(expr string, check func(string) (string, error)) (str
 	return e, nil
 }
 
-// txTimeout bounds a firing transaction, the fire included.
-const txTimeout = 2 * time.Minute
+// txTimeout bounds a firing transaction, the fire included (the api's own timeout under crawlq
+// local is 30s).
+const txTimeout = time.Minute
 
 // Fire is what firing one tick of a schedule does (the api's schedule action, with the
 // schedule's input): it returns what to record of it (the run's jobid) or why it failed.
@@ -273,8 +274,8 @@ func (s *Store) FireDue(ctx context.Context, limit int, fire Fire) (int, error) 
 
 // fireOne fires the most overdue due schedule, if any (ok), and reports whether it fired.
 func (s *Store) fireOne(ctx context.Context, fire Fire) (fired, ok bool, err error) {
-	// The transaction outlives ctx: once a tick has fired, its next_at must advance even when the
-	// process is stopping, or the next process would fire it again.
+	// The transaction, the fire included, outlives ctx: a stop lets a tick being fired finish and
+	// its next_at advance, rather than leave it half done (its run created, its tick still due).
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), txTimeout)
 	defer cancel()
 	err = pgx.BeginFunc(tctx, s.cfg.Pool, func(tx pgx.Tx) error {
@@ -302,10 +303,7 @@ ORDER BY next_at LIMIT 1 FOR UPDATE SKIP LOCKED`, now))
 			why = fmt.Sprintf("tick %s skipped: more than %s late (no crawlq local was running)", tick.UTC().Format(time.RFC3339), MaxAge)
 			s.log.Warn("cronstore: "+why, "schedule", e.Name)
 		default:
-			ref, err = fire(ctx, e, tick)
-			if err != nil && ctx.Err() != nil {
-				return err // stopping: the tick stays due, for the next process
-			}
+			ref, err = fire(tctx, e, tick)
 			if err != nil {
 				why = err.Error()
 				s.log.Error("cronstore: schedule fired and failed", "schedule", e.Name, "tick", tick, "err", err)
