@@ -504,7 +504,7 @@ func (p *Pool) closeInstance(in *instance) {
 // kill ends a hung browser at once; its crash watcher then retires it.
 func (p *Pool) kill(in *instance) {
 	in.killedByPool.Store(true)
-	if err := syscall.Kill(in.pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+	if err := killProcess(in.pid); err != nil && !errors.Is(err, syscall.ESRCH) {
 		p.log.Error("kill hung browser", "pid", in.pid, "err", err)
 	}
 }
