@@ -443,7 +443,7 @@ func (c *Crawler) fetchFailed(ctx context.Context, job *queue.Job, ri *runInfo, 
 		// Down for longer than the spider allows: the page dies now rather than at the end of
 		// attempts that would each wait out a pause.
 		c.addStat(ctx, ri.id, outcome{errors: 1, kind: kind})
-		err = fmt.Errorf("host %s down for %s, past its down limit of %s: %w", host, p.downFor.Round(time.Second), limit, ferr)
+		err = fmt.Errorf("host %s down for %s, past its down limit of %s: %w", host, p.downFor.Round(time.Millisecond), limit, ferr)
 		c.log.Warn("page died: its host is down past its limit", "run", ri.id, "url", pageURL(job), "err", err)
 		c.logPageDied(ctx, ri.id, pageURL(job), job.Attempt, err)
 		return queue.Permanent(err)
