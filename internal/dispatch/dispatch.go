@@ -5,6 +5,9 @@
 // per queue, counting live workers by their heartbeats in Postgres (not by eventually
 // consistent Lambda or ECS listings). A tick also waits for jobs due within its lookahead, so a
 // delayed run starts within about a second of its time rather than at the next minute tick.
+// Between ticks, Poke starts what a schedule or redrive added (the api pokes the dispatch
+// function), and Wake/Listen carry such a poke over Postgres from any process to a dispatcher
+// that can listen (`crawlq local`).
 package dispatch
 
 import (

@@ -1,8 +1,12 @@
 // Package local owns `crawlq local`: the four Lambda functions run in-process behind the Lambda
 // Invoke REST API (POST /2015-03-31/functions/{name}/invocations, synchronous or
 // X-Amz-Invocation-Type: Event), so `aws lambda invoke --endpoint-url http://127.0.0.1:3001`
-// works as against AWS; a dispatch tick on a timer, as EventBridge's minute schedule would;
-// and the long-crawl tier as in-process runners in place of ECS tasks. Run events are published
+// works as against AWS; a dispatch tick on a timer, as EventBridge's minute schedule would, and
+// a poke of dispatch whenever another process changes a run (dispatch.Listen: the CLI's schedule,
+// cancel-run, redrive and spider push send dispatch.Wake), so nothing a user does waits for the
+// tick; runs with nothing left finished every second; recurring runs kept in Postgres
+// (internal/cronstore) and fired on time, in place of EventBridge Scheduler; and the long-crawl
+// tier as in-process runners in place of ECS tasks. Run events are published
 // as in AWS: by the api and worker functions and the runner for the changes they make, at once,
 // and by the dispatch tick for the rest. Beside it, on a port of its
 // own, the Scrapyd-compatible HTTP API (ServeScrapyd).
