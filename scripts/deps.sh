@@ -23,6 +23,7 @@ if [[ $what == test ]]; then
   # Scrapy projects run under crawlq in tests with Debian's Scrapy (PyPI is not reachable here).
   /usr/bin/python3 -c 'import scrapy' >/dev/null 2>&1 || apt_install python3-scrapy ||
     missing+=("Scrapy for /usr/bin/python3 (Debian package python3-scrapy)")
+  command -v chromium >/dev/null || apt_install chromium || missing+=("chromium (Debian package chromium; internal/browser renders pages with it)")
 fi
 if ((${#missing[@]})); then
   echo "crawlq: cannot run '$what'; missing:" >&2
