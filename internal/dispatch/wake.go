@@ -56,6 +56,10 @@ type ListenConfig struct {
 	// Retry spaces reconnections after the listening connection fails. Default 100ms doubling
 	// to 5s, with jitter.
 	Retry backoff.Policy
+	// Ping is how long Listen waits for a notification before it pings the connection, so a
+	// connection that died without a word (a half-open TCP connection) is found and reopened
+	// instead of waiting forever. Default 30s.
+	Ping time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -70,6 +74,9 @@ func Listen(ctx context.Context, cfg ListenConfig) error {
 	}
 	if cfg.Gather <= 0 {
 		cfg.Gather = 20 * time.Millisecond
+	}
+	if cfg.Ping <= 0 {
+		cfg.Ping = 30 * time.Second
 	}
 	if cfg.Retry.Base == 0 {
 		cfg.Retry = backoff.Policy{Base: 100 * time.Millisecond, Max: 5 * time.Second, Jitter: true}
@@ -110,7 +117,16 @@ func listenOnce(ctx context.Context, cfg ListenConfig, ok func()) error {
 	ok()
 	cfg.OnWake(ctx, nil) // what changed while nobody listened
 	for {
-		n, err := conn.WaitForNotification(ctx)
+		wctx, cancel := context.WithTimeout(ctx, cfg.Ping)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		if err != nil && ctx.Err() == nil && pgconn.Timeout(err) {
+			// Quiet for a while: make sure the connection is still there.
+			if err := conn.Ping(ctx); err != nil {
+				return fmt.Errorf("ping: %w", err)
+			}
+			continue
+		}
 		if err != nil {
 			return err
 		}

@@ -23,7 +23,8 @@ func TestWakeReachesTheListenerOfItsSchema(t *testing.T) {
 	wakes := make(chan []int64, 16)
 	done := make(chan error, 1)
 	go func() {
-		done <- dispatch.Listen(ctx, dispatch.ListenConfig{Pool: pool, Retry: backoff.Policy{Base: 10 * time.Millisecond},
+		// Ping often: the quiet waits between the test's steps go through the ping path too.
+		done <- dispatch.Listen(ctx, dispatch.ListenConfig{Pool: pool, Retry: backoff.Policy{Base: 10 * time.Millisecond}, Ping: 50 * time.Millisecond,
 			OnWake: func(_ context.Context, runs []int64) { wakes <- runs }})
 	}()
 	t.Cleanup(func() {
@@ -45,7 +46,26 @@ func TestWakeReachesTheListenerOfItsSchema(t *testing.T) {
 	if r := next("the connection"); r != nil {
 		t.Fatalf("first wake: %v, want nil (what changed before listening)", r)
 	}
-
+	// The listener pings its quiet connection (its last statement shows it) and goes on
+	// listening on it: no reconnection, so no wake.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) { // paces a look at the server
+		var pinged int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND query = '-- ping'`,
+			app).Scan(&pinged); err != nil {
+			t.Fatal(err)
+		}
+		if pinged == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the listener never pinged its connection")
+		}
+	}
+	select {
+	case r := <-wakes:
+		t.Fatalf("a wake (%v) while nothing was sent: the listener reconnected", r)
+	default:
+	}
 	if err := dispatch.Wake(ctx, other, 99); err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +94,7 @@ func TestWakeReachesTheListenerOfItsSchema(t *testing.T) {
 	// Kill the listening connection: Listen reconnects and wakes once with nil.
 	var killed int
 	if err := pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-WHERE application_name = $1 AND query = 'LISTEN `+dispatch.WakeChannel+`' AND pid <> pg_backend_pid()`, app).Scan(&killed); err != nil || killed != 1 {
+WHERE application_name = $1 AND query IN ('LISTEN `+dispatch.WakeChannel+`', '-- ping') AND pid <> pg_backend_pid()`, app).Scan(&killed); err != nil || killed != 1 {
 		t.Fatalf("killed %d listening connections, %v; want 1", killed, err)
 	}
 	for {
