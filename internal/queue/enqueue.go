@@ -351,7 +351,11 @@ func plain(ps []EnqueueParams, idx []int) bool {
 
 // copyColumns are the columns copyRows gives COPY, in its order; the others take their defaults
 // (state 'available', run_at and created_at now()). COPY is the one insert not in
-// internal/dbsqlc: sqlc's :copyfrom would need CopyFrom in every DBTX, and this path is the bulk
+// internal/dbsqlc. sqlc's :copyfrom adds CopyFrom to its package's DBTX, which every package's
+// three-method DB and dbsqlc's batch recorder would then need, so it would live in a generated
+// package of its own; and its rows are a []Params built first and a new []any per row: on
+// BenchmarkEnqueueMany, 200 B more garbage per job (804 KB against 612 KB per 1000) and 20–35%
+// more client CPU (user 1.27–1.46 s against 1.00–1.17 s for 600k jobs). This path is the bulk
 // fast path (see copyInsert), so it stays on pgx.CopyFrom with this typed row builder.
 var copyColumns = []string{"id", "queue", "kind", "priority", "max_attempts", "parent_id", "args"}
 
