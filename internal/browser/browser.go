@@ -71,8 +71,9 @@ type Config struct {
 	// PagesPerBrowser recycles a browser after it has been given this many pages. Default 100.
 	PagesPerBrowser int
 	// MaxBrowserMemory recycles a browser once the resident memory of its process tree (the
-	// browser, zygote, renderers, GPU and network processes; RSS from /proc, so Linux only)
-	// passes it, measured after each page. Default 1 GiB.
+	// browser, zygote, renderers, GPU and network processes; from /proc, so Linux only: each
+	// process's proportional set size, summed, so shared pages count once) passes it, measured
+	// after each page. Default 1 GiB.
 	MaxBrowserMemory int64
 	// PageTimeout is a Request's timeout when it sets none. Default 30s.
 	PageTimeout time.Duration
@@ -204,9 +205,9 @@ type Stats struct {
 	Refused         int64 // requests refused by the address guard (interception and proxy)
 	Blocked         int64 // requests of blocked resource types (images, fonts, media...)
 	Browsers        int   // browsers running now
-	PeakBrowserRSS  int64 // highest RSS of one browser's process tree seen after a page
-	MemoryMeasured  bool  // false on OSes where RSS is not read (the memory limit is not enforced)
-	LastBrowserRSS  int64 // RSS of the last browser measured
+	PeakBrowserMem  int64 // highest resident memory (summed PSS) of one browser's process tree after a page
+	MemoryMeasured  bool  // false on OSes where it is not read (the memory limit is not enforced)
+	LastBrowserMem  int64 // the same, of the last browser measured
 	BrowserPIDsSeen int   // distinct browser processes started (for tests and logs)
 }
 
@@ -395,7 +396,7 @@ func (p *Pool) acquire(ctx context.Context) (*instance, error) {
 			return nil, ErrClosed
 		}
 		for _, in := range p.insts {
-			if in.retiring == "" && !in.dead() && in.active < p.cfg.TabsPerBrowser && in.assigned < p.cfg.PagesPerBrowser {
+			if in.retiring == "" && !in.dead() && !in.killedByPool.Load() && in.active < p.cfg.TabsPerBrowser && in.assigned < p.cfg.PagesPerBrowser {
 				in.active++
 				in.assigned++
 				p.mu.Unlock()
@@ -446,8 +447,8 @@ func (p *Pool) release(in *instance) {
 	defer p.mu.Unlock()
 	in.active--
 	if rssErr == nil && rss > 0 {
-		p.stats.LastBrowserRSS = rss
-		p.stats.PeakBrowserRSS = max(p.stats.PeakBrowserRSS, rss)
+		p.stats.LastBrowserMem = rss
+		p.stats.PeakBrowserMem = max(p.stats.PeakBrowserMem, rss)
 	}
 	switch {
 	case in.retiring != "":
@@ -501,9 +502,14 @@ func (p *Pool) closeInstance(in *instance) {
 	in.allocEnd() // kills what is left and waits for it
 }
 
-// kill ends a hung browser at once; its crash watcher then retires it.
+// kill ends a hung browser at once. It takes no more pages; the last one to finish closes it.
 func (p *Pool) kill(in *instance) {
 	in.killedByPool.Store(true)
+	p.mu.Lock()
+	if in.retiring == "" {
+		in.retiring = "hung"
+	}
+	p.mu.Unlock()
 	if err := killProcess(in.pid); err != nil && !errors.Is(err, syscall.ESRCH) {
 		p.log.Error("kill hung browser", "pid", in.pid, "err", err)
 	}
@@ -599,11 +605,10 @@ func (p *Pool) watch(in *instance) {
 	<-in.lost
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if in.killedByPool.Load() {
-		return
+	if !in.killedByPool.Load() {
+		p.stats.Crashes++
+		p.log.Error("browser crashed", "browser", in.id, "pid", in.pid, "pages_rendering", in.active)
 	}
-	p.stats.Crashes++
-	p.log.Error("browser crashed", "browser", in.id, "pid", in.pid, "pages_rendering", in.active)
 	if in.retiring == "" {
 		in.retiring = "crashed"
 	}
@@ -821,6 +826,8 @@ func (p *Pool) render(ctx context.Context, in *instance, req Request, wait Wait,
 	defer p.dropAsks(mine)
 	var tgt atomic.Pointer[chromedp.Target]
 	paused := make(chan *cdpfetch.EventRequestPaused, 64)
+	tabDone := make(chan struct{}) // closed when the tab is closed
+	defer close(tabDone)
 	listener := func(ev any) {
 		// Runs in the tab's read loop: no commands here, hand over and return.
 		switch e := ev.(type) {
@@ -828,7 +835,12 @@ func (p *Pool) render(ctx context.Context, in *instance, req Request, wait Wait,
 			select {
 			case paused <- e:
 			default:
-				go func() { paused <- e }()
+				go func() {
+					select {
+					case paused <- e:
+					case <-tabDone:
+					}
+				}()
 			}
 		case *network.EventWebSocketCreated:
 			if hp, ok := hostPort(e.URL); ok && p.checkURL(e.URL) == nil {
@@ -944,9 +956,13 @@ func (p *Pool) render(ctx context.Context, in *instance, req Request, wait Wait,
 			shotCtx, c := context.WithTimeout(tabCtx, p.cfg.HangGrace)
 			if png, serr := chromedp.Run(shotCtx, chromedp.CaptureScreenshot()); serr == nil {
 				res.Screenshot = png
+			} else {
+				p.log.Warn("screenshot of a failed page", "page", req.URL, "err", serr)
 			}
 			if html, herr := chromedp.Run(shotCtx, chromedp.Evaluate[string](htmlJS)); herr == nil && res.HTML == "" {
 				res.HTML = html
+			} else if herr != nil {
+				p.log.Warn("HTML of a failed page", "page", req.URL, "err", herr)
 			}
 			c()
 		}
@@ -954,8 +970,19 @@ func (p *Pool) render(ctx context.Context, in *instance, req Request, wait Wait,
 	}
 
 	// Open the tab, then interception and lifecycle events before navigating.
-	if err := chromedp.Do(runCtx); err != nil {
-		return finish(fmt.Errorf("open tab: %w", err))
+	// The tab's event loop lives as long as the context of its first Do: tabCtx, so that a
+	// failed page can still be captured after runCtx has ended.
+	opened := make(chan error, 1)
+	go func() { opened <- chromedp.Do(tabCtx) }()
+	select {
+	case err := <-opened:
+		if err != nil {
+			return finish(fmt.Errorf("open tab: %w", err))
+		}
+	case <-runCtx.Done():
+		tabCancel()
+		<-opened
+		return finish(fmt.Errorf("open tab: %w", runCtx.Err()))
 	}
 	t := chromedp.FromContext(runCtx).Target
 	tgt.Store(t)
@@ -978,11 +1005,16 @@ func (p *Pool) render(ctx context.Context, in *instance, req Request, wait Wait,
 	}
 	resp, err := chromedp.RunResponse(runCtx, chromedp.Navigate(req.URL))
 	if err != nil {
+		// A navigation that fails after the guard refused a request was refused itself: its URL
+		// or a redirect's (a refused subresource does not fail the navigation).
 		st.mu.Lock()
-		refusedMain := len(st.refused) > 0 && st.refused[0] == req.URL
+		var first string
+		if len(st.refused) > 0 {
+			first = st.refused[0]
+		}
 		st.mu.Unlock()
-		if refusedMain {
-			return finish(p.checkURL(req.URL))
+		if first != "" {
+			return finish(fmt.Errorf("navigate: %s: %w", first, p.checkURL(first)))
 		}
 		return finish(fmt.Errorf("navigate: %w", err))
 	}

@@ -110,6 +110,9 @@ func newSite(t *testing.T) *site {
 		w.WriteHeader(http.StatusNotFound)
 		io.WriteString(w, "<html><body>gone</body></html>")
 	})
+	mux.HandleFunc("/redirect-private", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://10.0.0.5/admin", http.StatusFound)
+	})
 	mux.HandleFunc("/api/items", func(w http.ResponseWriter, r *http.Request) {
 		part := r.URL.Query().Get("part")
 		fmt.Fprintf(w, `["api-%s-1","api-%s-2"]`, part, part)
@@ -392,10 +395,10 @@ func TestRecyclesPastMemoryLimit(t *testing.T) {
 	render(t, p, Request{URL: s.URL + "/js"})
 	render(t, p, Request{URL: s.URL + "/js"})
 	st := p.Stats()
-	if st.RecycledMemory != 2 || st.Launches != 2 || st.PeakBrowserRSS <= 64<<20 {
+	if st.RecycledMemory != 2 || st.Launches != 2 || st.PeakBrowserMem <= 64<<20 {
 		t.Fatalf("an idle Chromium tree is over 64 MiB, so each page recycles: %+v", st)
 	}
-	t.Logf("browser tree RSS after a page: %d MiB", st.PeakBrowserRSS>>20)
+	t.Logf("browser tree RSS after a page: %d MiB", st.PeakBrowserMem>>20)
 }
 
 // waitGate waits until the test server holds a /gate request (the page is mid-render).
@@ -489,7 +492,7 @@ func TestMemoryBoundedOverManyRenders(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		rss := p.Stats().LastBrowserRSS
+		rss := p.Stats().LastBrowserMem
 		peak = max(peak, rss)
 		if batch < 25 {
 			first50 = max(first50, rss)
@@ -529,6 +532,11 @@ func TestRefusesNonPublicAddresses(t *testing.T) {
 	res := render(t, p, Request{URL: s.URL + "/guard", WaitFor: "#result"})
 	if !strings.Contains(res.HTML, "fetch-refused") || len(res.Refused) != 1 || res.Refused[0] != "http://10.0.0.5/secret" {
 		t.Fatalf("the page's request to 10.0.0.5 was not refused: refused %v, HTML %s", res.Refused, res.HTML)
+	}
+	// A redirect to a private address: the redirected request is paused and refused too.
+	_, err := p.Render(context.Background(), Request{URL: s.URL + "/redirect-private", Timeout: 20 * time.Second})
+	if !errors.Is(err, fetch.ErrForbiddenAddress) || !strings.Contains(err.Error(), "10.0.0.5") {
+		t.Fatalf("redirect to 10.0.0.5: want a refusal, got %v", err)
 	}
 	for _, a := range dl.seen() {
 		if !strings.HasPrefix(a, "127.0.0.1:") {
