@@ -93,7 +93,7 @@ func (r *Runner) prepareScrapy(ctx context.Context, run *crawl.Run, argv []strin
 		if err != nil {
 			return fail(err)
 		}
-		eggPath := filepath.Join(dir, sr.project+"-"+pv.Version+".egg")
+		eggPath := filepath.Join(dir, spiderstore.EggFileName(sr.project, pv.Version))
 		if err := os.WriteFile(eggPath, egg, 0o600); err != nil {
 			return fail(fmt.Errorf("scrapy run: %w", err))
 		}

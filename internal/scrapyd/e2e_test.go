@@ -431,6 +431,30 @@ func TestScrapyProjectThroughScrapydAPI(t *testing.T) {
 		}
 	})
 
+	// The version scrapyd-deploy --version GIT sends from a branch holds a slash, which must not
+	// reach the egg's file name when the version runs.
+	t.Run("git branch version", func(t *testing.T) {
+		const v = "r12-feature/login"
+		if out := s.addVersion(t, "catalog", v, egg); out["status"] != "ok" || out["version"] != v {
+			t.Fatalf("addversion %s: %v", v, out)
+		}
+		var sch map[string]any
+		s.call(t, "POST", "/schedule.json", url.Values{"project": {"catalog"}, "spider": {"catalog"}, "_version": {v},
+			"base_url": {siteURL}, "setting": {"DOWNLOAD_DELAY=0"}}, &sch)
+		if sch["status"] != "ok" {
+			t.Fatalf("schedule: %v", sch)
+		}
+		j := s.waitFinished(t, "catalog", sch["jobid"].(string), 3*time.Minute)
+		if j["state"] != "succeeded" || j["version"] != v {
+			t.Fatalf("job: %v; want succeeded with version %s", j, v)
+		}
+		var del map[string]any
+		s.call(t, "POST", "/delversion.json", url.Values{"project": {"catalog"}, "version": {v}}, &del)
+		if del["status"] != "ok" {
+			t.Fatalf("delversion %s: %v", v, del)
+		}
+	})
+
 	t.Run("python client", func(t *testing.T) {
 		script := filepath.Join(repoRoot(t), "testdata", "scrapyd_client_test.py")
 		cmd := exec.Command(python, script)
