@@ -51,6 +51,7 @@ or finishes at once, the others' at each upkeep. Spiders: the built-in specs plu
 --spiders.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			pg := dbFlag(fs, env)
+			pg.wait = workerConnectWait
 			queues := fs.String("queues", "crawl", "queues to work, comma-separated")
 			workers := fs.Int("workers", 1, "workers per queue (at least 1)")
 			conc := fs.Int("concurrency", 16, "jobs in flight per worker (1..10000)")
