@@ -34,6 +34,7 @@ import (
 	"github.com/andybalholm/cascadia"
 	"github.com/chromedp/cdproto/cdp"
 	cdpfetch "github.com/chromedp/cdproto/fetch"
+	"github.com/chromedp/cdproto/inspector"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
@@ -48,6 +49,10 @@ var (
 	// retry it without counting an attempt (bounded by its own limit, in case a page does crash
 	// every browser). The pool has already replaced the browser.
 	ErrBrowserCrashed = errors.New("browser crashed")
+	// ErrRendererCrashed: the page's renderer process died (killed, out of memory) while the
+	// browser lived on. It matches ErrBrowserCrashed too; a caller that wants to charge a page
+	// whose renderer keeps dying can tell it apart.
+	ErrRendererCrashed = fmt.Errorf("%w: the page's renderer process died", ErrBrowserCrashed)
 	// ErrNoBrowser: no Chromium executable was found (Config.ExecPath, or chromium,
 	// chromium-browser, google-chrome, google-chrome-stable on PATH).
 	ErrNoBrowser = errors.New("no chromium browser found")
@@ -201,6 +206,7 @@ type Stats struct {
 	RecycledPages   int64 // browsers retired after PagesPerBrowser pages
 	RecycledMemory  int64 // browsers retired past MaxBrowserMemory
 	Crashes         int64 // browsers that died under the pool (ErrBrowserCrashed)
+	RendererCrashes int64 // pages whose renderer died (ErrRendererCrashed)
 	HungKilled      int64 // browsers killed because they did not answer after a page's timeout
 	Refused         int64 // requests refused by the address guard (interception and proxy)
 	Blocked         int64 // requests of blocked resource types (images, fonts, media...)
@@ -370,6 +376,12 @@ func (p *Pool) admit(ctx context.Context, hostport string) bool {
 			return false
 		}
 	}
+}
+
+func (p *Pool) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
 }
 
 // Stats returns the pool's counters.
@@ -827,6 +839,8 @@ func (p *Pool) render(ctx context.Context, in *instance, req Request, wait Wait,
 	var tgt atomic.Pointer[chromedp.Target]
 	paused := make(chan *cdpfetch.EventRequestPaused, 64)
 	tabDone := make(chan struct{}) // closed when the tab is closed
+	rendererCrashed := make(chan struct{})
+	var crashOnce sync.Once
 	defer close(tabDone)
 	listener := func(ev any) {
 		// Runs in the tab's read loop: no commands here, hand over and return.
@@ -842,6 +856,8 @@ func (p *Pool) render(ctx context.Context, in *instance, req Request, wait Wait,
 					}
 				}()
 			}
+		case *inspector.EventTargetCrashed:
+			crashOnce.Do(func() { close(rendererCrashed) })
 		case *network.EventWebSocketCreated:
 			if hp, ok := hostPort(e.URL); ok && p.checkURL(e.URL) == nil {
 				p.ask(mine, hp)
@@ -879,6 +895,13 @@ func (p *Pool) render(ctx context.Context, in *instance, req Request, wait Wait,
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
+	go func() {
+		select {
+		case <-rendererCrashed:
+			cancel() // nothing the tab waits for will come
+		case <-runCtx.Done():
+		}
+	}()
 
 	// Answer each paused request off the read loop.
 	handlerDone := make(chan struct{})
@@ -936,7 +959,18 @@ func (p *Pool) render(ctx context.Context, in *instance, req Request, wait Wait,
 		if err == nil {
 			return res, nil
 		}
+		select {
+		case <-rendererCrashed:
+			p.mu.Lock()
+			p.stats.RendererCrashes++
+			p.mu.Unlock()
+			p.log.Warn("page renderer crashed", "browser", in.id, "page", req.URL)
+			return res, fmt.Errorf("%w: %v", ErrRendererCrashed, err)
+		default:
+		}
 		switch {
+		case p.isClosed():
+			return res, fmt.Errorf("%w: %v", ErrClosed, err)
 		case in.dead() && runCtx.Err() != context.DeadlineExceeded && ctx.Err() == nil:
 			return res, fmt.Errorf("%w (pid %d): %v", ErrBrowserCrashed, in.pid, err)
 		case ctx.Err() != nil:

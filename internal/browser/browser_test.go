@@ -110,6 +110,7 @@ func newSite(t *testing.T) *site {
 		w.WriteHeader(http.StatusNotFound)
 		io.WriteString(w, "<html><body>gone</body></html>")
 	})
+	mux.HandleFunc("/stuck", page(`<!doctype html><html><body><p>loaded</p><script>fetch("/gate")</script></body></html>`))
 	mux.HandleFunc("/redirect-private", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "http://10.0.0.5/admin", http.StatusFound)
 	})
@@ -642,4 +643,69 @@ func mustURL(t *testing.T, s string) *url.URL {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// descendants lists the processes under pid whose command line has want.
+func descendants(pid int, want string) []int {
+	children := map[int][]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(st, ')')
+		f := bytes.Fields(st[i+1:])
+		if len(f) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(string(f[1]))
+		children[ppid] = append(children[ppid], child)
+	}
+	var out []int
+	queue := children[pid]
+	for len(queue) > 0 {
+		c := queue[0]
+		queue = queue[1:]
+		queue = append(queue, children[c]...)
+		if cmd, err := os.ReadFile("/proc/" + strconv.Itoa(c) + "/cmdline"); err == nil && bytes.Contains(cmd, []byte(want)) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func TestRendererCrashIsReported(t *testing.T) {
+	s := newSite(t)
+	p, _ := newTestPool(t, Config{})
+	render(t, p, Request{URL: s.URL + "/js"})
+	pid := p.insts[0].pid
+	errc := make(chan error, 1)
+	go func() {
+		_, err := p.Render(context.Background(), Request{URL: s.URL + "/stuck", WaitFor: "#never", Timeout: 60 * time.Second})
+		errc <- err
+	}()
+	waitGate(t, s) // the page has loaded and its script is waiting on the server
+	renderers := descendants(pid, "--type=renderer")
+	if len(renderers) == 0 {
+		t.Fatal("no renderer process under the browser")
+	}
+	for _, r := range renderers {
+		syscall.Kill(r, syscall.SIGKILL)
+	}
+	err := <-errc
+	if !errors.Is(err, ErrRendererCrashed) || !errors.Is(err, ErrBrowserCrashed) {
+		t.Fatalf("want ErrRendererCrashed, got %v", err)
+	}
+	res := render(t, p, Request{URL: s.URL + "/js"})
+	if !strings.Contains(res.HTML, "item-5") {
+		t.Fatal("the browser did not render after its renderer died")
+	}
+	if st := p.Stats(); st.RendererCrashes != 1 || st.Launches != 1 || st.Crashes != 0 {
+		t.Fatalf("want 1 renderer crash on the same browser: %+v", st)
+	}
 }
