@@ -565,3 +565,9 @@ LIMIT sqlc.arg(max_jobs)::int;
 SELECT count(*) FILTER (WHERE state IN ('available', 'scheduled')) AS waiting,
        count(*) FILTER (WHERE state = 'running') AS running
 FROM crawlq_job WHERE parent_id = @parent_id::bigint AND state IN ('available', 'scheduled', 'running');
+
+-- name: NextScheduledAt :one
+-- When the soonest delayed job (a delayed schedule, a snoozed or retried job) comes due; no row
+-- when none waits. crawlq local wakes dispatch then rather than at its next tick. Index:
+-- crawlq_job_scheduled (its first entry).
+SELECT run_at FROM crawlq_job WHERE state = 'scheduled' ORDER BY run_at LIMIT 1;

@@ -1006,6 +1006,20 @@ func (q *Queries) NextJobIDs(ctx context.Context, n int32) ([]int64, error) {
 	return items, nil
 }
 
+const NextScheduledAt = `-- name: NextScheduledAt :one
+SELECT run_at FROM crawlq_job WHERE state = 'scheduled' ORDER BY run_at LIMIT 1
+`
+
+// When the soonest delayed job (a delayed schedule, a snoozed or retried job) comes due; no row
+// when none waits. crawlq local wakes dispatch then rather than at its next tick. Index:
+// crawlq_job_scheduled (its first entry).
+func (q *Queries) NextScheduledAt(ctx context.Context) (time.Time, error) {
+	row := q.db.QueryRow(ctx, NextScheduledAt)
+	var run_at time.Time
+	err := row.Scan(&run_at)
+	return run_at, err
+}
+
 const OldestAvailable = `-- name: OldestAvailable :one
 WITH RECURSIVE p AS (
     (SELECT priority FROM crawlq_job WHERE state = 'available' AND queue = $1::text ORDER BY priority DESC LIMIT 1)

@@ -423,10 +423,14 @@ func (s *Stack) Serve(ctx context.Context, ln net.Listener) error {
 		// once, not at the next tick; Listen logs its connection losses and reconnects.
 		_ = dispatch.Listen(ctx, dispatch.ListenConfig{Pool: s.cfg.Deps.Pool, Logger: s.log, OnWake: s.wake})
 	}()
-	loopsDone := make(chan struct{}, 2)
+	loopsDone := make(chan struct{}, 3)
 	go func() {
 		defer func() { loopsDone <- struct{}{} }()
 		s.sweepLoop(ctx)
+	}()
+	go func() {
+		defer func() { loopsDone <- struct{}{} }()
+		s.dueLoop(ctx)
 	}()
 	go func() {
 		defer func() { loopsDone <- struct{}{} }()
@@ -459,6 +463,7 @@ func (s *Stack) Serve(ctx context.Context, ln net.Listener) error {
 	srv.Shutdown(sctx)
 	<-tickDone
 	<-wakeDone
+	<-loopsDone
 	<-loopsDone
 	<-loopsDone
 	<-runnerDone
@@ -504,6 +509,37 @@ func (s *Stack) sweepLoop(ctx context.Context) {
 		}
 	}
 }
+
+// dueLoop wakes dispatch when the soonest delayed job comes due (a run scheduled with a delay, a
+// page put back for its host's pause or its retry's backoff), so it starts then, not at the next
+// tick: the workers dispatch starts leave once idle, as Lambda workers do. It looks again at
+// least every dueLook, and pokes at most once per dueLook.
+func (s *Stack) dueLoop(ctx context.Context) {
+	if s.cfg.Tick < 0 || s.cfg.NoWake {
+		return
+	}
+	q := s.cfg.Deps.Control.Queue
+	for {
+		wait := dueLook
+		at, ok, err := q.NextScheduled(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.log.Warn("local: find the next delayed job; looking again shortly", "err", err)
+		case ok:
+			wait = min(max(time.Until(at), 0), dueLook)
+		}
+		if ok && wait <= 0 {
+			s.wake(ctx, nil)
+			wait = dueLook // what the poke promoted is no longer scheduled; the next one is later
+		}
+		if !backoff.Sleep(ctx, wait) && ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// dueLook bounds dueLoop's wait between looks, and so how often it pokes.
+const dueLook = time.Second
 
 // cronLoop fires the stored schedules on time until ctx ends: at each schedule's tick, or
 // within a second of a schedule added by another process.

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -207,4 +208,17 @@ func (c *Client) PruneWorkers(ctx context.Context, horizon time.Duration) (int, 
 		return 0, fmt.Errorf("prune workers: %w", err)
 	}
 	return int(n), nil
+}
+
+// NextScheduled returns when the soonest delayed job (a delayed enqueue, a snooze, a retry's
+// backoff) comes due, and false when none waits.
+func (c *Client) NextScheduled(ctx context.Context) (time.Time, bool, error) {
+	at, err := c.q.NextScheduledAt(ctx)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("next scheduled job: %w", err)
+	}
+	return at, true, nil
 }
