@@ -211,6 +211,8 @@ type Stats struct {
 	Refused         int64 // requests refused by the address guard (interception and proxy)
 	Blocked         int64 // requests of blocked resource types (images, fonts, media...)
 	Browsers        int   // browsers running now
+	Tabs            int   // pages rendering now
+	Waiting         int   // Render calls waiting for a tab now (all Browsers x TabsPerBrowser busy)
 	PeakBrowserMem  int64 // highest resident memory (summed PSS) of one browser's process tree after a page
 	MemoryMeasured  bool  // false on OSes where it is not read (the memory limit is not enforced)
 	LastBrowserMem  int64 // the same, of the last browser measured
@@ -255,6 +257,7 @@ type Pool struct {
 	mu        sync.Mutex
 	insts     []*instance
 	launching int
+	waiting   int
 	changed   chan struct{} // closed and replaced when a slot may have freed
 	closed    bool
 	nextID    int64
@@ -390,6 +393,10 @@ func (p *Pool) Stats() Stats {
 	defer p.mu.Unlock()
 	s := p.stats
 	s.Browsers = len(p.insts)
+	s.Waiting = p.waiting
+	for _, in := range p.insts {
+		s.Tabs += in.active
+	}
 	return s
 }
 
@@ -438,10 +445,16 @@ func (p *Pool) acquire(ctx context.Context) (*instance, error) {
 			return in, nil
 		}
 		ch := p.changed
+		p.waiting++
 		p.mu.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
+		}
+		p.mu.Lock()
+		p.waiting--
+		p.mu.Unlock()
+		if ctx.Err() != nil {
 			return nil, fmt.Errorf("wait for a browser tab: %w", ctx.Err())
 		}
 	}

@@ -35,6 +35,9 @@ type site struct {
 	// gate holds /gate requests until closed; gateHit receives one value per /gate request.
 	gate    chan struct{}
 	gateHit chan struct{}
+	release func() // opens the gate
+	inGate  atomic.Int64
+	maxGate atomic.Int64
 }
 
 func (s *site) count(path string) int {
@@ -91,6 +94,7 @@ function out(s) { const d = document.createElement("div"); d.id = "result"; d.te
 func newSite(t *testing.T) *site {
 	t.Helper()
 	s := &site{hits: map[string]int{}, gate: make(chan struct{}), gateHit: make(chan struct{}, 10)}
+	s.release = sync.OnceFunc(func() { close(s.gate) })
 	page := func(body string) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -127,6 +131,10 @@ func newSite(t *testing.T) *site {
 		fmt.Fprintf(w, "[%s]", strings.Join(rows, ","))
 	})
 	mux.HandleFunc("/gate", func(w http.ResponseWriter, r *http.Request) {
+		n := s.inGate.Add(1)
+		defer s.inGate.Add(-1)
+		for m := s.maxGate.Load(); n > m && !s.maxGate.CompareAndSwap(m, n); m = s.maxGate.Load() {
+		}
 		s.gateHit <- struct{}{}
 		select {
 		case <-s.gate:
@@ -141,7 +149,7 @@ func newSite(t *testing.T) *site {
 		mux.ServeHTTP(w, r)
 	}))
 	t.Cleanup(func() {
-		close(s.gate)
+		s.release()
 		s.Close()
 	})
 	return s
@@ -707,5 +715,41 @@ func TestRendererCrashIsReported(t *testing.T) {
 	}
 	if st := p.Stats(); st.RendererCrashes != 1 || st.Launches != 1 || st.Crashes != 0 {
 		t.Fatalf("want 1 renderer crash on the same browser: %+v", st)
+	}
+}
+
+func TestBoundsBrowsersAndTabs(t *testing.T) {
+	s := newSite(t)
+	p, _ := newTestPool(t, Config{Browsers: 2, TabsPerBrowser: 2})
+	const n = 6
+	errc := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			_, err := p.Render(context.Background(), Request{URL: s.URL + "/gate", Timeout: 60 * time.Second})
+			errc <- err
+		}()
+	}
+	for i := 0; i < 4; i++ {
+		waitGate(t, s)
+	}
+	// Four pages hold both browsers' tabs; the other two wait for a tab.
+	deadline := time.Now().Add(30 * time.Second)
+	for p.Stats().Waiting != n-4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("want %d renders waiting: %+v", n-4, p.Stats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := p.Stats(); st.Browsers != 2 || st.Tabs != 4 || s.inGate.Load() != 4 {
+		t.Fatalf("want 2 browsers, 4 tabs, 4 pages at the server: %+v, %d at the server", st, s.inGate.Load())
+	}
+	s.release()
+	for i := 0; i < n; i++ {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := p.Stats(); st.Launches != 2 || s.maxGate.Load() != 4 {
+		t.Fatalf("want 2 launches and at most 4 pages at once: %+v, max %d", st, s.maxGate.Load())
 	}
 }
