@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -33,6 +34,7 @@ import (
 	"crawlq/internal/image"
 	"crawlq/internal/lambdafn"
 	"crawlq/internal/migrate"
+	"crawlq/internal/scrapyd"
 )
 
 // contractDB is a fresh database on the local server, migrated by the superuser (as the
@@ -379,4 +381,15 @@ func checkLambdaContracts(t *testing.T, plan *tfjson.Plan, cdb *contractDB) {
 	if !strings.Contains(string(out), `"ok"`) {
 		t.Errorf("api schedule as the application role: %s", out)
 	}
+
+	// The Scrapyd function URL, as functions/api wires it.
+	aenv := envs["api"]
+	checkScrapydURL(t, ctx, func(k string) string { return aenv[k] }, func(user, pass string) http.Handler {
+		srv, err := scrapyd.New(scrapyd.Config{API: a, Store: apiDeps.Control.Store, Pool: apiDeps.Pool, RunLog: apiDeps.RunLog(),
+			Username: user, Password: pass, MaxUploadBytes: api.MaxAddVersionBytes, Logger: apiDeps.Logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return srv.Handler()
+	})
 }

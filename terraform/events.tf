@@ -64,8 +64,10 @@ resource "aws_cloudwatch_event_target" "run_failures_to_alarms" {
   arn  = module.observability.topic_arn
 }
 
-# EventBridge may publish to the alarm topic (this is the topic's only policy, so it also keeps
-# the account's own access).
+# The alarm topic's only policy (it replaces SNS's default one): the account keeps its own
+# access, and exactly the two services that publish alerts may publish, each only on behalf of
+# this account's own sources (aws:SourceAccount and aws:SourceArn), so no other account's alarm
+# or rule can use the topic. The topic's key (modules/observability) lets both services encrypt.
 data "aws_iam_policy_document" "alarm_topic" {
   statement {
     sid       = "AccountOwner"
@@ -77,12 +79,38 @@ data "aws_iam_policy_document" "alarm_topic" {
     }
   }
   statement {
+    # Every alarm of the stack (modules/observability, the monitor alarms below) is named
+    # "<name>-...".
+    sid       = "CloudWatchAlarms"
+    actions   = ["SNS:Publish"]
+    resources = [module.observability.topic_arn]
+    principals {
+      type        = "Service"
+      identifiers = ["cloudwatch.amazonaws.com"]
+    }
+    condition {
+      test     = "StringEquals"
+      variable = "aws:SourceAccount"
+      values   = [local.account]
+    }
+    condition {
+      test     = "ArnLike"
+      variable = "aws:SourceArn"
+      values   = ["arn:${local.partition}:cloudwatch:${local.region}:${local.account}:alarm:${var.name}-*"]
+    }
+  }
+  statement {
     sid       = "RunEvents"
     actions   = ["SNS:Publish"]
     resources = [module.observability.topic_arn]
     principals {
       type        = "Service"
       identifiers = ["events.amazonaws.com"]
+    }
+    condition {
+      test     = "StringEquals"
+      variable = "aws:SourceAccount"
+      values   = [local.account]
     }
     condition {
       test     = "ArnEquals"

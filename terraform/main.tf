@@ -52,7 +52,7 @@ locals {
     CRAWLQ_ECS_ASSIGN_PUBLIC_IP = "true"
     CRAWLQ_ECS_MAX_TASKS        = tostring(var.ecs_max_tasks)
     CRAWLQ_ECS_CONTAINER        = local.runner_container
-    CRAWLQ_WORKER_MAX           = tostring(var.worker_max > 0 ? var.worker_max : var.worker_reserved_concurrency)
+    CRAWLQ_WORKER_MAX           = tostring(var.worker_max > 0 ? var.worker_max : coalesce(var.worker_reserved_concurrency, 50))
     CRAWLQ_METRICS_NAMESPACE    = var.metrics_namespace
     CRAWLQ_LOG_LEVEL            = var.log_level
     # Where the crawl queue runs: runner tasks (fargate) or worker Lambdas (lambda).
@@ -152,12 +152,14 @@ module "functions" {
   migrate_policy_json   = data.aws_iam_policy_document.migrate.json
   function_arns         = local.function_arns
 
+  # One tick at a time when asked: dispatch's own lease makes overlap safe, this makes it
+  # cheap; migrations take a lock anyway.
   reserved_concurrency = {
     api      = var.api_reserved_concurrency
     worker   = var.worker_reserved_concurrency
-    dispatch = 1 # one tick at a time; dispatch's own lease makes overlap safe, this makes it cheap
-    metrics  = 1
-    migrate  = 1 # migrations take a lock anyway; one at a time keeps it obvious
+    dispatch = var.reserve_singleton_concurrency ? 1 : null
+    metrics  = var.reserve_singleton_concurrency ? 1 : null
+    migrate  = var.reserve_singleton_concurrency ? 1 : null
   }
   timeouts = { api = 30, worker = var.worker_timeout, dispatch = 60, metrics = 60, migrate = 300 }
   memory   = { api = 256, worker = var.worker_memory, dispatch = 256, metrics = 256, migrate = 256 }

@@ -52,3 +52,8 @@ output "schedule_group" {
   description = "EventBridge Scheduler group for recurring spider runs."
   value       = module.scheduler.group_name
 }
+
+output "final_snapshot" {
+  description = "The DB snapshot RDS keeps when the stack is destroyed (empty with db_skip_final_snapshot); crawlq destroy names it."
+  value       = module.database.final_snapshot
+}

@@ -125,6 +125,7 @@ func TestStackOnEmulator(t *testing.T) {
 		Vars: map[string]string{
 			"build_dir":            dummyZips(t),
 			"emulator_workarounds": "true",
+			"scrapyd_api":          "true",
 		},
 	}
 	fail := func(format string, args ...any) {
@@ -153,7 +154,7 @@ func TestStackOnEmulator(t *testing.T) {
 
 	// Deploy through the CLI, as a user would: `crawlq deploy` (prebuilt zips, no image push
 	// against the emulator), then read the outputs it left in the state.
-	flags := []string{"--dir", ".", "--work-dir", base.WorkDir, "--build-dir", base.Vars["build_dir"], "--var", "emulator_workarounds=true"}
+	flags := []string{"--dir", ".", "--work-dir", base.WorkDir, "--build-dir", base.Vars["build_dir"], "--var", "emulator_workarounds=true", "--var", "scrapyd_api=true"}
 	var cliOut bytes.Buffer
 	cliEnv := cli.Env{Stdout: io.MultiWriter(log, &cliOut), Stderr: io.MultiWriter(log, &cliOut), Getenv: os.Getenv}
 	if code := cli.Main(ctx, append(append([]string{"deploy"}, flags...), "--push-image=false"), cliEnv); code != 0 {
@@ -172,6 +173,13 @@ func TestStackOnEmulator(t *testing.T) {
 		!strings.Contains(outputs["dashboard_url"], "dashboards:name=crawlq") {
 		fail("unexpected outputs: %v", outputs)
 	}
+	// What a default deploy and a crawl leave: the runner image in the repository (put through
+	// the ECR API; moto has no registry to push to) and items, in several versions, in the bucket.
+	repo := outputs["ecr_repository_url"][strings.LastIndex(outputs["ecr_repository_url"], "/")+1:]
+	pushImage(t, ctx, repo, "latest")
+	putItems(t, ctx, outputs["items_bucket"])
+	checkNoSecretsInState(t, ctx, base.StatePath())
+	checkFunctionURLPolicy(t, ctx, "crawlq-api")
 
 	plan, changes, err := base.PlanJSON(ctx)
 	if err != nil {
@@ -204,8 +212,10 @@ func TestStackOnEmulator(t *testing.T) {
 		t.Errorf("the real parameter group must force SSL: %v", pg)
 	}
 
-	t.Run("RunnerContainer", func(t *testing.T) { checkRunnerContract(t, plan, cdb) })
+	// The handlers first: their migrate step gives crawlq_app its login (roles are
+	// cluster-wide, created NOLOGIN), which the runner container then connects with.
 	t.Run("LambdaHandlers", func(t *testing.T) { checkLambdaContracts(t, plan, cdb) })
+	t.Run("RunnerContainer", func(t *testing.T) { checkRunnerContract(t, plan, cdb) })
 
 	// Destroy with the defaults: refused up front (deletion protection), nothing deleted, and
 	// the message names the exact command that turns protection off.
@@ -224,14 +234,63 @@ func TestStackOnEmulator(t *testing.T) {
 	if after, err := base.Outputs(ctx); err != nil || after["database_endpoint"] != outputs["database_endpoint"] || after["items_bucket"] != outputs["items_bucket"] {
 		fail("the refused destroy changed the state: %v, %v", after, err)
 	}
-	// The two-step: the printed deploy, then destroy.
+	// The two-step: the printed deploy, then destroy; it finishes, prints no state, and says
+	// what it keeps. Then a second deploy-destroy cycle of the same name, image and items again.
 	if code := cli.Main(ctx, append(append([]string{"deploy"}, flags...), "--push-image=false", "--var", "db_deletion_protection=false"), cliEnv); code != 0 {
 		fail("crawlq deploy --var db_deletion_protection=false exited %d", code)
 	}
-	if code := cli.Main(ctx, append(destroyArgs, "--yes"), cliEnv); code != 0 {
-		fail("crawlq destroy --yes exited %d", code)
+	var kept []string
+	for cycle := 1; cycle <= 2; cycle++ {
+		snap, err := base.Outputs(ctx)
+		if err != nil || !strings.HasPrefix(snap["final_snapshot"], "crawlq-final-") {
+			fail("cycle %d: final_snapshot output %q (%v)", cycle, snap["final_snapshot"], err)
+		}
+		cliOut.Reset()
+		if code := cli.Main(ctx, append(destroyArgs, "--yes"), cliEnv); code != 0 {
+			fail("cycle %d: crawlq destroy --yes exited %d:\n%s", cycle, code, cliOut.String())
+		}
+		// Neither the state (JSON) nor the destroy plan (every attribute of every resource,
+		// ~250 KB): a few lines, the outcome and where the full output is.
+		if o := cliOut.String(); strings.Contains(o, `"root_module"`) || strings.Contains(o, "will be destroyed") || len(o) > 8192 {
+			t.Errorf("cycle %d: crawlq destroy printed the state or the plan (%d bytes of output):\n%.3000s", cycle, len(o), o)
+		}
+		if !strings.Contains(cliOut.String(), "Destroy complete!") {
+			t.Errorf("cycle %d: crawlq destroy does not say it completed:\n%s", cycle, tail(cliOut.String()))
+		}
+		if !strings.Contains(cliOut.String(), "kept: final DB snapshot "+snap["final_snapshot"]) {
+			t.Errorf("cycle %d: destroy does not say it keeps %s:\n%s", cycle, snap["final_snapshot"], tail(cliOut.String()))
+		}
+		if left := leftovers(t, ctx); len(left) > 0 {
+			t.Errorf("cycle %d: destroy left %v", cycle, left)
+		}
+		kept = append(kept, snap["final_snapshot"])
+		if cycle == 2 {
+			break
+		}
+		if code := cli.Main(ctx, append(append([]string{"deploy"}, flags...), "--push-image=false", "--var", "db_deletion_protection=false"), cliEnv); code != 0 {
+			fail("second cycle: crawlq deploy exited %d", code)
+		}
+		again, err := base.Outputs(ctx)
+		if err != nil {
+			fail("outputs: %v", err)
+		}
+		pushImage(t, ctx, repo, "latest")
+		putItems(t, ctx, again["items_bucket"])
 	}
 	destroyed = true
+	if kept[0] == kept[1] {
+		t.Errorf("both cycles named their final snapshot %s", kept[0])
+	}
+	if got := snapshots(t, ctx); !slices.Contains(got, kept[0]) || !slices.Contains(got, kept[1]) {
+		t.Errorf("snapshots after two cycles: %v, want %v", got, kept)
+	}
+}
+
+func tail(s string) string {
+	if len(s) > 4000 {
+		return s[len(s)-4000:]
+	}
+	return s
 }
 
 func actionStrings(a tfjson.Actions) []string {
@@ -338,6 +397,13 @@ func checkPlan(t *testing.T, plan *tfjson.Plan) {
 	}
 	if n, _ := dbs[0].AttributeValues["backup_retention_period"].(float64); n < 1 {
 		t.Errorf("RDS backups are off")
+	}
+
+	// No reserved concurrency by default: a new account's quota rejects any reservation.
+	for _, f := range resources(plan, "aws_lambda_function") {
+		if n, _ := f.AttributeValues["reserved_concurrent_executions"].(float64); n != -1 {
+			t.Errorf("%s reserves %v units of concurrency by default", f.Address, f.AttributeValues["reserved_concurrent_executions"])
+		}
 	}
 
 	checkFindings(t, plan)
@@ -515,20 +581,39 @@ func checkFindings(t *testing.T, plan *tfjson.Plan) {
 		return rs[0]
 	}
 
-	// Alarms: the topic uses our key, whose policy lets CloudWatch use it.
+	// Alerts: the topic uses our key; its policy and the key's, evaluated, let every source of
+	// alerts (each alarm acting on the topic, each rule targeting it) publish, for this account only.
 	key, topic := one("aws_kms_key"), one("aws_sns_topic")
+	topicARN := str(t, topic, "arn")
 	if topic.AttributeValues["kms_master_key_id"] != key.AttributeValues["arn"] {
 		t.Errorf("alarm topic key %v, want the stack's key %v", topic.AttributeValues["kms_master_key_id"], key.AttributeValues["arn"])
 	}
-	cwOK := false
-	for _, st := range statements(t, str(t, key, "policy")) {
-		if st.Effect == "Allow" && slices.Contains(strs(st.Principal["Service"]), "cloudwatch.amazonaws.com") {
-			acts := strs(st.Action)
-			cwOK = slices.Contains(acts, "kms:Decrypt") && slices.Contains(acts, "kms:GenerateDataKey*")
+	arnParts := strings.SplitN(topicARN, ":", 6)
+	region, account := arnParts[3], arnParts[4]
+	sources := alertSources{}
+	for _, a := range resources(plan, "aws_cloudwatch_metric_alarm") {
+		if slices.Contains(strs(a.AttributeValues["alarm_actions"]), topicARN) {
+			sources["cloudwatch.amazonaws.com"] = append(sources["cloudwatch.amazonaws.com"], str(t, a, "arn"))
 		}
 	}
-	if !cwOK {
-		t.Errorf("alarm key policy does not let cloudwatch.amazonaws.com Decrypt and GenerateDataKey*: %s", str(t, key, "policy"))
+	ruleARNs := map[string]string{}
+	for _, r := range resources(plan, "aws_cloudwatch_event_rule") {
+		ruleARNs[str(t, r, "name")] = str(t, r, "arn")
+	}
+	for _, tg := range resources(plan, "aws_cloudwatch_event_target") {
+		if tg.AttributeValues["arn"] == topicARN {
+			sources["events.amazonaws.com"] = append(sources["events.amazonaws.com"], ruleARNs[str(t, tg, "rule")])
+		}
+	}
+	for _, p := range alertProblems(str(t, one("aws_sns_topic_policy"), "policy"), str(t, key, "policy"), topicARN, str(t, key, "arn"), account, sources) {
+		t.Errorf("alerts: %s", p)
+	}
+	// IAM: no role may act on resources that are not the stack's (GetSecretValue on "*",
+	// rds-db:connect on dbuser:*/*, ...).
+	for _, p := range resources(plan, "aws_iam_role_policy") {
+		for _, problem := range iamProblems(p.Address, str(t, p, "policy"), region, account) {
+			t.Error(problem)
+		}
 	}
 
 	// The master secret: read by the proxy role only; the master user: connected as by migrate only.
@@ -552,7 +637,9 @@ func checkFindings(t *testing.T, plan *tfjson.Plan) {
 				if strings.Contains(r, ":s3:::") && role != "crawlq-worker" {
 					t.Errorf("%s (%s) gets bucket access it never uses", p.Address, role)
 				}
-				if strings.Contains(r, ":secretsmanager:") && role != "crawlq-migrate" && role != "read-db-secret" {
+				// The api reads the Scrapyd API's credentials (scrapyd_api), and no other secret.
+				scrapydCreds := role == "scrapyd-api" && strings.Contains(r, ":secret:crawlq-scrapyd-credentials")
+				if strings.Contains(r, ":secretsmanager:") && role != "crawlq-migrate" && role != "read-db-secret" && !scrapydCreds {
 					t.Errorf("%s (%s) reads a secret", p.Address, role)
 				}
 			}

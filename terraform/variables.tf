@@ -157,20 +157,30 @@ variable "db_skip_final_snapshot" {
 
 # --- functions ---
 
+# Reserved concurrency is off by default: AWS keeps 100 units of an account's concurrency
+# unreserved, so a new account (whose quota starts at 10) rejects any reservation, and the apply
+# with it. Reserve only where the account's quota leaves room (README, "Quotas").
+
 variable "api_reserved_concurrency" {
-  description = "Reserved concurrency of the api function."
+  description = "Reserved concurrency of the api function; null (default) reserves none."
   type        = number
-  default     = 10
+  default     = null
 }
 
 variable "worker_reserved_concurrency" {
-  description = "Reserved concurrency of the worker function; also CRAWLQ_WORKER_MAX unless worker_max is set."
+  description = "Reserved concurrency of the worker function; null (default) reserves none. Also CRAWLQ_WORKER_MAX unless worker_max is set."
   type        = number
-  default     = 50
+  default     = null
+}
+
+variable "reserve_singleton_concurrency" {
+  description = "Reserve 1 unit of concurrency each for dispatch, metrics and migrate (one at a time: cheap, and obvious); false (default) relies on dispatch's lease and migrate's lock alone."
+  type        = bool
+  default     = false
 }
 
 variable "worker_max" {
-  description = "CRAWLQ_WORKER_MAX: most concurrent worker invocations dispatch starts; 0 means worker_reserved_concurrency."
+  description = "CRAWLQ_WORKER_MAX: most concurrent worker invocations dispatch starts; 0 means worker_reserved_concurrency, or 50 when that is null."
   type        = number
   default     = 0
 }

@@ -59,6 +59,9 @@ variable "access_policy_json" {
 resource "aws_ecr_repository" "runner" {
   name                 = "${var.name}-runner"
   image_tag_mutability = "MUTABLE" # "latest" moves; pin var.image_tag to a digest-like tag for releases
+  # The images are built from the repository and pushed by every deploy: destroy deletes them
+  # with the repository (without this it fails on the pushed image, RepositoryNotEmptyException).
+  force_delete = true
 
   image_scanning_configuration {
     scan_on_push = true

@@ -64,7 +64,7 @@ variable "function_arns" {
 }
 
 variable "reserved_concurrency" {
-  description = "Reserved concurrency by function."
+  description = "Reserved concurrency by function; null reserves none."
   type        = map(number)
 }
 

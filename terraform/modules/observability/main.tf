@@ -68,9 +68,11 @@ variable "lambda_errors_threshold" {
   type        = number
 }
 
-# The alarm topic is encrypted with a key of our own: CloudWatch publishes to an encrypted topic
-# only when the key's policy lets cloudwatch.amazonaws.com use it, which the AWS-managed
-# alias/aws/sns key never does (alarms would fire into nothing).
+# The alarm topic is encrypted with a key of our own: a service publishes to an encrypted topic
+# only when the key's policy lets that service use it, which the AWS-managed alias/aws/sns key
+# never does (alarms would fire into nothing). Two services publish: CloudWatch (the alarms) and
+# EventBridge (the failed-runs rule, terraform/events.tf). The topic's own policy limits both to
+# this account's alarms and rule; the key is used by this topic only.
 data "aws_iam_policy_document" "alarm_key" {
   statement {
     # The account administers the key through IAM, as for every key (without this statement
@@ -84,12 +86,12 @@ data "aws_iam_policy_document" "alarm_key" {
     }
   }
   statement {
-    sid       = "CloudWatchPublishesAlarms"
+    sid       = "ServicesPublishAlerts"
     actions   = ["kms:Decrypt", "kms:GenerateDataKey*"]
     resources = ["*"]
     principals {
       type        = "Service"
-      identifiers = ["cloudwatch.amazonaws.com"]
+      identifiers = ["cloudwatch.amazonaws.com", "events.amazonaws.com"]
     }
   }
 }

@@ -12,6 +12,10 @@ variable "account" {
 
 resource "aws_s3_bucket" "items" {
   bucket = "${var.name}-items-${var.account}"
+  # Destroy deletes the items with the bucket (every version: the bucket is versioned, so
+  # nothing else could empty it); `crawlq destroy` says so and asks for --yes. Copy what you
+  # keep first (aws s3 sync s3://BUCKET DIR).
+  force_destroy = true
 }
 
 resource "aws_s3_bucket_public_access_block" "items" {
