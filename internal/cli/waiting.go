@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -45,7 +46,14 @@ func waitingFor(ctx context.Context, n *node.Node, r *crawl.Run, waiting, runnin
 		if r.State == crawl.StatePending {
 			return fmt.Sprintf("waits to start at %s (in %s)", at, in), nil
 		}
-		why := "a retry's backoff or a paused host"
+		if hd, ok, err := hostPauseOf(ctx, n, next); err != nil {
+			return "", err
+		} else if ok {
+			return fmt.Sprintf("waits: host %s is down (failing since %s, %d failed probes); its pages wait until %s (in %s), then one probes it",
+				hd.Host, hd.Since.Local().Format("15:04:05"), hd.Probes, hd.PausedUntil.Local().Format("15:04:05"),
+				hd.PausedUntil.Sub(now).Round(time.Second)), nil
+		}
+		why := "a retry's backoff"
 		if k := len(next.Errors); k > 0 {
 			why = clipMsg(next.Errors[k-1].Error, 80)
 		}
@@ -67,6 +75,17 @@ func waitingFor(ctx context.Context, n *node.Node, r *crawl.Run, waiting, runnin
 			due.Queue, due.Queue), nil
 	}
 	return fmt.Sprintf("waits for room: %d live worker(s) of queue %s are busy with other jobs or holding to the host's politeness", alive, due.Queue), nil
+}
+
+// hostPauseOf returns the pause of the host of page job j, when it is a page whose host is paused.
+func hostPauseOf(ctx context.Context, n *node.Node, j *queue.Job) (crawl.HostDown, bool, error) {
+	var a struct {
+		URL string `json:"url"`
+	}
+	if j.Kind != "page" || json.Unmarshal(j.Args, &a) != nil || a.URL == "" {
+		return crawl.HostDown{}, false, nil
+	}
+	return n.Crawler.HostPause(ctx, a.URL)
 }
 
 func clipMsg(s string, n int) string {

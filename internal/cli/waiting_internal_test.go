@@ -2,14 +2,18 @@ package cli
 
 import (
 	"context"
+	"net"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"crawlq/internal/crawl"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/events"
+	"crawlq/internal/fetch"
 	"crawlq/internal/node"
+	"crawlq/internal/spider"
 )
 
 // --watch says what a live run with nothing running waits for, instead of a bare "0 running":
@@ -50,5 +54,60 @@ func TestWaitingForSaysWhatARunWaitsFor(t *testing.T) {
 	}
 	if line := why(crawl.ScheduleParams{Spider: "demo"}); !strings.Contains(line, "waits for a worker of queue crawl: none alive") {
 		t.Errorf("a due run without workers: %q", line)
+	}
+}
+
+// A running run whose pages wait for their host's pause: --watch names the host, since when it
+// fails, its probes and when the next one is due, instead of a page due "in 58s".
+func TestWaitingForNamesAPausedHost(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + l.Addr().String()
+	l.Close() // nothing listens there now
+	reg := spider.NewRegistry()
+	spec := "name: down\nstart_urls: [" + dead + "/]\nobey_robots: false\nretry:\n  host_pause: 1m\n  max_host_pause: 1m\n"
+	if err := reg.LoadFS(fstest.MapFS{"down.yaml": {Data: []byte(spec)}}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.New(node.Config{Pool: dbtest.Pool(t), Spiders: reg, Workers: 1, Fetch: fetch.Config{AllowLoopback: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); n.Run(nctx) }()
+	defer func() { stop(); <-done }()
+	s, err := n.Crawler.Schedule(ctx, crawl.ScheduleParams{Spider: "down"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	for !strings.Contains(line, "is down") {
+		r, err := n.Crawler.Get(ctx, s.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waiting, running, err := events.Depth(ctx, n.Queue.Pool(), s.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if line, err = waitingFor(ctx, n, r, waiting, running, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("--watch never named the paused host; last: %q", line)
+		case <-time.After(20 * time.Millisecond): // paces a look at the run
+		}
+	}
+	t.Log(line)
+	host := strings.TrimPrefix(dead, "http://")
+	if !strings.Contains(line, "host "+host+" is down") || !strings.Contains(line, "1 failed probes") || !strings.Contains(line, "then one probes it") {
+		t.Errorf("--watch of a run whose host is paused: %q", line)
 	}
 }

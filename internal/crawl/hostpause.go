@@ -12,6 +12,7 @@ import (
 	"crawlq/internal/dbsqlc"
 	"crawlq/internal/fetch"
 	"crawlq/internal/spider"
+	"crawlq/internal/urlx"
 )
 
 // A host that is down pauses; its pages do not die. When a fetch fails at the connection level
@@ -263,4 +264,25 @@ func (c *Crawler) hostAnswered(ctx context.Context, runID int64, host string, st
 	}
 	c.log.Info("host answers again", "host", host)
 	c.logHostResumed(ctx, runID, host)
+}
+
+// HostDown is a host's pause while it lasts, as crawlq run --watch shows it.
+type HostDown struct {
+	Host        string
+	PausedUntil time.Time // its pages wait until then; the first one after probes it
+	Probes      int       // failures in its streak
+	Since       time.Time // when it began failing
+}
+
+// HostPause returns the pause of the host of pageURL, and false when it is not paused.
+func (c *Crawler) HostPause(ctx context.Context, pageURL string) (HostDown, bool, error) {
+	host := urlx.Host(pageURL)
+	row, err := c.db.HostPauseOf(ctx, dbsqlc.HostPauseOfParams{Host: host, Now: c.now()})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return HostDown{}, false, nil
+	}
+	if err != nil {
+		return HostDown{}, false, fmt.Errorf("host pause of %s: %w", host, err)
+	}
+	return HostDown{Host: host, PausedUntil: row.PausedUntil, Probes: int(row.FailStreak), Since: row.DownSince}, true, nil
 }

@@ -100,3 +100,10 @@ SELECT COALESCE((SELECT max(host) FROM chunk), '')::text AS last_host,
 SELECT (down_since IS NOT NULL AND paused_until IS NOT NULL
         AND paused_until >= COALESCE(sqlc.narg(now)::timestamptz, now()) - sqlc.arg(stale_after_us)::bigint * interval '1 microsecond')::bool AS failing
 FROM crawlq_domain WHERE host = @host;
+
+-- name: HostPauseOf :one
+-- A host's pause while it lasts (for crawlq run --watch): until when, its failed probes and since
+-- when it fails. No row: the host is not paused.
+SELECT paused_until::timestamptz AS paused_until, fail_streak, COALESCE(down_since, paused_until)::timestamptz AS down_since
+FROM crawlq_domain
+WHERE host = @host AND paused_until > COALESCE(sqlc.narg(now)::timestamptz, now());

@@ -99,6 +99,32 @@ func (q *Queries) HostFailing(ctx context.Context, arg HostFailingParams) (bool,
 	return failing, err
 }
 
+const HostPauseOf = `-- name: HostPauseOf :one
+SELECT paused_until::timestamptz AS paused_until, fail_streak, COALESCE(down_since, paused_until)::timestamptz AS down_since
+FROM crawlq_domain
+WHERE host = $1 AND paused_until > COALESCE($2::timestamptz, now())
+`
+
+type HostPauseOfParams struct {
+	Host string
+	Now  *time.Time
+}
+
+type HostPauseOfRow struct {
+	PausedUntil time.Time
+	FailStreak  int32
+	DownSince   time.Time
+}
+
+// A host's pause while it lasts (for crawlq run --watch): until when, its failed probes and since
+// when it fails. No row: the host is not paused.
+func (q *Queries) HostPauseOf(ctx context.Context, arg HostPauseOfParams) (HostPauseOfRow, error) {
+	row := q.db.QueryRow(ctx, HostPauseOf, arg.Host, arg.Now)
+	var i HostPauseOfRow
+	err := row.Scan(&i.PausedUntil, &i.FailStreak, &i.DownSince)
+	return i, err
+}
+
 const HostRecovered = `-- name: HostRecovered :exec
 UPDATE crawlq_domain SET paused_until = NULL, fail_streak = 0, down_since = NULL
 WHERE host = $1 AND (down_since IS NOT NULL OR paused_until IS NOT NULL)
