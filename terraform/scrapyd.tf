@@ -50,7 +50,8 @@ resource "aws_lambda_permission" "scrapyd_url" {
 # ... and, for URLs created since October 2025, lambda:InvokeFunction limited to invocations
 # through the URL (lambda:InvokedViaFunctionUrl). Without that condition any AWS account could
 # invoke the api function directly, past the basic auth. The pinned provider (5.100) cannot set
-# it, so the AWS CLI adds the statement (replacing an earlier one of the same id).
+# it, so the AWS CLI adds the statement (replacing an earlier one of the same id); an AWS CLI
+# older than October 2025 does not know --invoked-via-function-url and fails the apply.
 resource "terraform_data" "scrapyd_url_invoke" {
   count            = var.scrapyd_api ? 1 : 0
   triggers_replace = [aws_lambda_function_url.scrapyd[0].url_id, module.functions.arns["api"]]
