@@ -335,7 +335,7 @@ func hostPort(raw string) (string, bool) {
 func (p *Pool) ask(mine map[string]bool, hp string) {
 	p.askedMu.Lock()
 	defer p.askedMu.Unlock()
-	if mine[hp] {
+	if mine[hp] || mine[doneKey] {
 		return
 	}
 	mine[hp] = true
@@ -344,10 +344,17 @@ func (p *Pool) ask(mine map[string]bool, hp string) {
 	p.askedChanged = make(chan struct{})
 }
 
+// doneKey marks a render's asks as dropped, so an event that comes late asks for nothing.
+const doneKey = ""
+
 func (p *Pool) dropAsks(mine map[string]bool) {
 	p.askedMu.Lock()
 	defer p.askedMu.Unlock()
+	mine[doneKey] = true
 	for hp := range mine {
+		if hp == doneKey {
+			continue
+		}
 		if p.asked[hp]--; p.asked[hp] <= 0 {
 			delete(p.asked, hp)
 		}
@@ -843,10 +850,49 @@ type pageState struct {
 	idleSet bool
 	blocked int
 	refused []string
+	// The page's requests in flight and the last change, for ScrollToBottom's quiet wait.
+	inflight map[network.RequestID]bool
+	lastNet  time.Time
+	netEvent chan struct{} // closed and replaced on each change
+}
+
+// netChanged records network activity. Call with mu held.
+func (st *pageState) netChanged() {
+	st.lastNet = time.Now()
+	close(st.netEvent)
+	st.netEvent = make(chan struct{})
+}
+
+// waitQuiet waits until the page has had no request in flight for quiet, counted from its
+// last request or from now, whichever is later.
+func (st *pageState) waitQuiet(ctx context.Context, quiet time.Duration) error {
+	st.mu.Lock()
+	st.netChanged()
+	st.mu.Unlock()
+	for {
+		st.mu.Lock()
+		busy, left, ch := len(st.inflight) > 0, quiet-time.Since(st.lastNet), st.netEvent
+		st.mu.Unlock()
+		if !busy && left <= 0 {
+			return nil
+		}
+		var timeout <-chan time.Time
+		if !busy {
+			t := time.NewTimer(left)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-ch:
+		case <-timeout:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 func (p *Pool) render(ctx context.Context, in *instance, req Request, wait Wait, blocked map[network.ResourceType]bool, timeout time.Duration) (*Result, error) {
-	st := &pageState{idle: make(chan struct{})}
+	st := &pageState{idle: make(chan struct{}), inflight: map[network.RequestID]bool{}, netEvent: make(chan struct{})}
 	mine := map[string]bool{} // guarded by p.askedMu
 	defer p.dropAsks(mine)
 	var tgt atomic.Pointer[chromedp.Target]
@@ -869,6 +915,21 @@ func (p *Pool) render(ctx context.Context, in *instance, req Request, wait Wait,
 					}
 				}()
 			}
+		case *network.EventRequestWillBeSent:
+			st.mu.Lock()
+			st.inflight[e.RequestID] = true
+			st.netChanged()
+			st.mu.Unlock()
+		case *network.EventLoadingFinished:
+			st.mu.Lock()
+			delete(st.inflight, e.RequestID)
+			st.netChanged()
+			st.mu.Unlock()
+		case *network.EventLoadingFailed:
+			st.mu.Lock()
+			delete(st.inflight, e.RequestID)
+			st.netChanged()
+			st.mu.Unlock()
 		case *inspector.EventTargetCrashed:
 			crashOnce.Do(func() { close(rendererCrashed) })
 		case *network.EventWebSocketCreated:
@@ -1077,7 +1138,7 @@ func (p *Pool) render(ctx context.Context, in *instance, req Request, wait Wait,
 		}
 	}
 	if req.ScrollToBottom {
-		if _, err := chromedp.Run(runCtx, chromedp.Evaluate[int](scrollJS, chromedp.EvalAwaitPromise)); err != nil {
+		if err := scrollToBottom(runCtx, st); err != nil {
 			return finish(fmt.Errorf("scroll to bottom: %w", err))
 		}
 	}
@@ -1132,18 +1193,38 @@ func (p *Pool) answers(in *instance) bool {
 // htmlJS serializes the rendered document with its doctype.
 const htmlJS = `(document.doctype ? new XMLSerializer().serializeToString(document.doctype) + "\n" : "") + document.documentElement.outerHTML`
 
-// scrollJS scrolls to the bottom until the page stops growing for a second (lazy lists load
-// more as the end comes into view), at most 50 times; it returns the rounds that grew it.
-const scrollJS = `(async () => {
-  const height = () => Math.max(document.documentElement.scrollHeight, document.body ? document.body.scrollHeight : 0);
-  for (let i = 0; i < 50; i++) {
-    const h = height();
-    window.scrollTo(0, h);
-    const t0 = Date.now();
-    while (Date.now() - t0 < 1000 && height() === h) {
-      await new Promise(r => setTimeout(r, 50));
-    }
-    if (height() === h) return i;
-  }
-  return 50;
-})()`
+// heightJS is the page's scrollable height.
+const heightJS = `Math.max(document.documentElement.scrollHeight, document.body ? document.body.scrollHeight : 0)`
+
+// scrollQuiet is how long a page must make no request after a scroll before its height is read:
+// a lazy list asks for more within a few frames of its end coming into view, and a request in
+// flight is waited for however long it takes (up to the page's timeout), so a slow server does
+// not end the list early.
+const scrollQuiet = 500 * time.Millisecond
+
+// maxScrolls bounds the scrolls of an endless list.
+const maxScrolls = 50
+
+// scrollToBottom scrolls to the end until a scroll no longer makes the page taller.
+func scrollToBottom(ctx context.Context, st *pageState) error {
+	for range maxScrolls {
+		h0, err := chromedp.Run(ctx, chromedp.Evaluate[float64](heightJS))
+		if err != nil {
+			return err
+		}
+		if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, `+heightJS+`)`)); err != nil {
+			return err
+		}
+		if err := st.waitQuiet(ctx, scrollQuiet); err != nil {
+			return err
+		}
+		h1, err := chromedp.Run(ctx, chromedp.Evaluate[float64](heightJS))
+		if err != nil {
+			return err
+		}
+		if h1 <= h0 {
+			return nil
+		}
+	}
+	return nil
+}
