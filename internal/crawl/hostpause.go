@@ -34,8 +34,9 @@ import (
 // without a round trip; a process that has not seen the host fail learns of the pause from its own
 // first failed fetch (each failure during a pause adds nothing to the streak).
 
-// statusStreak is how many 5xx/429 answers or read timeouts in a row from one host, seen by one
-// process, count as the host failing rather than the pages.
+// statusStreak is how many 5xx/429 answers or read timeouts in a row from one host (no answer of
+// it in between), seen by one process from at least two of its pages, count as the host failing
+// rather than the pages.
 const statusStreak = 5
 
 // hostHealth is this process's view of failing hosts.
@@ -55,7 +56,11 @@ const maxSoft = 100000
 type hostState struct {
 	pausedUntil time.Time
 	failing     bool // this process saw the host fail since its last success: a success ends the streak
-	statuses    int  // 5xx/429 answers in a row
+	// statuses counts, per page job, the 5xx/429 answers and timeouts that came in a row (no
+	// answer of the host in between). A streak needs statusStreak of them from at least two
+	// pages: one broken page retried on a host with nothing else to fetch is that page's
+	// failure, while an outage near a crawl's end, with a few pages left, is still the host's.
+	statuses map[int64]int
 	// lastFail is when this process last saw the host fail. A request that started before it
 	// and then succeeded says nothing of the host now (it was answered before the outage), so
 	// its success ends no streak.
@@ -109,23 +114,30 @@ func (h *hostHealth) state(host string) *hostState {
 	return s
 }
 
-// status notes an HTTP answer of host to a request started at start and reports whether it
-// completes a streak of failing ones.
-func (h *hostHealth) status(host string, failing bool, start time.Time) bool {
+// status notes an HTTP answer of host to a request of page job (0: not a page's) started at
+// start and reports whether it completes a streak of failing pages.
+func (h *hostHealth) status(host string, failing bool, start time.Time, job int64) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := h.hosts[host]
 	if !failing {
 		if s != nil && !start.Before(s.lastFail) {
-			s.statuses = 0
+			clear(s.statuses)
 		}
 		return false
 	}
 	s = h.state(host)
 	s.lastFail = time.Now()
-	s.statuses++
-	if s.statuses >= statusStreak {
-		s.statuses = 0
+	if s.statuses == nil {
+		s.statuses = map[int64]int{}
+	}
+	s.statuses[job]++
+	answers := 0
+	for _, n := range s.statuses {
+		answers += n
+	}
+	if answers >= statusStreak && len(s.statuses) >= 2 {
+		clear(s.statuses)
 		return true
 	}
 	return false
@@ -158,6 +170,24 @@ func (h *hostHealth) recovered(host string, start time.Time) bool {
 	}
 	*s = hostState{recoveredAt: time.Now()}
 	return true
+}
+
+// othersFailing reports whether other pages of host than job failed in the streak this page's
+// failure is part of (no answer of the host since): then the host may be going down, and the
+// page's failure does not count until the streak is judged.
+func (h *hostHealth) othersFailing(host string, job int64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.hosts[host]
+	if s == nil {
+		return false
+	}
+	for j := range s.statuses {
+		if j != job {
+			return true
+		}
+	}
+	return false
 }
 
 // endedOutage reports whether host answered again, after failing, since a request that started at
@@ -219,11 +249,11 @@ func staleAfter(r spider.Retry) time.Duration { return max(2*r.MaxHostPause, tim
 // hostFailure says whether a retryable fetch failure is the host's rather than the page's, and
 // why, for the log: a connection failure; any 5xx, 429 or timeout while the host is known
 // failing (a failed probe); or a streak of them seen here.
-func (c *Crawler) hostFailure(ctx context.Context, host string, ferr error, r spider.Retry) (bool, string) {
+func (c *Crawler) hostFailure(ctx context.Context, host string, ferr error, r spider.Retry, job int64) (bool, string) {
 	if fetch.IsHostFailure(ferr) {
 		return true, "its connections fail (" + fetch.Kind(ferr) + ")"
 	}
-	streak := c.health.status(host, true, time.Time{})
+	streak := c.health.status(host, true, time.Time{}, job)
 	if c.failing(ctx, host, r) {
 		return true, "it still fails (" + ferr.Error() + ")"
 	}
@@ -254,7 +284,7 @@ func (c *Crawler) runFetched(ctx context.Context, ri *runInfo) bool {
 // hostAnswered ends host's failing streak after it answered a fetch started at start (for a page
 // of run runID, whose log says so), when this process saw it fail before.
 func (c *Crawler) hostAnswered(ctx context.Context, runID int64, host string, start time.Time) {
-	c.health.status(host, false, start)
+	c.health.status(host, false, start, 0)
 	if !c.health.recovered(host, start) {
 		return
 	}

@@ -481,3 +481,32 @@ func TestItemsStatIsWhatTheSinkHolds(t *testing.T) {
 		t.Fatalf("run %s: %d items stored, %d in stats, %d pages; want %d items in both and %d pages", r.State, stored, r.Stats.Items, r.Stats.Pages, n, 2*n+1)
 	}
 }
+
+// One page that always answers 503 on a host that answers its other pages is that page's failure:
+// its retries do not make a streak that pauses the host (a streak counts pages, not answers), so
+// it dies after its attempts and the run ends incomplete at once, not after the host's down limit.
+func TestOneBrokenPageIsNotAnOutage(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	site := demosite.New(demosite.Config{Items: 24, PerPage: 12, SlowDelay: time.Millisecond})
+	broken := "/catalogue/item-3.html"
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == broken {
+			http.Error(w, "broken", http.StatusServiceUnavailable)
+			return
+		}
+		site.ServeHTTP(w, r)
+	})
+	sw := serveSwitchable(t, h)
+	spec := demoWithRetry("  attempts: 6\n  backoff: 10ms\n  max_backoff: 20ms\n  max_dead_share: 1\n")
+	n, _ := startNode(t, pool, node.Config{Spiders: registry(t, spec), Workers: 1, Worker: queue.WorkerConfig{Concurrency: 8}})
+	s, err := n.Crawler.Schedule(context.Background(), crawl.ScheduleParams{Spider: "demo", Args: map[string]string{"base_url": sw.base()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := waitRun(t, n.Crawler, s.RunID, 30*time.Second)
+	if r.State != crawl.StateIncomplete || r.DeadPages != 1 || r.Stats.ErrorsByKind["host_paused"] != 0 {
+		t.Fatalf("run %s, %d dead pages, errors by kind %v; want incomplete with the broken page dead and no host pause",
+			r.State, r.DeadPages, r.Stats.ErrorsByKind)
+	}
+}

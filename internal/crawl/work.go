@@ -423,7 +423,7 @@ func (c *Crawler) fetchFailed(ctx context.Context, job *queue.Job, ri *runInfo, 
 		}
 		return c.finishPage(ctx, job, ri, o, nil)
 	}
-	if hostDown, cause := c.hostFailure(ctx, host, ferr, r); hostDown {
+	if hostDown, cause := c.hostFailure(ctx, host, ferr, r, job.ID); hostDown {
 		limit := r.DownLimit(c.runFetched(ctx, ri))
 		p, err := c.hostFailed(ctx, host, r, cause, limit)
 		if err != nil {
@@ -448,10 +448,11 @@ func (c *Crawler) fetchFailed(ctx context.Context, job *queue.Job, ri *runInfo, 
 		c.logPageDied(ctx, ri.id, pageURL(job), job.Attempt, err)
 		return queue.Permanent(err)
 	}
-	if c.health.endedOutage(host, start) || c.health.firstSoft(job.ID) {
-		// The last answer of an outage that ended while it was in flight, or perhaps the first of
-		// one (hostHealth.firstSoft): put back, the attempt not counted, and counted as a retry in
-		// the run's stats.
+	if c.health.endedOutage(host, start) || c.health.othersFailing(host, job.ID) || c.health.firstSoft(job.ID) {
+		// The last answer of an outage that ended while it was in flight, or perhaps one of the
+		// first of one (other pages of the host fail too, or this is the page's first such
+		// failure: hostHealth.firstSoft): put back, the attempt not counted, and counted as a
+		// retry in the run's stats.
 		c.addStat(ctx, ri.id, outcome{retries: 1, kind: kind})
 		wait := r.PageBackoff(job.Attempt)
 		if d, ok := fetch.RetryAfter(ferr); ok {
