@@ -30,8 +30,15 @@ type stopPlan struct {
 	sig     syscall.Signal
 	grace   time.Duration
 	cancel  bool
-	cancels int // the cancels already seen
+	cancels int       // the cancels already seen
+	sentAt  time.Time // when the stop signal was last sent
 }
+
+// signalGap is the least time between two stop signals to a command: the kernel holds one pending
+// signal of a kind, so a second sent before the command handled the first is lost (a shell trap
+// or Python runs its handler between instructions, late on a loaded machine), and Scrapy would
+// not force its shutdown.
+const signalGap = 250 * time.Millisecond
 
 // supervise waits for the command's main process to exit. It stops the command (its stop
 // signal to its group, SIGKILL after the plan's grace) when ctx ends, the timeout passes or its
@@ -62,6 +69,7 @@ func (r *Runner) supervise(ctx context.Context, runID int64, p *process, c comma
 		end.grace = plan.grace
 		log.Warn("stopping command", "reason", why, "pid", p.pid, "signal", plan.sig, "grace", plan.grace)
 		p.signal(plan.sig)
+		plan.sentAt = time.Now()
 		runLog.warn("stopping the command (%v): sent %s to pid %d; SIGKILL if it is still running in %s", why, sigName(plan.sig), p.pid, plan.grace)
 		killAt = time.After(plan.grace)
 		if plan.cancel && r.cfg.Store != nil {
@@ -134,8 +142,8 @@ func (r *Runner) repeatCancel(ctx context.Context, runID int64, p *process, plan
 		log.Warn("read the run's cancels", "err", err)
 		return
 	}
-	if req.Count <= plan.cancels {
-		return
+	if req.Count <= plan.cancels || time.Since(plan.sentAt) < signalGap {
+		return // nothing new, or too soon after the last signal: the next poll looks again
 	}
 	plan.cancels = req.Count
 	if sig, ok := r.cancelSignal(req, log); ok {
@@ -143,6 +151,7 @@ func (r *Runner) repeatCancel(ctx context.Context, runID int64, p *process, plan
 	}
 	log.Warn("cancelled again; sending the signal again", "pid", p.pid, "signal", plan.sig, "cancels", req.Count)
 	p.signal(plan.sig)
+	plan.sentAt = time.Now()
 	runLog.warn("cancelled again (cancel %d): sent %s to pid %d again", req.Count, sigName(plan.sig), p.pid)
 }
 
