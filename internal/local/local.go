@@ -548,17 +548,34 @@ func (s *Stack) cronLoop(ctx context.Context) {
 		return
 	}
 	for {
-		if _, err := s.cron.FireDue(ctx, 100, s.fireSchedule); err != nil && ctx.Err() == nil {
+		n, err := s.cron.FireDue(ctx, cronBatch, s.fireSchedule)
+		if err != nil && ctx.Err() == nil {
 			s.log.Error("local: fire schedules; retrying in a second", "err", err)
 		}
-		wait := time.Second
-		if t, ok, err := s.cron.NextDue(ctx); err == nil && ok {
-			wait = min(wait, time.Until(t))
-		}
-		if !backoff.Sleep(ctx, wait) && ctx.Err() != nil {
+		next, ok, nerr := s.cron.NextDue(ctx)
+		if !backoff.Sleep(ctx, cronWait(time.Now(), next, ok && nerr == nil, err == nil && n == cronBatch)) && ctx.Err() != nil {
 			return
 		}
 	}
+}
+
+// cronBatch is how many ticks one FireDue fires at the most.
+const cronBatch = 100
+
+// cronWait is how long cronLoop sleeps before it fires again: until the soonest tick (next,
+// when known), at most a second; not at all when the last FireDue fired a full batch (more may
+// be due). A tick already due that FireDue left (another process holds it while it fires it,
+// or FireDue failed) is looked at again in a second, not at once: that would spin on the
+// database until the other process commits.
+func cronWait(now, next time.Time, known, fullBatch bool) time.Duration {
+	if fullBatch {
+		return 0
+	}
+	wait := time.Second
+	if d := next.Sub(now); known && d > 0 {
+		wait = min(wait, d)
+	}
+	return wait
 }
 
 // fireSchedule fires one tick of a schedule as EventBridge Scheduler would: the api's schedule
