@@ -133,6 +133,10 @@ func (c *capRecorder) Write(b []byte) (int, error) {
 	return c.ResponseRecorder.Write(b)
 }
 
+// WriteString is Write's, so io.WriteString (and a strings.Reader copied in) meets the same
+// bound instead of the embedded recorder's unbounded WriteString.
+func (c *capRecorder) WriteString(s string) (int, error) { return c.Write([]byte(s)) }
+
 var errAnswerTooLarge = errors.New("answer larger than a function URL answer holds")
 
 // Credentials reads basic auth credentials: CRAWLQ_SCRAPYD_SECRET_ARN names a Secrets Manager

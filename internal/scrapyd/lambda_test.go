@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -155,5 +156,32 @@ func TestFunctionURLAnswerCutShort(t *testing.T) {
 	res, err := scrapyd.ServeFunctionURL(context.Background(), h, ev)
 	if err != nil || res.StatusCode != http.StatusBadGateway || !strings.Contains(res.Body, "failed midway") {
 		t.Fatalf("cut-short answer: %+v %v; want a 502 saying so", res, err)
+	}
+}
+
+// An answer larger than a function URL holds fails the handler's writes once past the bound,
+// io.WriteString's included, so a large listing stops being built in memory; the client gets
+// the 413 that says what to do instead.
+func TestFunctionURLAnswerTooLargeFailsWriteString(t *testing.T) {
+	t.Parallel()
+	chunk := strings.Repeat("x", 1<<20)
+	var written int
+	var werr error
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for range 2 * scrapyd.MaxFunctionURLAnswer / len(chunk) {
+			if _, werr = io.WriteString(w, chunk); werr != nil {
+				return
+			}
+			written += len(chunk)
+		}
+	})
+	ev := events.LambdaFunctionURLRequest{RawPath: "/logs/"}
+	ev.RequestContext.HTTP.Method = "GET"
+	res, err := scrapyd.ServeFunctionURL(context.Background(), h, ev)
+	if err != nil || res.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("too large answer: status %d %v; want 413", res.StatusCode, err)
+	}
+	if werr == nil || written > scrapyd.MaxFunctionURLAnswer {
+		t.Fatalf("io.WriteString wrote %d bytes past the %d-byte bound without an error", written, scrapyd.MaxFunctionURLAnswer)
 	}
 }
