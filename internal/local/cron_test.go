@@ -3,8 +3,6 @@ package local_test
 import (
 	"context"
 	"encoding/json"
-	"net"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,53 +16,12 @@ import (
 	"crawlq/internal/cronstore"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/demosite"
-	"crawlq/internal/fetch"
-	"crawlq/internal/lambdafn"
-	"crawlq/internal/local"
 )
 
-// runningStack is a local stack serving until stop.
-type runningStack struct {
-	st   *local.Stack
-	deps *lambdafn.Deps
-	stop func()
-}
-
+// startLocal serves a local stack without a tick: only wakes and the stored schedules move it.
 func startLocal(t *testing.T, url string) *runningStack {
 	t.Helper()
-	pool := dbtest.Open(t, url, 16)
-	env := map[string]string{"CRAWLQ_EVENT_BUS": lambdafn.EventsOff}
-	deps, err := lambdafn.NewDeps(pool, aws.Config{Region: "us-east-1"}, nil, func(k string) string { return env[k] }, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := local.New(local.Config{Deps: deps, Tick: -1, WorkerTimeout: 2 * time.Minute,
-		Worker:  lambdafn.WorkerOptions{IdleExit: 2 * time.Second, Margin: time.Second, Fetch: fetch.Config{AllowLoopback: true}},
-		Metrics: os.Stderr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- st.Serve(ctx, ln) }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		deps.Control.Pipeline.Close(context.Background())
-	}
-	t.Cleanup(stop)
-	return &runningStack{st: st, deps: deps, stop: stop}
+	return runLocal(t, url, nil, -1)
 }
 
 // cronRuns lists the runs of spider fired by schedule name, by tick.

@@ -2,23 +2,16 @@ package local_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-
 	"crawlq/internal/dbtest"
 	"crawlq/internal/demosite"
 	"crawlq/internal/events"
-	"crawlq/internal/fetch"
-	"crawlq/internal/lambdafn"
-	"crawlq/internal/local"
 )
 
 // With CRAWLQ_EVENT_BUS=file:PATH (crawlq local --event-bus file:PATH) a run's events go to a
@@ -32,31 +25,8 @@ func TestRunEventsToAJSONLinesFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := dbtest.Open(t, url, 16)
-	env := map[string]string{"CRAWLQ_EVENT_BUS": events.FileBusPrefix + path}
-	deps, err := lambdafn.NewDeps(pool, aws.Config{Region: "us-east-1"}, nil, func(k string) string { return env[k] }, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := local.New(local.Config{Deps: deps, Tick: -1, Metrics: os.Stderr,
-		Worker: lambdafn.WorkerOptions{IdleExit: 2 * time.Second, Margin: time.Second, Fetch: fetch.Config{AllowLoopback: true}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- st.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		deps.Control.Pipeline.Close(context.Background())
-	})
+	rs := runLocal(t, url, map[string]string{"CRAWLQ_EVENT_BUS": events.FileBusPrefix + path}, -1)
+	ctx, st, pool := t.Context(), rs.st, rs.deps.Pool
 
 	resp := st.API().Handle(ctx, []byte(`{"action":"schedule","spider":"demo","args":{"base_url":"http://`+addr.String()+`"}}`))
 	if resp["status"] != "ok" {

@@ -20,7 +20,6 @@ import (
 	"crawlq/internal/crawl"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/demosite"
-	"crawlq/internal/fetch"
 	"crawlq/internal/lambdafn"
 	"crawlq/internal/local"
 )
@@ -29,33 +28,7 @@ import (
 // It returns the stack's crawler, to read runs through.
 func serveLocal(t *testing.T, url string, tick time.Duration) *crawl.Crawler {
 	t.Helper()
-	pool := dbtest.Open(t, url, 16)
-	env := map[string]string{"CRAWLQ_EVENT_BUS": lambdafn.EventsOff}
-	deps, err := lambdafn.NewDeps(pool, aws.Config{Region: "us-east-1"}, nil, func(k string) string { return env[k] }, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := local.New(local.Config{Deps: deps, Tick: tick, WorkerTimeout: 2 * time.Minute,
-		Worker:  lambdafn.WorkerOptions{IdleExit: 2 * time.Second, Margin: time.Second, Fetch: fetch.Config{AllowLoopback: true}},
-		Metrics: os.Stderr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- st.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		deps.Control.Pipeline.Close(context.Background())
-	})
-	return deps.Control.Crawler
+	return runLocal(t, url, nil, tick).deps.Control.Crawler
 }
 
 // crawlqCLI runs the crawlq CLI in this process, as a user's shell would beside `crawlq local`:
