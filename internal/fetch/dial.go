@@ -32,6 +32,14 @@ var nonPublic = []addrRange{
 	{netip.MustParsePrefix("192.168.0.0/16"), "private"},
 	{netip.MustParsePrefix("100.64.0.0/10"), "shared (CGNAT)"},
 	{netip.MustParsePrefix("fc00::/7"), "unique local"},
+	// Not the internet either: the benchmarking range, which a VPC may number its subnets
+	// from (as it may CGNAT's); IETF protocol assignments; multicast; the reserved 240/4 and the
+	// broadcast address in it.
+	{netip.MustParsePrefix("198.18.0.0/15"), "benchmarking"},
+	{netip.MustParsePrefix("192.0.0.0/24"), "special-purpose"},
+	{netip.MustParsePrefix("224.0.0.0/4"), "multicast"},
+	{netip.MustParsePrefix("ff00::/8"), "multicast"},
+	{netip.MustParsePrefix("240.0.0.0/4"), "reserved"},
 }
 
 // nat64 is the well-known NAT64 prefix (RFC 6052): 64:ff9b::a00:5 is 10.0.0.5 translated by a

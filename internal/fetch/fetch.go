@@ -41,8 +41,10 @@ type Config struct {
 	// AllowPrivate lets the fetcher connect to addresses that are not public: loopback
 	// (127.0.0.0/8, ::1), private (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16), shared
 	// (CGNAT, 100.64.0.0/10), unique local (fc00::/7), link-local (169.254.0.0/16,
-	// fe80::/10), unspecified (0.0.0.0/8, ::) and cloud metadata (169.254.169.254,
-	// fd00:ec2::254), also in their IPv4-mapped and NAT64 forms. Default false: a
+	// fe80::/10), unspecified (0.0.0.0/8, ::), cloud metadata (169.254.169.254,
+	// fd00:ec2::254), benchmarking (198.18.0.0/15), special-purpose (192.0.0.0/24),
+	// multicast (224.0.0.0/4, ff00::/8) and reserved (240.0.0.0/4, broadcast included),
+	// also in their IPv4-mapped and NAT64 forms. Default false: a
 	// connection to one fails with a *RefusedError (ErrForbiddenAddress), decided on
 	// the resolved address of every connection before connect(), so also after
 	// redirects and DNS answers that change. A spider asks for it with
