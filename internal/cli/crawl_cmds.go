@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"crawlq/internal/browser"
 	"crawlq/internal/crawl"
 	"crawlq/internal/demosite"
 	"crawlq/internal/events"
@@ -89,7 +90,7 @@ or finishes at once, the others' at each upkeep. Spiders: the built-in specs plu
 					}
 					n, err := node.New(node.Config{Pool: pool, Spiders: reg, Queues: strings.Split(*queues, ","), Workers: *workers,
 						Worker: queue.WorkerConfig{Concurrency: *conc, Lease: *lease}, Upkeep: up, Maintain: mc, Events: evs,
-						Fetch: fetch.Config{AllowLoopback: *allowLoopback}})
+						Fetch: fetch.Config{AllowLoopback: *allowLoopback}, Browser: &browser.Config{}})
 					if err != nil {
 						return err
 					}

@@ -27,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"crawlq/internal/browser"
 	"crawlq/internal/dbsqlc"
 	"crawlq/internal/fetch"
 	"crawlq/internal/items"
@@ -98,6 +99,11 @@ type Config struct {
 	// every process shares. Tests set it to move time instead of sleeping past a deadline; every
 	// process sharing those rows must then use the same clock.
 	Now func() time.Time
+	// Browser, when set, lets this process render the pages of spiders with render: browser
+	// with headless Chromium (render.go), each pool of browsers started at its first page; its
+	// AllowLoopback, UserAgent and AllowPrivate come from Fetch and the spider. Nil: such pages
+	// are left to a process that renders them (the ECS runners).
+	Browser *browser.Config
 }
 
 // Crawler schedules runs and works their jobs.
@@ -110,7 +116,9 @@ type Crawler struct {
 
 	mu       sync.Mutex
 	fetchers map[fetcherKey]*fetch.Fetcher
-	runs     map[int64]*runInfo // immutable facts of runs this process has seen
+	browsers map[browserKey]*browser.Pool // started at their first page (render.go)
+	crashes  map[int64]int                // page jobs Chromium crashed under, and how often
+	runs     map[int64]*runInfo           // immutable facts of runs this process has seen
 	command  CommandRunner
 	// active counts, per run, the pages being handled in this process (see settle).
 	active    map[int64]int
@@ -149,7 +157,7 @@ func New(cfg Config) (*Crawler, error) {
 		cfg.RunLog = runlog.Postgres{Pool: cfg.Pool}
 	}
 	return &Crawler{cfg: cfg, db: dbsqlc.New(cfg.Pool), log: cfg.Logger, robots: robots.NewCache(4096),
-		fetchers: map[fetcherKey]*fetch.Fetcher{}, runs: map[int64]*runInfo{}, active: map[int64]int{}, seen: newSeenCache(seenCacheSize), cancelled: map[int64]bool{}, hosts: newHostSlots(), health: newHostHealth(),
+		fetchers: map[fetcherKey]*fetch.Fetcher{}, browsers: map[browserKey]*browser.Pool{}, crashes: map[int64]int{}, runs: map[int64]*runInfo{}, active: map[int64]int{}, seen: newSeenCache(seenCacheSize), cancelled: map[int64]bool{}, hosts: newHostSlots(), health: newHostHealth(),
 		closed: make(chan struct{}), finishersDone: make(chan struct{})}, nil
 }
 

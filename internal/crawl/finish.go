@@ -106,6 +106,7 @@ func (c *Crawler) Close() {
 		close(c.closed)
 		c.finishers.Wait()
 		close(c.finishersDone)
+		c.closeBrowsers()
 	})
 }
 

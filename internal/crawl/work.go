@@ -293,6 +293,11 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 		return errRunCancelled
 	}
 	s := ri.settings
+	if s.Render == spider.RenderBrowser && c.cfg.Browser == nil {
+		// Not this process's page: a process that renders pages (a runner) takes it.
+		c.log.Warn("a browser page reached a process that renders none; put back for a runner", "run", ri.id, "url", a.URL)
+		return queue.Snooze(10 * time.Second)
+	}
 	host := urlx.Host(a.URL)
 	if d := c.health.paused(host, time.Now()); d > 0 {
 		// The host is down: wait for its pause to end without counting an attempt (hostpause.go).
@@ -338,14 +343,14 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 		release = r
 	}
 	start := time.Now()
-	res, ferr := fetcher.Fetch(ctx, a.URL)
+	res, ferr := c.get(ctx, fetcher, job, s, a.URL)
 	free()
 	if release != nil {
 		release()
 	}
 	if ferr != nil {
-		if ctx.Err() != nil {
-			return ferr // cancelled, lease lost or stopping: the worker decides
+		if ctx.Err() != nil || queue.Decided(ferr) {
+			return ferr // cancelled, lease lost or stopping: the worker decides; or get did
 		}
 		return c.fetchFailed(ctx, job, ri, host, ferr, res, start)
 	}

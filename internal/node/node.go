@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"crawlq/internal/browser"
 	"crawlq/internal/crawl"
 	"crawlq/internal/events"
 	"crawlq/internal/fetch"
@@ -57,6 +58,9 @@ type Config struct {
 	Pipeline items.Config
 	// Fetch tunes the fetcher.
 	Fetch fetch.Config
+	// Browser, when set, lets this node render the pages of spiders with render: browser
+	// (crawl.Config.Browser): the runners set it.
+	Browser *browser.Config
 	// ItemTimeout bounds a page's wait for its items (crawl.Config.ItemTimeout). Default 60s.
 	ItemTimeout time.Duration
 	// Queue tunes the queue client (retry backoff).
@@ -163,7 +167,7 @@ func New(cfg Config) (*Node, error) {
 	if c, ok := sink.(items.Counter); ok {
 		countItems = c.CountRun // a run's items stat is what its sink holds
 	}
-	cr, err := crawl.New(crawl.Config{Pool: cfg.Pool, Queue: qc, Spiders: reg, Pipeline: pl, TxSink: txSink, Fetch: cfg.Fetch,
+	cr, err := crawl.New(crawl.Config{Pool: cfg.Pool, Queue: qc, Spiders: reg, Pipeline: pl, TxSink: txSink, Fetch: cfg.Fetch, Browser: cfg.Browser,
 		OnFinish: n.finished, OnStart: n.started, OnEnqueue: n.poke, Reserve: n.reserve, ItemTimeout: cfg.ItemTimeout, Logger: cfg.Logger,
 		CountItems: countItems, RunLog: cfg.RunLog})
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"crawlq/internal/browser"
 	"crawlq/internal/command"
 	"crawlq/internal/events"
 	"crawlq/internal/fetch"
@@ -102,6 +103,10 @@ type Config struct {
 	// Fetch is the fetcher's base config (see node.Config.Fetch). The zero value refuses every
 	// address that is not public; crawlq runner --allow-loopback sets AllowLoopback.
 	Fetch fetch.Config
+	// Browser tunes the headless Chromium that renders the pages of spiders with render:
+	// browser (started at the first such page; the machine's, or the image's, chromium). Nil:
+	// the zero browser.Config, its defaults.
+	Browser *browser.Config
 	// Sink receives items. Default the Postgres sink.
 	Sink items.Sink
 	// Handlers adds job kinds to the runner's mux beside the crawl's (tests, embedding).
@@ -115,6 +120,9 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.Queue == "" {
 		c.Queue = "long"
+	}
+	if c.Browser == nil {
+		c.Browser = &browser.Config{}
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = 6
@@ -182,7 +190,7 @@ func New(cfg Config) (*Runner, error) {
 		return nil, err
 	}
 	n, err := node.New(node.Config{Pool: cfg.Pool, Spiders: cfg.Spiders, SpiderDir: cfg.SpiderDir, Queues: []string{cfg.Queue},
-		Upkeep: -1, Maintain: cfg.Maintain, Sink: cfg.Sink, Pipeline: cfg.Pipeline, Fetch: cfg.Fetch, Events: cfg.Events, Logger: cfg.Logger})
+		Upkeep: -1, Maintain: cfg.Maintain, Sink: cfg.Sink, Pipeline: cfg.Pipeline, Fetch: cfg.Fetch, Browser: cfg.Browser, Events: cfg.Events, Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("assemble runner: %w", err)
 	}

@@ -43,7 +43,17 @@ type Spec struct {
 	Queue          string       `yaml:"queue"`         // default "crawl"
 	AllowPrivate   bool         `yaml:"allow_private"` // may fetch non-public addresses (loopback, private, link-local, metadata); default false
 	Retry          *RetrySpec   `yaml:"retry"`         // page retries and host pauses; see Retry
-	Monitors       *Monitors    `yaml:"monitors"`      // checks on each run's outcome (monitors.go); default none
+	// Render is how pages are fetched: "http" (default) or "browser" (rendered by headless
+	// Chromium on the ECS runners: the default runtime of such a spider is ecs, and lambda is
+	// refused).
+	Render string `yaml:"render"`
+	// WaitFor, with render: browser, is what a rendered page waits for before it is read: ""
+	// (the load event), "networkidle", a Go duration, or a CSS selector.
+	WaitFor string `yaml:"wait_for"`
+	// Scroll, with render: browser, scrolls each page to its bottom until it stops growing
+	// (lazy lists) before it is read.
+	Scroll   bool      `yaml:"scroll"`
+	Monitors *Monitors `yaml:"monitors"` // checks on each run's outcome (monitors.go); default none
 
 	// Command spiders only.
 	Command []string          `yaml:"command"` // argv; "{spider}" is replaced by the name
@@ -232,6 +242,12 @@ func (s *Spec) settings() Settings {
 		Queue:          s.Queue,
 		AllowPrivate:   s.AllowPrivate,
 		Retry:          s.Retry.retry(),
+		Render:         s.Render,
+		WaitFor:        s.WaitFor,
+		Scroll:         s.Scroll,
+	}
+	if s.Render == RenderBrowser && st.Runtime == "" {
+		st.Runtime = RuntimeECS // Chromium runs on the runners only
 	}
 	if s.IsCommand() && st.Runtime == "" {
 		// A command runs only on the runners: left to WithDefaults it would be a Lambda spider,
@@ -326,7 +342,7 @@ func (s *Spec) validate() []FieldError {
 	st := Settings{
 		AllowedDomains: s.AllowedDomains, MaxPages: s.MaxPages, MaxDepth: s.MaxDepth,
 		Concurrency: s.Concurrency, UserAgent: s.UserAgent, Runtime: s.Runtime, Queue: s.Queue,
-		AllowPrivate: s.AllowPrivate,
+		AllowPrivate: s.AllowPrivate, Render: s.Render, WaitFor: s.WaitFor, Scroll: s.Scroll,
 	}
 	errs = append(errs, st.fieldErrors("")...)
 	errs = append(errs, checkDuration("delay", s.Delay)...)

@@ -24,6 +24,9 @@ const DefaultUserAgent = "crawlq/1.0 (+https://github.com/crawlq)"
 const (
 	RuntimeLambda = "lambda"
 	RuntimeECS    = "ecs"
+	// RenderHTTP and RenderBrowser are the ways a page is fetched (Settings.Render).
+	RenderHTTP    = "http"
+	RenderBrowser = "browser"
 	// DefaultQueue is the queue a spider's page jobs go to when Settings.Queue is empty.
 	DefaultQueue = "crawl"
 	// MaxConcurrency is the largest per-domain concurrency a spider may ask for.
@@ -87,6 +90,9 @@ type Settings struct {
 	Queue          string        // queue for the spider's page jobs; default "crawl"
 	AllowPrivate   bool          // may fetch addresses that are not public: loopback, private (RFC 1918), CGNAT, unique local, link-local and cloud metadata (fetch.Config.AllowPrivate); default false: refused when dialed
 	Retry          Retry         // page retries, host pauses and the dead-page limit (retry.go); defaults there
+	Render         string        // "http" (default: a plain fetch) or "browser" (headless Chromium, runtime ecs only)
+	WaitFor        string        // with Render browser: "" (load), "networkidle", a duration or a CSS selector
+	Scroll         bool          // with Render browser: scroll each page to its bottom (lazy lists) first
 }
 
 // DefaultSettings returns the settings a spider gets when it says nothing.
@@ -153,6 +159,24 @@ func (s Settings) fieldErrors(prefix string) []FieldError {
 	}
 	if s.Queue != "" && !nameRE.MatchString(s.Queue) {
 		add("queue", fmt.Sprintf("%q does not match %s", s.Queue, nameRE))
+	}
+	switch s.Render {
+	case "", RenderHTTP:
+		if s.WaitFor != "" {
+			add("wait_for", "needs render: browser")
+		}
+		if s.Scroll {
+			add("scroll", "needs render: browser")
+		}
+	case RenderBrowser:
+		if s.Runtime == RuntimeLambda {
+			add("render", "browser pages are rendered by Chromium on the ECS runners, not in Lambda: set runtime: ecs (or leave runtime out)")
+		}
+		if msg := checkWaitFor(s.WaitFor); msg != "" {
+			add("wait_for", msg)
+		}
+	default:
+		add("render", fmt.Sprintf("%q is not one of http, browser", s.Render))
 	}
 	errs = append(errs, s.Retry.fieldErrors(prefix+"retry.")...)
 	return errs
