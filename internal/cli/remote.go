@@ -181,18 +181,18 @@ func (c *apiClient) call(ctx context.Context, req map[string]any, out any) error
 		return fmt.Errorf("invoke %s: %w", c.fn, err)
 	}
 	if res.FunctionError != nil {
-		return fmt.Errorf("invoke %s: the function failed (%s): %s", c.fn, aws.ToString(res.FunctionError), clipText(res.Payload))
+		return fmt.Errorf("invoke %s: the function failed (%s): %s", c.fn, aws.ToString(res.FunctionError), clipMsg(string(res.Payload), 500))
 	}
 	var st struct {
 		Status  string `json:"status"`
 		Message string `json:"message"`
 	}
 	if err := json.Unmarshal(res.Payload, &st); err != nil {
-		return fmt.Errorf("invoke %s: answer %q is not the api's JSON: %w", c.fn, clipText(res.Payload), err)
+		return fmt.Errorf("invoke %s: answer %q is not the api's JSON: %w", c.fn, clipMsg(string(res.Payload), 500), err)
 	}
 	if st.Status != "ok" {
 		if st.Message == "" {
-			st.Message = clipText(res.Payload)
+			st.Message = clipMsg(string(res.Payload), 500)
 		}
 		return fmt.Errorf("%w (%s): %s", errAPI, c.fn, st.Message)
 	}
@@ -203,13 +203,6 @@ func (c *apiClient) call(ctx context.Context, req map[string]any, out any) error
 		return fmt.Errorf("invoke %s: decode the %s answer: %w", c.fn, req["action"], err)
 	}
 	return nil
-}
-
-func clipText(b []byte) string {
-	if len(b) > 500 {
-		return string(b[:500]) + "..."
-	}
-	return string(b)
 }
 
 // apiJob is a run as the api's status and listjobs show it (api.Job): the run's view with

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"crawlq/internal/crawl"
@@ -88,9 +89,11 @@ func hostPauseOf(ctx context.Context, n *node.Node, j *queue.Job) (crawl.HostDow
 	return n.Crawler.HostPause(ctx, a.URL)
 }
 
+// clipMsg keeps the first n bytes of s for a message, marking a cut with "...", and never leaves a
+// character cut in two (or any invalid UTF-8) for the terminal to show as garbage.
 func clipMsg(s string, n int) string {
 	if len(s) > n {
-		return s[:n] + "..."
+		return strings.ToValidUTF8(s[:n], "") + "..."
 	}
-	return s
+	return strings.ToValidUTF8(s, "?")
 }
