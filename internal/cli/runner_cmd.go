@@ -55,7 +55,7 @@ and CRAWLQ_SPIDER_DIR.`,
 			eventBus := fs.String("event-bus", "", "with upkeep: EventBridge bus for run events, or off (default $CRAWLQ_EVENT_BUS, else \"default\" when AWS_ENDPOINT_URL names an emulator, else off)")
 			cmdTimeout := fs.Duration("command-timeout", 12*time.Hour, "kill a command spider after this, unless its spec sets a timeout")
 			killGrace := fs.Duration("kill-grace", 10*time.Second, "between SIGTERM and SIGKILL to a command spider's processes")
-			shutdownGrace := fs.Duration("shutdown-grace", 10*time.Minute, "how long a cancelled or timed-out Scrapy run may shut down gracefully after SIGINT before SIGKILL")
+			shutdownGrace := fs.Duration("shutdown-grace", 10*time.Minute, "how long a cancelled or timed-out Scrapy run may shut down gracefully after its stop signal (SIGINT, or the cancel's signal=) before SIGKILL")
 			fromEnv := map[string]string{"queue": ecsrun.EnvQueue, "concurrency": ecsrun.EnvConcurrency, "grace": ecsrun.EnvStopGrace,
 				"max-jobs": ecsrun.EnvMaxJobs, "max-memory-mib": ecsrun.EnvMaxMemory, "spiders": "CRAWLQ_SPIDER_DIR"}
 			return func(ctx context.Context, args []string) error {

@@ -478,9 +478,14 @@ func (s *Stack) Serve(ctx context.Context, ln net.Listener) error {
 
 // wake pokes dispatch for runIDs, as the api does after a schedule: asynchronously, since a poke
 // also waits for the jobs due within its lookahead, and the next wake must not wait behind it.
-func (s *Stack) wake(_ context.Context, runIDs []int64) {
+func (s *Stack) wake(ctx context.Context, runIDs []int64) {
 	// A wake may follow a push (crawlq spider push): the api's next schedule uses what was pushed.
 	s.cfg.Deps.Spiders.Forget()
+	s.poke(ctx, runIDs)
+}
+
+// poke invokes dispatch for runIDs (none: whatever is due), asynchronously.
+func (s *Stack) poke(_ context.Context, runIDs []int64) {
 	payload, _ := json.Marshal(struct {
 		Source string  `json:"source"`
 		Runs   []int64 `json:"runs,omitempty"`
@@ -529,8 +534,8 @@ func (s *Stack) dueLoop(ctx context.Context) {
 			wait = min(max(time.Until(at), 0), dueLook)
 		}
 		if ok && wait <= 0 {
-			s.wake(ctx, nil)
-			wait = dueLook // what the poke promoted is no longer scheduled; the next one is later
+			s.poke(ctx, nil) // not wake: nothing was pushed, the spiders' cache stays
+			wait = dueLook   // what the poke promoted is no longer scheduled; the next one is later
 		}
 		if !backoff.Sleep(ctx, wait) && ctx.Err() != nil {
 			return

@@ -88,7 +88,7 @@ type Settings struct {
 	ObeyRobots     bool          // honour robots.txt; default true (via DefaultSettings and specs)
 	Runtime        string        // "lambda" (default) or "ecs"
 	Queue          string        // queue for the spider's page jobs; default "crawl"
-	AllowPrivate   bool          // may fetch addresses that are not public: loopback, private (RFC 1918), CGNAT, unique local, link-local and cloud metadata (fetch.Config.AllowPrivate); default false: refused when dialed
+	AllowPrivate   bool          // may fetch addresses that are not public: loopback, private (RFC 1918), CGNAT, benchmarking, unique local, link-local, cloud metadata, multicast and reserved (fetch.Config.AllowPrivate); default false: refused when dialed
 	Retry          Retry         // page retries, host pauses and the dead-page limit (retry.go); defaults there
 	Render         string        // "http" (default: a plain fetch) or "browser" (headless Chromium, runtime ecs only)
 	WaitFor        string        // with Render browser: "" (load), "networkidle", a duration or a CSS selector
