@@ -68,9 +68,17 @@ func classify(addr netip.Addr) string {
 type RefusedError struct {
 	Addr  netip.Addr
 	Class string // "loopback", "private", "cloud metadata", ...
+	Proxy bool   // the address is a proxy's (Config.Proxy), judged by the proxies' rule
 }
 
 func (e *RefusedError) Error() string {
+	if e.Proxy {
+		hint := "a proxy may be on a public or private (VPC) address"
+		if e.Class == "loopback" {
+			hint += ", on loopback only for a local worker with --allow-loopback"
+		}
+		return fmt.Sprintf("refused: proxy address %s is a %s address; %s", e.Addr, e.Class, hint)
+	}
 	hint := "set allow_private: true in the spider to crawl it"
 	if e.Class == "loopback" {
 		hint += " (or run a local worker with --allow-loopback)"

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"crawlq/internal/proxy"
 )
 
 // Sentinel errors callers branch on. Match them with errors.Is.
@@ -120,7 +122,7 @@ func Retryable(err error) bool {
 		return se.Code == http.StatusRequestTimeout || se.Code == http.StatusTooManyRequests || se.Code >= 500
 	}
 	switch Kind(err) {
-	case "timeout", "canceled":
+	case "timeout", "canceled", "proxy":
 		return true
 	case "connect":
 		return !permanentConnect(err)
@@ -143,7 +145,7 @@ func permanentConnect(err error) bool {
 }
 
 // Kind labels err for stats. The labels are stable: "timeout", "connect",
-// "status_429", "status_5xx", "status_4xx", "too_large", "redirects", "forbidden",
+// "proxy" (the proxy failed: proxy.ErrProxy), "status_429", "status_5xx", "status_4xx", "too_large", "redirects", "forbidden",
 // "scheme", "invalid_url", "canceled", "other"; "" for a nil error.
 func Kind(err error) string {
 	if err == nil {
@@ -159,6 +161,10 @@ func Kind(err error) string {
 			return "status_5xx"
 		}
 		return "status_4xx"
+	case errors.Is(err, proxy.ErrProxy):
+		// Before forbidden and connect: a proxy whose address is refused or that cannot be
+		// reached is the proxy's failure, not the page's or its host's.
+		return "proxy"
 	case errors.Is(err, ErrBodyTooLarge):
 		return "too_large"
 	case errors.Is(err, ErrTooManyRedirects):
@@ -210,7 +216,7 @@ func IsStatus(err error) bool {
 // one page failed: the connection was refused, reset or could not be made in time, or the host's
 // address could not be resolved for now. A slow page (a read timeout) or an error status is not.
 func IsHostFailure(err error) bool {
-	if err == nil || IsStatus(err) || !Retryable(err) {
+	if err == nil || IsStatus(err) || !Retryable(err) || errors.Is(err, proxy.ErrProxy) {
 		return false
 	}
 	var opErr *net.OpError

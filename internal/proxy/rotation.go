@@ -1,0 +1,128 @@
+package proxy
+
+import (
+	"sync"
+	"time"
+)
+
+// Rotation hands out a spider's proxies in turn and rests one that fails or is banned: for
+// RestBase after its first failure in a row, doubling with each further one up to RestMax, and
+// back in turn after its first success. Safe for concurrent use.
+type Rotation struct {
+	mu      sync.Mutex
+	entries []*entry
+	next    int
+	base    time.Duration
+	max     time.Duration
+}
+
+type entry struct {
+	p      *Proxy
+	streak int // failures in a row
+	until  time.Time
+	uses   int64
+	fails  int64
+}
+
+// Default rest bounds of a failed proxy.
+const (
+	DefaultRestBase = 10 * time.Second
+	DefaultRestMax  = 10 * time.Minute
+)
+
+// NewRotation rotates ps. restBase and restMax bound a failed proxy's rest; zero takes the
+// defaults (DefaultRestBase, DefaultRestMax).
+func NewRotation(ps []*Proxy, restBase, restMax time.Duration) *Rotation {
+	if restBase <= 0 {
+		restBase = DefaultRestBase
+	}
+	if restMax <= 0 {
+		restMax = DefaultRestMax
+	}
+	r := &Rotation{base: restBase, max: max(restMax, restBase)}
+	for _, p := range ps {
+		r.entries = append(r.entries, &entry{p: p})
+	}
+	return r
+}
+
+// Next returns the next proxy that is not resting. When all are resting it returns nil and how
+// long until the first of them is back.
+func (r *Rotation) Next(now time.Time) (*Proxy, time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var soonest time.Duration = -1
+	for i := range r.entries {
+		e := r.entries[(r.next+i)%len(r.entries)]
+		if wait := e.until.Sub(now); wait > 0 {
+			if soonest < 0 || wait < soonest {
+				soonest = wait
+			}
+			continue
+		}
+		r.next = (r.next + i + 1) % len(r.entries)
+		e.uses++
+		return e.p, 0
+	}
+	return nil, soonest
+}
+
+// Rest benches p after a failure or a ban, and returns for how long. fresh is false when p was
+// already resting (another request through it failed meanwhile): its rest is not lengthened.
+func (r *Rotation) Rest(p *Proxy, now time.Time) (d time.Duration, fresh bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.find(p)
+	if e == nil {
+		return 0, false
+	}
+	e.fails++
+	if left := e.until.Sub(now); left > 0 {
+		return left, false
+	}
+	e.streak++
+	d = r.base
+	for i := 1; i < e.streak && d < r.max; i++ {
+		d *= 2
+	}
+	d = min(d, r.max)
+	e.until = now.Add(d)
+	return d, true
+}
+
+// OK records that a request through p got an answer: its streak of failures ends.
+func (r *Rotation) OK(p *Proxy) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.find(p); e != nil {
+		e.streak = 0
+	}
+}
+
+func (r *Rotation) find(p *Proxy) *entry {
+	for _, e := range r.entries {
+		if e.p == p {
+			return e
+		}
+	}
+	return nil
+}
+
+// State is one proxy's standing in a Rotation.
+type State struct {
+	Proxy    string    // redacted URL
+	Uses     int64     // times handed out
+	Failures int64     // failures and bans
+	Until    time.Time // end of its rest; zero or past when in turn
+}
+
+// States returns each proxy's standing, in the order given to NewRotation.
+func (r *Rotation) States() []State {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]State, len(r.entries))
+	for i, e := range r.entries {
+		out[i] = State{Proxy: e.p.String(), Uses: e.uses, Failures: e.fails, Until: e.until}
+	}
+	return out
+}
