@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"slices"
 	"strconv"
 	"time"
@@ -486,6 +487,12 @@ type Job struct {
 	ScrapySettings map[string]string `json:"scrapy_settings,omitempty"`
 }
 
+// jobFileURL is the path Scrapyd serves a job's log or items under, each element escaped (a
+// project may hold spaces and quotes).
+func jobFileURL(dir, project, spider, id, ext string) string {
+	return "/" + dir + "/" + url.PathEscape(project) + "/" + url.PathEscape(spider) + "/" + url.PathEscape(id+ext)
+}
+
 func jobView(r *crawl.Run, rec spiderstore.RunRecord, rep *events.Report) Job {
 	project, name, ok := spiderstore.SplitName(r.Spider)
 	if !ok {
@@ -496,7 +503,7 @@ func jobView(r *crawl.Run, rec spiderstore.RunRecord, rep *events.Report) Job {
 		id = rec.JobID
 	}
 	j := Job{Run: view.NewRun(r, rep), ID: id, RunID: r.ID, Project: project, Spider: name, Version: rec.Version, PID: rec.PID, ScrapySettings: rec.Settings,
-		Items: r.Stats.Items, LogURL: "/logs/" + project + "/" + name + "/" + id + ".log", ItemsURL: "/items/" + project + "/" + name + "/" + id + ".jl"}
+		Items: r.Stats.Items, LogURL: jobFileURL("logs", project, name, id, ".log"), ItemsURL: jobFileURL("items", project, name, id, ".jl")}
 	if j.Run.Report != nil { // the report of the run's last finish (view.NewRun), not a redriven run's earlier one
 		j.Monitors = j.Run.Report.Monitors
 	}
@@ -550,7 +557,7 @@ func (a *API) listJobs(ctx context.Context, r *Request) (Response, error) {
 		}
 		names = names[:0]
 		for _, sp := range pv.Spiders {
-			names = append(names, r.Project+"."+sp)
+			names = append(names, spiderstore.SpiderName(r.Project, sp))
 		}
 	case r.Project == spiderstore.DefaultProject:
 		filterDefault = true

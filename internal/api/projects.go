@@ -47,7 +47,7 @@ func (a *API) spiderName(ctx context.Context, project, name, version string) (st
 	if !slices.Contains(pv.Spiders, name) {
 		return "", userErrf("spider %q not found in project %s version %s (its spiders: %v)", clip(name), project, pv.Version, pv.Spiders)
 	}
-	return project + "." + name, nil
+	return spiderstore.SpiderName(project, name), nil
 }
 
 // runnable refuses to schedule a command spider no runner would take (queued to the Lambda

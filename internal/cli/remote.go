@@ -221,7 +221,7 @@ func (j apiJob) run() view.Run {
 	v := j.Run
 	v.ID, v.Spider = j.RunID, j.Spider
 	if j.Project != "" && j.Project != "default" {
-		v.Spider = j.Project + "." + j.Spider
+		v.Spider = spiderstore.SpiderName(j.Project, j.Spider)
 	}
 	return v
 }

@@ -3,13 +3,16 @@ package scrapyd_test
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -200,4 +203,73 @@ func strs(v any) []string {
 		out = append(out, s)
 	}
 	return out
+}
+
+// Scrapyd takes the project names setuptools and scrapy.cfg allow (dots, quotes, spaces):
+// `scrapyd-deploy` of a project named "shop.eu" or "my shop" works, and its jobs, logs and items
+// are found under the name as given.
+func TestProjectNamesAsScrapydTakesThem(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	egg := goEgg(t)
+	for i, project := range []string{"shop.eu", "my shop", "v1.2-'beta'", "catalog"} {
+		out := f.addVersionMultipart(t, project, "1.0", egg)
+		if out["status"] != "ok" {
+			t.Fatalf("addversion project %q: %v", project, out)
+		}
+		var sp map[string]any
+		f.post(t, "/listspiders.json", url.Values{"project": {project}}, &sp)
+		if sp["status"] != "ok" || len(strs(sp["spiders"])) != 3 {
+			t.Fatalf("listspiders %q: %v", project, sp)
+		}
+		var sch map[string]any
+		f.post(t, "/schedule.json", url.Values{"project": {project}, "spider": {"catalog"}, "jobid": {fmt.Sprintf("job-%d", i)}}, &sch)
+		if sch["status"] != "ok" {
+			t.Fatalf("schedule in %q: %v", project, sch)
+		}
+		jobs := f.getJSON(t, "/listjobs.json?project="+url.QueryEscape(project))
+		pending, _ := jobs["pending"].([]any)
+		if len(pending) != 1 || pending[0].(map[string]any)["project"] != project || pending[0].(map[string]any)["spider"] != "catalog" {
+			t.Fatalf("listjobs %q: %v", project, jobs)
+		}
+		id, err := f.store.JobIDTaken(context.Background(), fmt.Sprintf("job-%d", i))
+		if err != nil || id == 0 {
+			t.Fatalf("job-%d: run %d, %v", i, id, err)
+		}
+		started, ended := time.Now().Add(-time.Minute), time.Now()
+		f.setRun(t, id, "succeeded", &started, &ended, 3, 2)
+		jobs = f.getJSON(t, "/listjobs.json?project="+url.QueryEscape(project))
+		finished, _ := jobs["finished"].([]any)
+		if len(finished) != 1 {
+			t.Fatalf("listjobs %q: %v", project, jobs)
+		}
+		// The job's own log and items URLs lead to its files.
+		for _, k := range []string{"log_url", "items_url"} {
+			if code, b := f.get(t, finished[0].(map[string]any)[k].(string)); code != 200 {
+				t.Fatalf("%s of a job in %q: %d %s", k, project, code, b)
+			}
+		}
+	}
+	var projects map[string]any
+	f.post(t, "/listprojects.json", url.Values{}, &projects)
+	got := strs(projects["projects"])
+	for _, want := range []string{"shop.eu", "my shop", "v1.2-'beta'", "catalog"} {
+		if !slices.Contains(got, want) {
+			t.Fatalf("listprojects: %v, want %q in it", got, want)
+		}
+	}
+	// The listing under /logs/ names each project as given, and its link leads to it.
+	if got := parseListing(t, f, "/logs/"); got["shop.eu/"] != "shop.eu/" || got["my%20shop/"] != "my shop/" {
+		t.Fatalf("/logs/: %v", got)
+	}
+	if code, b := f.get(t, "/logs/my%20shop/"); code != 200 || !strings.Contains(b, "catalog/") {
+		t.Fatalf("/logs/my%%20shop/: %d %s", code, b)
+	}
+	for _, bad := range []string{"..", ".", "a/b", "a\nb", " lead", "trail ", "a\tb", strings.Repeat("p", 101)} {
+		var out map[string]any
+		f.post(t, "/addversion.json", url.Values{"project": {bad}, "version": {"1.0"}, "egg": {string(egg)}}, &out)
+		if out["status"] != "error" || !strings.Contains(fmt.Sprint(out["message"]), "project") {
+			t.Fatalf("addversion project %q: %v, want an error naming project", bad, out)
+		}
+	}
 }

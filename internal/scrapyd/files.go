@@ -383,7 +383,7 @@ func finishReason(j api.Job) string {
 // stat names with source "crawlq".
 func (s *Server) logParserJob(j api.Job, host string, now time.Time) map[string]any {
 	d := map[string]any{
-		"log_path": "", "json_path": "", "json_url": "http://" + host + "/logs/" + j.Project + "/" + j.Spider + "/" + j.ID + ".json",
+		"log_path": "", "json_path": "", "json_url": "http://" + host + strings.TrimSuffix(j.LogURL, ".log") + ".json",
 		"size": 0, "position": 0, "status": "ok", "_head": "",
 	}
 	start, _ := time.Parse(time.RFC3339Nano, j.StartTime)

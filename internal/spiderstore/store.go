@@ -52,7 +52,6 @@ const DefaultProject = "default"
 const ScrapyProjectEnv = "CRAWLQ_SCRAPY_PROJECT"
 
 var (
-	projectRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 	versionRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$`)
 	// Scrapy spider names as crawlq accepts them from an egg.
 	scrapyNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
@@ -361,7 +360,7 @@ func (s *Store) List(ctx context.Context) ([]Listed, error) {
 	}
 	for _, p := range projects {
 		for _, sp := range p.spiders {
-			out = append(out, Listed{Name: p.project + "." + sp, Kind: "scrapy", Project: p.project, Latest: p.version})
+			out = append(out, Listed{Name: SpiderName(p.project, sp), Kind: "scrapy", Project: p.project, Latest: p.version})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -445,17 +444,6 @@ func (s *Store) AddVersion(ctx context.Context, project, version string, egg []b
 		return nil, fmt.Errorf("add version %s %s: %w", project, version, err)
 	}
 	return spiders, nil
-}
-
-// CheckProject validates a project name.
-func CheckProject(project string) error {
-	if project == "" {
-		return fmt.Errorf("%w: missing project", ErrInvalid)
-	}
-	if !projectRE.MatchString(project) {
-		return fmt.Errorf("%w: project %q: want 1-64 of A-Z a-z 0-9 _ - starting with a letter or digit", ErrInvalid, clip(project))
-	}
-	return nil
 }
 
 // Projects lists the uploaded projects.
@@ -587,16 +575,6 @@ func (s *Store) projectSpiders(ctx context.Context) ([]projectSpiders, error) {
 
 // ---- spider.Source ----
 
-// SplitName splits "<project>.<spider>" (a spider of an uploaded project); ok is false for a
-// spec spider's name.
-func SplitName(name string) (project, spider string, ok bool) {
-	p, s, ok := strings.Cut(name, ".")
-	if !ok || !projectRE.MatchString(p) || s == "" {
-		return "", "", false
-	}
-	return p, s, true
-}
-
 // ScrapyCommand is the command of a spider of an uploaded project: the command runner turns it
 // into the full `scrapy crawl` line (internal/command).
 func ScrapyCommand(project, name string) spider.CommandSpec {
@@ -693,7 +671,7 @@ func (s *Store) Names(ctx context.Context) ([]string, error) {
 	}
 	for _, p := range ps {
 		for _, sp := range p.spiders {
-			names = append(names, p.project+"."+sp)
+			names = append(names, SpiderName(p.project, sp))
 		}
 	}
 	sort.Strings(names)

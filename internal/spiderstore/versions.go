@@ -74,10 +74,10 @@ func safeVersion(version string) string {
 // EggFileName is the file name of a project version's egg where it is run (a single path
 // element, whatever the version holds: "/" included).
 func EggFileName(project, version string) string {
-	return project + "-" + safeVersion(version) + ".egg"
+	return escapeProject(project) + "-" + safeVersion(version) + ".egg"
 }
 
 // eggRef is the object key of a project version's egg in an Eggs store.
 func eggRef(project, version string) string {
-	return project + "/" + safeVersion(version) + ".egg"
+	return escapeProject(project) + "/" + safeVersion(version) + ".egg"
 }
