@@ -33,9 +33,9 @@ demo: build ## the main job: crawl the demo site with several workers and show t
 	@$(WITH_DB) bin/crawlq demo
 
 .PHONY: test
-test: verify ## verify, then run every test (real Postgres, moto, terraform, aws CLI) with -race
+test: verify ## verify, then run every test (real Postgres, moto, terraform, aws CLI) with -race; the Terraform stack beside the rest
 	@scripts/deps.sh test
-	$(WITH_DB) $(WITH_TF) $(GO) test -race -count=1 -timeout 40m ./...
+	$(WITH_DB) $(WITH_TF) GO=$(GO) scripts/test.sh
 
 .PHONY: bench
 bench: build ## queue throughput beside the peers: alternating rounds, medians (README: Performance)
