@@ -24,8 +24,9 @@ build: ## build bin/crawlq
 	$(GO) build -o bin/crawlq ./cmd/crawlq
 
 .PHONY: db
-db: ## start the local PostgreSQL (when DATABASE_URL is unset) and print its URL
-	@$(WITH_DB) echo "$$DATABASE_URL"
+db: ## build bin/crawlq, start the local PostgreSQL (when DATABASE_URL is unset), migrate it and print its URL
+	@$(GO) build -o bin/crawlq ./cmd/crawlq >&2
+	@$(WITH_DB) bin/crawlq migrate >&2 && echo "$$DATABASE_URL"
 
 .PHONY: demo
 demo: build ## the main job: crawl the demo site with several workers and show the result
@@ -37,12 +38,16 @@ test: verify ## verify, then run every test (real Postgres, moto, terraform, aws
 	@scripts/deps.sh test
 	$(WITH_DB) $(WITH_TF) GO=$(GO) scripts/test.sh
 
+.PHONY: docs-check
+docs-check: ## run every command the docs show (fresh schema, fresh bin/crawlq) and check every relative link
+	$(WITH_DB) $(GO) test -count=1 -run 'TestDoc' ./internal/docscheck
+
 .PHONY: bench
-bench: build ## queue throughput beside the peers: alternating rounds, medians (README: Performance)
+bench: build ## queue throughput beside the peers: alternating rounds, medians (docs/performance.md)
 	$(WITH_DB) scripts/bench-queue.sh
 
 .PHONY: bench-crawl
-bench-crawl: build ## crawl throughput beside Colly: alternating rounds, medians (README: Performance)
+bench-crawl: build ## crawl throughput beside Colly: alternating rounds, medians (docs/performance.md)
 	$(WITH_DB) scripts/bench-crawl.sh
 
 .PHONY: fmt

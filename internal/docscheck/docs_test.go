@@ -1,0 +1,209 @@
+//go:build !windows
+
+package docscheck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"crawlq/internal/dbtest"
+)
+
+const root = "../.."
+
+// docFiles are the docs make docs-check reads: the README, the root documents and docs/.
+func docFiles(t *testing.T) []string {
+	t.Helper()
+	files := []string{"README.md", "CHANGELOG.md", "RELIABILITY.md"}
+	more, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range more {
+		rel, _ := filepath.Rel(root, f)
+		files = append(files, filepath.ToSlash(rel))
+	}
+	sort.Strings(files[3:])
+	var out []string
+	for _, f := range files {
+		if _, err := os.Stat(filepath.Join(root, f)); err == nil {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Every relative link of the docs resolves: its file exists and its anchor is a heading there.
+func TestDocLinksResolve(t *testing.T) {
+	for _, f := range docFiles(t) {
+		problems, err := CheckLinks(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range problems {
+			t.Error(strings.TrimPrefix(p, root+"/"))
+		}
+	}
+}
+
+// Every command block of the docs runs: each file's blocks in order, in one bash with
+// `set -euo pipefail`, in a directory that looks like the repository (its top-level entries
+// linked, and bin/crawlq freshly built), against a fresh database schema. Background processes a
+// doc starts (a worker, crawlq local) are stopped when its file ends.
+func TestDocCommandsRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds crawlq and runs the docs' commands")
+	}
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(bin, "crawlq"), "./cmd/crawlq")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, f := range docFiles(t) {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks, err := Blocks(string(b))
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		if len(blocks) == 0 {
+			continue
+		}
+		t.Run(f, func(t *testing.T) { runDoc(t, f, blocks, filepath.Join(bin, "crawlq")) })
+	}
+}
+
+func runDoc(t *testing.T, file string, blocks []Block, crawlq string) {
+	_, dbURL := dbtest.EmptySchema(t)
+	dir := repoFarm(t, crawlq)
+	var script strings.Builder
+	script.WriteString("set -euo pipefail\n")
+	for _, b := range blocks {
+		where := fmt.Sprintf("%s:%d", file, b.Line)
+		switch b.Mode {
+		case Skip:
+			t.Logf("%s: not run: %s", where, b.Reason)
+			continue
+		case Flags:
+			fmt.Fprintf(&script, "echo '::docs-check %s (flags)' >&2\n", where)
+			for _, c := range FlagChecks(b.Text) {
+				script.WriteString(c + "\n")
+			}
+			continue
+		}
+		fmt.Fprintf(&script, "echo '::docs-check %s' >&2\n", where)
+		script.WriteString(Strict(b.Text))
+	}
+	script.WriteString("echo '::docs-check done' >&2\n")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	logPath := filepath.Join(t.TempDir(), "out.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.CommandContext(ctx, "bash", "-c", script.String())
+	cmd.Dir = dir
+	// A file, not a pipe, takes the output: background processes keep their copy open.
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.Env = append(os.Environ(),
+		"DATABASE_URL="+dbURL,
+		"PATH="+filepath.Join(dir, "bin")+":"+os.Getenv("PATH"),
+		"GOFLAGS=-trimpath", // bin/crawlq rebuilt by `make` here reuses the cached packages
+	)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	runErr := cmd.Wait()
+	stopGroup(t, cmd.Process.Pid)
+	out, _ := os.ReadFile(logPath)
+	if testing.Verbose() {
+		t.Logf("output:\n%s", tail(string(out), 6000))
+	}
+	if runErr != nil {
+		last := "the start"
+		for _, m := range regexp.MustCompile(`::docs-check (\S+)`).FindAllStringSubmatch(string(out), -1) {
+			last = m[1]
+		}
+		t.Errorf("%s: the block at %s failed (%v); to leave a command unrun, put <!-- docs-check: skip REASON --> before its block (see internal/docscheck). Output:\n%s",
+			file, last, runErr, tail(string(out), 6000))
+	}
+}
+
+// repoFarm makes a directory whose top-level entries link to the repository's, with bin/crawlq a
+// copy of the fresh build: commands run as in the repository, and files they write stay here.
+func repoFarm(t *testing.T, crawlq string) string {
+	t.Helper()
+	dir := t.TempDir()
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(abs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		switch e.Name() {
+		case "bin", "build", ".local", ".git":
+			continue
+		}
+		if err := os.Symlink(filepath.Join(abs, e.Name()), filepath.Join(dir, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(crawlq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bin", "crawlq"), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// stopGroup ends what a doc left running (its process group): SIGTERM, as a reader's Ctrl-C
+// would, then SIGKILL for what is still there after 10 s.
+func stopGroup(t *testing.T, pgid int) {
+	t.Helper()
+	if err := syscall.Kill(-pgid, syscall.SIGTERM); errors.Is(err, syscall.ESRCH) {
+		return
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond) // polls for the group's exit; no signal tells a non-parent
+	}
+	t.Logf("process group %d still running 10s after SIGTERM: SIGKILL", pgid)
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "...\n" + s[len(s)-n:]
+}
