@@ -129,9 +129,9 @@ func TestFlagsBeforeASubcommand(t *testing.T) {
 	}
 }
 
-// Each command's usage line, and the README's table of commands, name only flags and commands
+// Each command's usage line, and docs/cli.md's table of commands, name only flags and commands
 // that exist (the flags' own help is printed from the flag set, so it cannot drift).
-func TestUsageAndREADMENameRealFlags(t *testing.T) {
+func TestUsageAndDocsNameRealFlags(t *testing.T) {
 	flagRe := regexp.MustCompile(`--([a-z][a-z0-9-]*)`)
 	flagsOf := map[string]*flag.FlagSet{}
 	for _, l := range leaves() {
@@ -145,15 +145,15 @@ func TestUsageAndREADMENameRealFlags(t *testing.T) {
 			}
 		}
 	}
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/cli.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	readme := string(b)
-	start := strings.Index(readme, "\n## Command line\n")
+	start := strings.Index(readme, "\n## Commands\n")
 	end := strings.Index(readme[start+1:], "\n## ")
 	if start < 0 || end < 0 {
-		t.Fatal("README has no section \"## Command line\"")
+		t.Fatal("docs/cli.md has no section \"## Commands\"")
 	}
 	cell := regexp.MustCompile("`crawlq ([a-z][a-z-]*)((?: [a-z]+)?)([^`]*)`")
 	for _, m := range cell.FindAllStringSubmatch(readme[start:start+1+end], -1) {
@@ -163,12 +163,12 @@ func TestUsageAndREADMENameRealFlags(t *testing.T) {
 		}
 		fs, ok := flagsOf[name]
 		if !ok && find(commands(), m[1]) == nil {
-			t.Errorf("README names `crawlq %s`, which does not exist", m[1])
+			t.Errorf("docs/cli.md names `crawlq %s`, which does not exist", m[1])
 			continue
 		}
 		for _, f := range flagRe.FindAllStringSubmatch(m[3], -1) {
 			if fs == nil || fs.Lookup(f[1]) == nil {
-				t.Errorf("README: `crawlq %s%s` names --%s, which crawlq %s does not have", m[1], m[2]+m[3], f[1], name)
+				t.Errorf("docs/cli.md: `crawlq %s%s` names --%s, which crawlq %s does not have", m[1], m[2]+m[3], f[1], name)
 			}
 		}
 	}

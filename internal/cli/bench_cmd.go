@@ -47,7 +47,7 @@ worked, as River is measured by scripts/bench-dbcost.sh.
 
 --op soak --url URL crawls the bench site again and again (a run after each other) with automatic
 maintenance on, --pages pages in all, and prints every --every: pages/s, each crawlq table's and
-index's size, dead tuples and the oldest open transaction (see the README, "Storage over time").
+index's size, dead tuples and the oldest open transaction (see docs/performance.md, "Storage over time").
 
 --cpuprofile FILE writes a CPU profile of the whole command, --memprofile FILE the heap
 allocations it made (read either with go tool pprof; -sample_index=alloc_objects for counts).`,

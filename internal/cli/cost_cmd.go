@@ -78,7 +78,7 @@ no RDS Proxy, and Lambdas must not crawl without one.`,
 				}
 				if *topology == "default" && in.Runtime == cost.ECS {
 					if l, err := cost.Compute(cost.LeanStack(), in); err == nil {
-						fmt.Fprintf(env.Stdout, "the lean topology (--topology lean; what each of its choices costs in reliability: README, \"The bill\"): $%.3f all-in per million pages\n", l.AllInPerMillion())
+						fmt.Fprintf(env.Stdout, "the lean topology (--topology lean; what each of its choices costs in reliability: docs/operations.md, \"Cost\"): $%.3f all-in per million pages\n", l.AllInPerMillion())
 					}
 				}
 				return nil

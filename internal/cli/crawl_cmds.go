@@ -46,7 +46,7 @@ then stops claiming, releases the jobs it has not started and lets running ones 
 Also runs the upkeep every second (expired leases, due delayed jobs, finished runs) unless
 --upkeep 0, and with it automatic maintenance (retention of finished jobs and of what finished
 runs leave behind, once a minute across all processes; settings: CRAWLQ_MAINTAIN=off and the
-CRAWLQ_RETAIN_* variables, see the README). With upkeep, finished runs are also judged against
+CRAWLQ_RETAIN_* variables, see docs/operations.md). With upkeep, finished runs are also judged against
 their monitors and run events are published (--event-bus): those of the runs this worker starts
 or finishes at once, the others' at each upkeep. Spiders: the built-in specs plus those in
 --spiders.`,

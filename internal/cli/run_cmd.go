@@ -123,7 +123,7 @@ func notJudged(r *crawl.Run, failOn map[string]bool, timeout time.Duration) erro
 	return &outcomeErr{exitNotJudged}
 }
 
-// runExitHelp is the table of crawlq run's exit statuses, for its --help (and the README's).
+// runExitHelp is the table of crawlq run's exit statuses, for its --help (and docs/cli.md's).
 const runExitHelp = `Exit status: how the run ended, for the outcomes --fail-on names (default: every outcome
 but succeeded):
   0  succeeded; an outcome --fail-on leaves out; a run not finished (without --wait or --watch)

@@ -185,7 +185,7 @@ func DefaultStack() Stack {
 // gateway for the functions' AWS calls, db.t4g.small, spider metrics without the Spider dimension
 // and Container Insights off, runners at crawl_concurrency 50 (50 pages/s per task), items to S3
 // in batches of 100, one secret (the master's; the app role logs in by IAM without a password).
-// What each choice costs in reliability is in the README ("Network and cost").
+// What each choice costs in reliability is in docs/operations.md ("Cost").
 func LeanStack() Stack {
 	s := DefaultStack()
 	s.Name = "lean (no RDS Proxy, NAT instance, db.t4g.small, no per-spider metrics, 50 pages/s per task, items to S3)"

@@ -12,8 +12,8 @@
 // Batch rows with SKIP LOCKED or by primary key, so no pass holds many locks or holds them long,
 // and a pass stops at its Budget; what is left waits for the next.
 //
-// Why deletes and not partitions (measured by BenchmarkRetention, quoted in the README's "Storage
-// over time"): dropping a partition removed 200,000 rows ~30x faster than the pass's batched
+// Why deletes and not partitions (measured by BenchmarkRetention, quoted in docs/operations.md,
+// "Maintenance"): dropping a partition removed 200,000 rows ~30x faster than the pass's batched
 // deletes (68,000-84,000 jobs/s and 46,000 once keys/s on the shared 2-core machine, ~120-180 and
 // ~60 WAL bytes a row). But deleting already keeps up with a 100M pages/day crawl using ~3% of a
 // pass a minute, and partitions would cost more than they save: a job's finish time is not known
