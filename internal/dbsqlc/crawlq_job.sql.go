@@ -128,7 +128,7 @@ func (q *Queries) CancelParentJobs(ctx context.Context, arg CancelParentJobsPara
 }
 
 const ClaimJobs = `-- name: ClaimJobs :many
-SELECT id, queue, kind, state, priority, run_at, attempt, max_attempts, lease_until, lease_token, worker, unique_key, parent_id, cancel_requested, args, errors, created_at, started_at, finished_at, prev_state FROM crawlq_claim_jobs($1::text, $2::int, $3::timestamptz,
+SELECT id, queue, kind, state, priority, run_at, attempt, max_attempts, lease_until, lease_token, worker, unique_key, parent_id, cancel_requested, args, errors, created_at, started_at, finished_at, prev_state, once_h FROM crawlq_claim_jobs($1::text, $2::int, $3::timestamptz,
                                 $4::bigint, $5::bigint, $6::text)
 `
 
@@ -185,6 +185,7 @@ func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]CrawlqJ
 			&i.StartedAt,
 			&i.FinishedAt,
 			&i.PrevState,
+			&i.OnceH,
 		); err != nil {
 			return nil, err
 		}
@@ -325,7 +326,9 @@ WITH del AS (
     DELETE FROM crawlq_job
     WHERE id IN (
         SELECT id FROM crawlq_job
-        WHERE queue = $1::text AND state IN ('succeeded', 'cancelled', 'dead') AND state::text = ANY($2::text[])
+        WHERE queue = $1::text AND state IN ('succeeded', 'cancelled', 'dead') AND (once_h IS NULL OR state = 'dead')
+          AND (once_h IS NULL OR NOT EXISTS (SELECT 1 FROM crawlq_job u WHERE u.parent_id = crawlq_job.parent_id AND u.state IN ('available', 'scheduled', 'running')))
+          AND state::text = ANY($2::text[])
         ORDER BY finished_at DESC
         OFFSET $3::int
         LIMIT $4::int
@@ -346,7 +349,8 @@ type DeleteFinishedJobsBeyondParams struct {
 }
 
 // Deletes up to @max_jobs finished jobs of @queue in @states beyond the newest @keep (the
-// operator's retention). Index: crawlq_job_finished, read newest first.
+// operator's retention), jobs with once keys apart (see DeleteFinishedJobsByAge). Index:
+// crawlq_job_finished, read newest first.
 func (q *Queries) DeleteFinishedJobsBeyond(ctx context.Context, arg DeleteFinishedJobsBeyondParams) (int64, error) {
 	row := q.db.QueryRow(ctx, DeleteFinishedJobsBeyond,
 		arg.Queue,
@@ -364,7 +368,9 @@ WITH del AS (
     DELETE FROM crawlq_job
     WHERE id IN (
         SELECT id FROM crawlq_job
-        WHERE state IN ('succeeded', 'cancelled', 'dead') AND state::text = ANY($1::text[])
+        WHERE state IN ('succeeded', 'cancelled', 'dead') AND (once_h IS NULL OR state = 'dead')
+          AND (once_h IS NULL OR NOT EXISTS (SELECT 1 FROM crawlq_job u WHERE u.parent_id = crawlq_job.parent_id AND u.state IN ('available', 'scheduled', 'running')))
+          AND state::text = ANY($1::text[])
           AND finished_at < coalesce($2::timestamptz, now()) - $3::bigint * interval '1 microsecond'
         LIMIT $4::int
         FOR UPDATE SKIP LOCKED
@@ -385,7 +391,10 @@ type DeleteFinishedJobsByAgeParams struct {
 
 // Deletes up to @max_jobs finished jobs in @states that finished more than @age_us microseconds
 // ago (the operator's retention). Index: crawlq_job_finished (per queue by finished_at), read
-// across queues.
+// across queues. Jobs with once keys are not retention's: they go with their parent's keys
+// (DeleteOnceKeys), and crawlq_job_finished leaves them out; but a dead one would keep its parent
+// from ever settling, so it goes with the dead window once its parent has no unfinished job
+// (index: crawlq_job_parent), when nothing can enqueue for the parent but a redrive.
 func (q *Queries) DeleteFinishedJobsByAge(ctx context.Context, arg DeleteFinishedJobsByAgeParams) (int64, error) {
 	row := q.db.QueryRow(ctx, DeleteFinishedJobsByAge,
 		arg.States,
@@ -498,7 +507,7 @@ func (q *Queries) FailJob(ctx context.Context, arg FailJobParams) (FailJobRow, e
 
 const GetJob = `-- name: GetJob :one
 SELECT id, queue, kind, state, priority, run_at, attempt, max_attempts, lease_until, lease_token, worker, unique_key,
-       parent_id, cancel_requested, args, errors, created_at, started_at, finished_at, prev_state
+       parent_id, cancel_requested, args, errors, created_at, started_at, finished_at, prev_state, once_h
 FROM crawlq_job WHERE id = $1::bigint
 `
 
@@ -527,6 +536,7 @@ func (q *Queries) GetJob(ctx context.Context, id int64) (CrawlqJob, error) {
 		&i.StartedAt,
 		&i.FinishedAt,
 		&i.PrevState,
+		&i.OnceH,
 	)
 	return i, err
 }
@@ -630,8 +640,8 @@ type InsertHeldJobsRow struct {
 // Inserts jobs that start out running, leased to @worker with @lease_token for @lease_ms
 // milliseconds: work a process found for itself and hands to its own idle handlers, skipping the
 // claim (queue.Reservation). They count as running from the start. Jobs whose once key (@hashes)
-// was used before are skipped (index: crawlq_job_once's primary key). The statement is InsertJobsOnce's
-// with the lease set, in the PL/pgSQL function crawlq_insert_held_job_ids (migration 0011: each
+// was used before are skipped (as in InsertJobsOnce). The statement is InsertJobsOnce's
+// with the lease set, in the PL/pgSQL function crawlq_insert_held_job_ids (migrations 0011, 0015: each
 // page's links run it, and a function's plan is made once per session, not on every call). It
 // answers with each new job's id, its 1-based position in the arrays, and the instant it started
 // (also its run_at and created_at): the caller knows the rest of the job.
@@ -811,28 +821,28 @@ WITH src AS (
                unnest($8::bigint[]) AS par, unnest($9::text[]) AS a,
                unnest($10::uuid[]) AS h, generate_series(1, cardinality($2::text[])) AS o
     ) t
-), once AS (
-    INSERT INTO crawlq_job_once (parent_id, h)
-    SELECT par, h FROM src WHERE h IS NOT NULL
-    ON CONFLICT DO NOTHING
-    RETURNING parent_id, h
 ), pick AS (
-    SELECT src.q, src.k, src.p, src.r, src.m, src.par, src.a, src.h, src.o FROM src
-    WHERE src.h IS NULL OR EXISTS (SELECT 1 FROM once WHERE once.parent_id = src.par AND once.h = src.h)
-    ORDER BY src.o
-    LIMIT NULLIF($11::int, 0)
+    SELECT src.q, src.k, src.p, src.r, src.m, src.par, src.a, src.h, src.o, nextval(s.seq) AS nid
+    FROM (SELECT src.q, src.k, src.p, src.r, src.m, src.par, src.a, src.h, src.o FROM src
+          WHERE src.h IS NULL
+             OR (($11::int = 0
+                  OR NOT EXISTS (SELECT 1 FROM crawlq_job j WHERE coalesce(j.parent_id, 0) = src.par AND j.once_h = src.h))
+                 AND NOT EXISTS (SELECT 1 FROM crawlq_job_once x WHERE x.parent_id = src.par AND x.h = src.h))
+          ORDER BY src.o
+          LIMIT NULLIF($11::int, 0)) src,
+         (SELECT pg_get_serial_sequence('crawlq_job', 'id')::regclass AS seq OFFSET 0) s
 ), ins AS (
-    INSERT INTO crawlq_job (queue, kind, state, priority, run_at, max_attempts, parent_id, args)
-    SELECT q, k, (CASE WHEN r <= coalesce($1::timestamptz, now()) THEN 'available' ELSE 'scheduled' END)::crawlq_job_state,
-           p, r, m, NULLIF(par, 0), a::jsonb
+    INSERT INTO crawlq_job (id, queue, kind, state, priority, run_at, max_attempts, parent_id, args, once_h)
+    SELECT nid, q, k, (CASE WHEN r <= coalesce($1::timestamptz, now()) THEN 'available' ELSE 'scheduled' END)::crawlq_job_state,
+           p, r, m, NULLIF(par, 0), a::jsonb, h
     FROM pick ORDER BY o
+    ON CONFLICT ((coalesce(parent_id, 0)), once_h) WHERE once_h IS NOT NULL DO NOTHING
     RETURNING id, queue, state
 ), cnt AS (
     INSERT INTO crawlq_job_count_delta (queue, state, n)
     SELECT queue, state, count(*) FROM ins GROUP BY queue, state
 )
-SELECT i.id::bigint AS id, p.o::bigint AS position FROM (SELECT id, row_number() OVER () AS n FROM ins) i
-JOIN (SELECT o, row_number() OVER (ORDER BY o) AS n FROM pick) p USING (n)
+SELECT ins.id::bigint AS id, pick.o::bigint AS position FROM ins JOIN pick ON pick.nid = ins.id
 `
 
 type InsertJobsOnceParams struct {
@@ -855,11 +865,13 @@ type InsertJobsOnceRow struct {
 }
 
 // Inserts jobs without unique keys, skipping those whose once key (@hashes: the MD5 of each, NULL
-// for none) was used before, and at most @max_jobs of them (0: all), the first in order. The once
-// CTE records the keys not used before and returns them (index: crawlq_job_once's primary key); a
-// job with a once key goes on only if its key is in once. It returns the id and the 1-based
-// position in the input of each job it inserted: RETURNING keeps the insertion order (ORDER BY o),
-// and both sides are numbered in that order.
+// for none) was used before, and at most @max_jobs of them (0: all), the first in order not
+// skipped. A job carries its key (once_h): a key is used when a job of the parent has it (index:
+// crawlq_job_once_key) or when crawlq_job_once has it from before migration 0015 (its primary
+// key). With a limit, those found used are left out before it; ON CONFLICT on crawlq_job_once_key
+// decides between concurrent inserts of one key (the loser is skipped). Each job's id is drawn
+// from the sequence before the insert, so the answer pairs each inserted job's id with its 1-based
+// position in the input however many were skipped.
 func (q *Queries) InsertJobsOnce(ctx context.Context, arg InsertJobsOnceParams) ([]InsertJobsOnceRow, error) {
 	rows, err := q.db.Query(ctx, InsertJobsOnce,
 		arg.Now,
@@ -906,7 +918,7 @@ func (q *Queries) JobState(ctx context.Context, id int64) (CrawlqJobState, error
 
 const ListJobs = `-- name: ListJobs :many
 SELECT id, queue, kind, state, priority, run_at, attempt, max_attempts, lease_until, lease_token, worker, unique_key,
-       parent_id, cancel_requested, args, errors, created_at, started_at, finished_at, prev_state
+       parent_id, cancel_requested, args, errors, created_at, started_at, finished_at, prev_state, once_h
 FROM crawlq_job
 WHERE ($1::text = '' OR queue = $1::text)
   AND (cardinality($2::text[]) = 0 OR state::text = ANY($2::text[]))
@@ -965,6 +977,7 @@ func (q *Queries) ListJobs(ctx context.Context, arg ListJobsParams) ([]CrawlqJob
 			&i.StartedAt,
 			&i.FinishedAt,
 			&i.PrevState,
+			&i.OnceH,
 		); err != nil {
 			return nil, err
 		}
@@ -1097,7 +1110,8 @@ WITH del AS (
     DELETE FROM crawlq_job
     WHERE id = ANY (ARRAY(
         SELECT id FROM crawlq_job
-        WHERE queue = $1::text AND state IN ('succeeded', 'cancelled', 'dead')
+        WHERE queue = $1::text AND state IN ('succeeded', 'cancelled', 'dead') AND (once_h IS NULL OR state = 'dead')
+          AND (once_h IS NULL OR NOT EXISTS (SELECT 1 FROM crawlq_job u WHERE u.parent_id = crawlq_job.parent_id AND u.state IN ('available', 'scheduled', 'running')))
           AND finished_at < GREATEST($2::timestamptz, $3::timestamptz, $4::timestamptz)
           AND finished_at < CASE state WHEN 'succeeded' THEN $2::timestamptz
                                        WHEN 'cancelled' THEN $3::timestamptz
@@ -1123,7 +1137,8 @@ type PurgeFinishedJobsParams struct {
 
 // Automatic maintenance (internal/maintain): deletes up to @max_jobs finished jobs of @queue,
 // succeeded ones that finished before @succeeded_before, cancelled ones before @cancelled_before,
-// dead ones before @dead_before (the caller gives a time before any job for a state it keeps).
+// dead ones before @dead_before (the caller gives a time before any job for a state it keeps),
+// jobs with once keys apart (see DeleteFinishedJobsByAge).
 // Index: crawlq_job_finished, a range scan of (queue, finished_at) up to the latest of the three
 // cutoffs, so a batch reads what it deletes plus the younger dead or cancelled rows under that
 // cutoff, never the whole table (DeleteFinishedJobsByAge reads across queues and may scan). SKIP

@@ -144,6 +144,7 @@ type CrawlqJob struct {
 	StartedAt       *time.Time
 	FinishedAt      *time.Time
 	PrevState       NullCrawlqJobState
+	OnceH           pgtype.UUID
 }
 
 type CrawlqJobCount struct {

@@ -248,7 +248,7 @@ type Result struct {
 	// ended less than Interval ago.
 	Ran      bool `json:"ran"`
 	Jobs     int  `json:"jobs"`      // finished jobs deleted
-	OnceKeys int  `json:"once_keys"` // once keys deleted
+	OnceKeys int  `json:"once_keys"` // once keys deleted (with the page jobs that carry them)
 	Robots   int  `json:"robots"`    // robots.txt copies deleted
 	Stats    int  `json:"stats"`     // run stat rows deleted
 	Runs     int  `json:"runs"`      // runs fully purged

@@ -158,7 +158,7 @@ func validateOnceBatch(ps []EnqueueParams) error {
 
 // EnqueueLimitedTx adds jobs without unique keys through db in one statement: with limit > 0 at
 // most limit of them, the first ones not skipped for their once key (the once keys of those past
-// the limit are used all the same). A job not inserted has ID 0 in its result, and Duplicate set
+// the limit stay unused: a key is kept on its job). A job not inserted has ID 0 in its result, and Duplicate set
 // if its once key was used.
 func (c *Client) EnqueueLimitedTx(ctx context.Context, db DB, ps []EnqueueParams, limit int) ([]EnqueueResult, error) {
 	if limit < 0 {

@@ -151,7 +151,8 @@ type EnqueueParams struct {
 	// ParentID links the job to a spider run (0 = none).
 	ParentID int64
 	// OnceKey, when set, makes the job enqueued at most once per (ParentID, OnceKey), ever: unlike
-	// a unique key it still holds after the job has finished (or been deleted). A later enqueue
+	// a unique key it still holds after the job has finished. The job carries its key, so it is kept
+	// (retention passes it over) until its parent's keys are deleted (DeleteOnceKeys). A later enqueue
 	// with the same pair is a no-op, reported as Duplicate with ID 0. Not with UniqueKey; at most
 	// MaxOnceKeyLen bytes.
 	OnceKey string

@@ -156,7 +156,7 @@ func (c *Client) PurgeFinished(ctx context.Context, q string, cut Cutoffs, limit
 }
 
 // DeleteOnceKeys deletes up to limit once keys of parent after key `after` (the zero key to
-// start), but only while the parent is settled: it has no unfinished job and no dead job (which a
+// start), with the finished jobs that carry them (retention leaves those to it), but only while the parent is settled: it has no unfinished job and no dead job (which a
 // redrive could bring back, and whose pages would then find and enqueue again URLs the parent
 // already fetched). It returns how many it deleted and the key to go on after; 0 with a parent
 // that is not settled.

@@ -80,7 +80,7 @@ func leaseLost(err error) *LeaseLostError {
 // Enqueue queues the insert of ps, which must not have unique keys (folding duplicates needs the
 // answers of earlier statements; once keys are fine; see EnqueueManyTx for unique keys). With
 // limit > 0 at most limit jobs are inserted, the first ones not skipped for their once key (the
-// once keys of those past the limit are used all the same). Invalid params are reported at once
+// once keys of those past the limit stay unused). Invalid params are reported at once
 // and queue nothing. out (len(ps)) receives the results when Send has run: a job not inserted has
 // ID 0, and Duplicate set if its once key was used.
 func (t *Tx) Enqueue(ps []EnqueueParams, limit int, out []EnqueueResult) error {
