@@ -37,9 +37,11 @@ import (
 	"github.com/chromedp/cdproto/inspector"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 
 	"crawlq/internal/fetch"
+	"crawlq/internal/proxy"
 )
 
 // Sentinel errors callers branch on. Match them with errors.Is.
@@ -253,6 +255,7 @@ type Pool struct {
 	execPath string
 	log      *slog.Logger
 	proxy    *guardProxy
+	vias     map[*proxy.Proxy]*guardProxy // guard proxies through an upstream, by it (upstream.go); guarded by mu
 
 	mu        sync.Mutex
 	insts     []*instance
@@ -282,7 +285,7 @@ func New(cfg Config) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Pool{cfg: cfg, execPath: execPath, log: cfg.Logger, changed: make(chan struct{}),
+	p := &Pool{cfg: cfg, execPath: execPath, log: cfg.Logger, changed: make(chan struct{}), vias: map[*proxy.Proxy]*guardProxy{},
 		asked: map[string]int{}, askedChanged: make(chan struct{})}
 	p.stats.MemoryMeasured = rssSupported
 	if !rssSupported {
@@ -668,6 +671,13 @@ func (p *Pool) Close() error {
 	p.mu.Unlock()
 	p.wg.Wait()
 	p.proxy.close()
+	p.mu.Lock()
+	vias := p.vias
+	p.vias = map[*proxy.Proxy]*guardProxy{}
+	p.mu.Unlock()
+	for _, g := range vias {
+		g.close()
+	}
 	return nil
 }
 
@@ -735,6 +745,9 @@ type Request struct {
 	ScrollToBottom bool
 	// ScreenshotOnFailure keeps a PNG of the page in the Result of a failed render.
 	ScreenshotOnFailure bool
+	// Proxy, when set, is the upstream proxy the page's connections go through (upstream.go).
+	// A page that fails because the proxy did returns its error (proxy.ErrProxy).
+	Proxy *proxy.Proxy
 }
 
 // Result is a rendered page. A failed render may return one too, with what was seen
@@ -834,7 +847,18 @@ func (p *Pool) Render(ctx context.Context, req Request) (*Result, error) {
 	p.mu.Lock()
 	p.stats.Renders++
 	p.mu.Unlock()
-	res, err := p.render(ctx, in, req, wait, blocked, timeout)
+	var up *guardProxy
+	var upFailures int64
+	if req.Proxy != nil {
+		if up, err = p.via(req.Proxy); err != nil {
+			return nil, fmt.Errorf("render %s: %w", req.URL, err)
+		}
+		upFailures = up.failures.Load()
+	}
+	res, err := p.render(ctx, in, req, up, wait, blocked, timeout)
+	if perr := proxyBlame(up, upFailures, res, err); perr != nil {
+		err = fmt.Errorf("%w (page: %v)", perr, err)
+	}
 	if err != nil {
 		err = fmt.Errorf("render %s: %w", req.URL, err)
 	}
@@ -891,7 +915,7 @@ func (st *pageState) waitQuiet(ctx context.Context, quiet time.Duration) error {
 	}
 }
 
-func (p *Pool) render(ctx context.Context, in *instance, req Request, wait Wait, blocked map[network.ResourceType]bool, timeout time.Duration) (*Result, error) {
+func (p *Pool) render(ctx context.Context, in *instance, req Request, up *guardProxy, wait Wait, blocked map[network.ResourceType]bool, timeout time.Duration) (*Result, error) {
 	st := &pageState{idle: make(chan struct{}), inflight: map[network.RequestID]bool{}, netEvent: make(chan struct{})}
 	mine := map[string]bool{} // guarded by p.askedMu
 	defer p.dropAsks(mine)
@@ -952,7 +976,14 @@ func (p *Pool) render(ctx context.Context, in *instance, req Request, wait Wait,
 			st.mu.Unlock()
 		}
 	}
-	tabCtx, tabCancel := chromedp.NewContext(in.ctx, chromedp.WithNewBrowserContext(), chromedp.WithListener(listener))
+	var ctxOpts []chromedp.CreateBrowserContextOption
+	if up != nil {
+		ctxOpts = append(ctxOpts, func(cp *target.CreateBrowserContextParams) {
+			cp.ProxyServer = "http://" + up.addr()
+			cp.ProxyBypassList = "<-loopback>"
+		})
+	}
+	tabCtx, tabCancel := chromedp.NewContext(in.ctx, chromedp.WithNewBrowserContext(ctxOpts...), chromedp.WithListener(listener))
 	defer func() {
 		// Closing the tab disposes of its browser context; bounded by chromedp's own timeout.
 		closeCtx, cancel := context.WithTimeout(context.Background(), p.cfg.HangGrace)

@@ -9,9 +9,11 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"crawlq/internal/fetch"
+	"crawlq/internal/proxy"
 )
 
 // guardProxy is a loopback HTTP proxy inside the crawlq process that every connection of the
@@ -29,6 +31,10 @@ type guardProxy struct {
 	wg     sync.WaitGroup
 	connMu sync.Mutex
 	conns  map[net.Conn]struct{}
+
+	// Failures of the upstream proxy this guard proxy goes through (upstream.go), and the last.
+	failures atomic.Int64
+	lastErr  atomic.Pointer[error]
 }
 
 func newGuardProxy(dial func(ctx context.Context, network, addr string) (net.Conn, error), admit func(ctx context.Context, hostport string) bool, log *slog.Logger) (*guardProxy, error) {
@@ -66,6 +72,13 @@ func newGuardProxy(dial func(ctx context.Context, network, addr string) (net.Con
 func (p *guardProxy) addr() string { return p.ln.Addr().String() }
 
 func (p *guardProxy) refusedOrFailed(w http.ResponseWriter, host string, err error) {
+	if errors.Is(err, proxy.ErrProxy) {
+		p.lastErr.Store(&err)
+		p.failures.Add(1)
+		p.log.Warn("browser request: its proxy failed", "host", host, "err", err)
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
 	if errors.Is(err, fetch.ErrForbiddenAddress) {
 		p.log.Warn("browser request refused", "host", host, "err", err)
 		http.Error(w, err.Error(), http.StatusForbidden)

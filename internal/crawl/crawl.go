@@ -31,6 +31,7 @@ import (
 	"crawlq/internal/dbsqlc"
 	"crawlq/internal/fetch"
 	"crawlq/internal/items"
+	"crawlq/internal/proxy"
 	"crawlq/internal/queue"
 	"crawlq/internal/robots"
 	"crawlq/internal/runlog"
@@ -104,6 +105,12 @@ type Config struct {
 	// AllowLoopback, UserAgent and AllowPrivate come from Fetch and the spider. Nil: such pages
 	// are left to a process that renders them (the ECS runners).
 	Browser *browser.Config
+	// LookupEnv fills the ${CRAWLQ_PROXY_...} variables of spiders' proxy URLs (proxies.go).
+	// Default os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+	// ProxyRest is the first rest of a proxy that failed or was banned, doubling with each
+	// failure in a row up to 10 minutes. Default 10s.
+	ProxyRest time.Duration
 }
 
 // Crawler schedules runs and works their jobs.
@@ -118,8 +125,13 @@ type Crawler struct {
 	fetchers map[fetcherKey]*fetch.Fetcher
 	browsers map[browserKey]*browser.Pool // started at their first page (render.go)
 	crashes  map[int64]int                // page jobs Chromium crashed under, and how often
-	runs     map[int64]*runInfo           // immutable facts of runs this process has seen
-	command  CommandRunner
+	// Spiders' proxies (proxies.go): rotations by list, and the uncounted retries of page jobs
+	// whose proxy failed or that were banned.
+	rotations  map[string]*proxy.Rotation
+	proxyTries map[int64]int
+	banTries   map[int64]int
+	runs       map[int64]*runInfo // immutable facts of runs this process has seen
+	command    CommandRunner
 	// active counts, per run, the pages being handled in this process (see settle).
 	active    map[int64]int
 	handling  int // the sum of active: pages being handled here, of any run (finishLoop lingers for them)
@@ -140,6 +152,7 @@ type Crawler struct {
 type fetcherKey struct {
 	ua      string
 	private bool
+	proxy   *proxy.Proxy // one of a rotation's; nil: direct
 }
 
 // New returns a Crawler.
@@ -157,7 +170,7 @@ func New(cfg Config) (*Crawler, error) {
 		cfg.RunLog = runlog.Postgres{Pool: cfg.Pool}
 	}
 	return &Crawler{cfg: cfg, db: dbsqlc.New(cfg.Pool), log: cfg.Logger, robots: robots.NewCache(4096),
-		fetchers: map[fetcherKey]*fetch.Fetcher{}, browsers: map[browserKey]*browser.Pool{}, crashes: map[int64]int{}, runs: map[int64]*runInfo{}, active: map[int64]int{}, seen: newSeenCache(seenCacheSize), cancelled: map[int64]bool{}, hosts: newHostSlots(), health: newHostHealth(),
+		fetchers: map[fetcherKey]*fetch.Fetcher{}, browsers: map[browserKey]*browser.Pool{}, crashes: map[int64]int{}, rotations: map[string]*proxy.Rotation{}, proxyTries: map[int64]int{}, banTries: map[int64]int{}, runs: map[int64]*runInfo{}, active: map[int64]int{}, seen: newSeenCache(seenCacheSize), cancelled: map[int64]bool{}, hosts: newHostSlots(), health: newHostHealth(),
 		closed: make(chan struct{}), finishersDone: make(chan struct{})}, nil
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"crawlq/internal/browser"
 	"crawlq/internal/fetch"
+	"crawlq/internal/proxy"
 	"crawlq/internal/queue"
 	"crawlq/internal/spider"
 )
@@ -74,7 +75,8 @@ func (c *Crawler) closeBrowsers() {
 var errNoBrowser = errors.New("this process renders no browser pages")
 
 // get fetches a page as its spider says: a plain fetch, or a render by Chromium.
-func (c *Crawler) get(ctx context.Context, f *fetch.Fetcher, job *queue.Job, s spider.Settings, u string) (*fetch.Result, error) {
+// px is the page's proxy (nil: direct); f already goes through it.
+func (c *Crawler) get(ctx context.Context, f *fetch.Fetcher, job *queue.Job, s spider.Settings, u string, px *proxy.Proxy) (*fetch.Result, error) {
 	if s.Render != spider.RenderBrowser {
 		return f.Fetch(ctx, u)
 	}
@@ -86,7 +88,7 @@ func (c *Crawler) get(ctx context.Context, f *fetch.Fetcher, job *queue.Job, s s
 		return nil, errNoBrowser
 	}
 	start := time.Now()
-	r, err := pool.Render(ctx, browser.Request{URL: u, WaitFor: s.WaitFor, ScrollToBottom: s.Scroll, ScreenshotOnFailure: true})
+	r, err := pool.Render(ctx, browser.Request{URL: u, WaitFor: s.WaitFor, ScrollToBottom: s.Scroll, ScreenshotOnFailure: true, Proxy: px})
 	if errors.Is(err, browser.ErrBrowserCrashed) && c.crashedUnder(job.ID) <= maxCrashes {
 		c.log.Warn("browser crashed under a page; put back without counting an attempt", "url", u, "err", err)
 		return nil, queue.Defer(err)
@@ -107,12 +109,4 @@ func (c *Crawler) get(ctx context.Context, f *fetch.Fetcher, job *queue.Job, s s
 }
 
 // crashedUnder counts a crash of Chromium under page job id and returns how many it has met.
-func (c *Crawler) crashedUnder(id int64) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.crashes) >= maxSoft {
-		clear(c.crashes)
-	}
-	c.crashes[id]++
-	return c.crashes[id]
-}
+func (c *Crawler) crashedUnder(id int64) int { return c.bump(c.crashes, id) }

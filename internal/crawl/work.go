@@ -17,6 +17,7 @@ import (
 	"crawlq/internal/dbsqlc"
 	"crawlq/internal/fetch"
 	"crawlq/internal/items"
+	"crawlq/internal/proxy"
 	"crawlq/internal/queue"
 	"crawlq/internal/robots"
 	"crawlq/internal/spider"
@@ -303,7 +304,11 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 		// The host is down: wait for its pause to end without counting an attempt (hostpause.go).
 		return queue.Snooze(d + time.Duration(mrand.Int64N(int64(min(d/4, time.Second))+1)))
 	}
-	fetcher, err := c.fetcher(s)
+	v, err := c.pickProxy(s)
+	if err != nil {
+		return err
+	}
+	fetcher, err := c.fetcher(s, v.proxy())
 	if err != nil {
 		return queue.Permanent(err)
 	}
@@ -311,6 +316,9 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 		pol, wait, err := c.policy(ctx, ri, fetcher, a.URL)
 		var rf *robotsFetchError
 		if errors.As(err, &rf) {
+			if perr, ok := c.proxyFailed(ctx, job, ri, v, rf.err); ok {
+				return perr
+			}
 			return c.fetchFailed(ctx, job, ri, host, rf.err, nil, rf.start)
 		}
 		if err != nil {
@@ -343,16 +351,27 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 		release = r
 	}
 	start := time.Now()
-	res, ferr := c.get(ctx, fetcher, job, s, a.URL)
+	res, ferr := c.get(ctx, fetcher, job, s, a.URL, v.proxy())
 	free()
 	if release != nil {
 		release()
+	}
+	if ctx.Err() == nil && !queue.Decided(ferr) {
+		if why := banned(s.Ban, res); why != "" {
+			return c.bannedPage(ctx, job, ri, v, why)
+		}
 	}
 	if ferr != nil {
 		if ctx.Err() != nil || queue.Decided(ferr) {
 			return ferr // cancelled, lease lost or stopping: the worker decides; or get did
 		}
+		if perr, ok := c.proxyFailed(ctx, job, ri, v, ferr); ok {
+			return perr
+		}
 		return c.fetchFailed(ctx, job, ri, host, ferr, res, start)
+	}
+	if v != nil {
+		v.rot.OK(v.px)
 	}
 	ri.fetched.Store(true)
 	c.hostAnswered(ctx, ri.id, host, start)
@@ -517,8 +536,8 @@ func (c *Crawler) redirect(ctx context.Context, job *queue.Job, ri *runInfo, a p
 }
 
 // fetcher returns the shared fetcher for a spider's user agent and address policy.
-func (c *Crawler) fetcher(s spider.Settings) (*fetch.Fetcher, error) {
-	k := fetcherKey{ua: s.UserAgent, private: s.AllowPrivate}
+func (c *Crawler) fetcher(s spider.Settings, px *proxy.Proxy) (*fetch.Fetcher, error) {
+	k := fetcherKey{ua: s.UserAgent, private: s.AllowPrivate, proxy: px}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if f := c.fetchers[k]; f != nil {
@@ -527,6 +546,7 @@ func (c *Crawler) fetcher(s spider.Settings) (*fetch.Fetcher, error) {
 	cfg := c.cfg.Fetch
 	cfg.UserAgent, cfg.AllowPrivate = s.UserAgent, s.AllowPrivate
 	cfg.NoFollow = true // each hop is a page job of its own (see redirect)
+	cfg.Proxy = px
 	f, err := fetch.New(cfg)
 	if err != nil {
 		return nil, err

@@ -61,6 +61,9 @@ type Config struct {
 	// Browser, when set, lets this node render the pages of spiders with render: browser
 	// (crawl.Config.Browser): the runners set it.
 	Browser *browser.Config
+	// LookupEnv fills the ${CRAWLQ_PROXY_...} variables of spiders' proxies
+	// (crawl.Config.LookupEnv). Default os.LookupEnv.
+	LookupEnv func(string) (string, bool)
 	// ItemTimeout bounds a page's wait for its items (crawl.Config.ItemTimeout). Default 60s.
 	ItemTimeout time.Duration
 	// Queue tunes the queue client (retry backoff).
@@ -169,7 +172,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	cr, err := crawl.New(crawl.Config{Pool: cfg.Pool, Queue: qc, Spiders: reg, Pipeline: pl, TxSink: txSink, Fetch: cfg.Fetch, Browser: cfg.Browser,
 		OnFinish: n.finished, OnStart: n.started, OnEnqueue: n.poke, Reserve: n.reserve, ItemTimeout: cfg.ItemTimeout, Logger: cfg.Logger,
-		CountItems: countItems, RunLog: cfg.RunLog})
+		CountItems: countItems, RunLog: cfg.RunLog, LookupEnv: cfg.LookupEnv})
 	if err != nil {
 		return nil, err
 	}

@@ -181,3 +181,22 @@ func TestDialThroughRealProxies(t *testing.T) {
 		}
 	}
 }
+
+func TestExpand(t *testing.T) {
+	env := map[string]string{"CRAWLQ_PROXY_PASS": "s3cret", "DATABASE_URL": "postgres://db"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	got, err := proxy.Expand("http://u:${CRAWLQ_PROXY_PASS}@h:1", lookup)
+	if err != nil || got != "http://u:s3cret@h:1" {
+		t.Errorf("Expand: %q, %v", got, err)
+	}
+	for raw, want := range map[string]string{
+		"http://u:${DATABASE_URL}@h:1":       "only environment variables CRAWLQ_PROXY_",
+		"http://u:${CRAWLQ_PROXY_}@h:1":      "only environment variables",
+		"http://u:${CRAWLQ_PROXY_A B}@h:1":   "only environment variables",
+		"http://u:${CRAWLQ_PROXY_UNSET}@h:1": "CRAWLQ_PROXY_UNSET}: the environment variable is not set",
+	} {
+		if _, err := proxy.Expand(raw, lookup); err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "postgres") {
+			t.Errorf("Expand(%q): %v, want %q", raw, err, want)
+		}
+	}
+}

@@ -113,6 +113,17 @@ func (p Pages) HostResumed(ctx context.Context, runID int64, at time.Time, host 
 	p.write(ctx, runID, at, HostResumedLine(host))
 }
 
+// ProxyRested says a spider's proxy (its URL, password redacted) was rested at at for d,
+// because of cause (it failed, or a page through it was banned).
+func (p Pages) ProxyRested(ctx context.Context, runID int64, at time.Time, proxy, cause string, d time.Duration) {
+	p.write(ctx, runID, at, ProxyRestedLine(proxy, cause, d))
+}
+
+// ProxyRestedLine is the log line of a proxy rested.
+func ProxyRestedLine(proxy, cause string, d time.Duration) string {
+	return fmt.Sprintf("proxy %s rested for %s: %s; its pages go through the other proxies without counting attempts", proxy, d.Round(time.Millisecond), cause)
+}
+
 // PageDiedLine is the log line of a page that died.
 func PageDiedLine(url string, attempts int, err error) string {
 	return fmt.Sprintf("page died after %d attempt%s: %s: %v", attempts, plural(attempts), url, err)

@@ -52,7 +52,12 @@ type Spec struct {
 	WaitFor string `yaml:"wait_for"`
 	// Scroll, with render: browser, scrolls each page to its bottom until it stops growing
 	// (lazy lists) before it is read.
-	Scroll   bool      `yaml:"scroll"`
+	Scroll bool `yaml:"scroll"`
+	// Proxies are the proxies the spider's requests rotate through (http://, https://,
+	// socks5://; credentials as ${CRAWLQ_PROXY_...} from the runner's environment); default none.
+	Proxies []string `yaml:"proxies"`
+	// Ban is what a banned page looks like; see Ban.
+	Ban      *BanSpec  `yaml:"ban"`
 	Monitors *Monitors `yaml:"monitors"` // checks on each run's outcome (monitors.go); default none
 
 	// Command spiders only.
@@ -245,6 +250,8 @@ func (s *Spec) settings() Settings {
 		Render:         s.Render,
 		WaitFor:        s.WaitFor,
 		Scroll:         s.Scroll,
+		Proxies:        append([]string(nil), s.Proxies...),
+		Ban:            s.Ban.ban(),
 	}
 	if s.Render == RenderBrowser && st.Runtime == "" {
 		st.Runtime = RuntimeECS // Chromium runs on the runners only
@@ -343,6 +350,7 @@ func (s *Spec) validate() []FieldError {
 		AllowedDomains: s.AllowedDomains, MaxPages: s.MaxPages, MaxDepth: s.MaxDepth,
 		Concurrency: s.Concurrency, UserAgent: s.UserAgent, Runtime: s.Runtime, Queue: s.Queue,
 		AllowPrivate: s.AllowPrivate, Render: s.Render, WaitFor: s.WaitFor, Scroll: s.Scroll,
+		Proxies: s.Proxies, Ban: s.Ban.ban(),
 	}
 	errs = append(errs, st.fieldErrors("")...)
 	errs = append(errs, checkDuration("delay", s.Delay)...)

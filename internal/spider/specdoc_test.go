@@ -18,6 +18,7 @@ var specDocSections = map[string]reflect.Type{
 	"## Item rules":       reflect.TypeOf(ItemRule{}),
 	"### Field rules":     reflect.TypeOf(FieldRule{}),
 	"## Retry":            reflect.TypeOf(RetrySpec{}),
+	"## Ban":              reflect.TypeOf(BanSpec{}),
 	"## Monitors":         reflect.TypeOf(Monitors{}),
 	"### items_vs_median": reflect.TypeOf(MedianMonitor{}),
 }
@@ -34,6 +35,10 @@ func docType(t reflect.Type) []string {
 		return []string{"map of field rules"}
 	case reflect.TypeOf(&RetrySpec{}):
 		return []string{"retry block"}
+	case reflect.TypeOf(&BanSpec{}):
+		return []string{"ban block"}
+	case reflect.TypeOf([]int{}):
+		return []string{"list of integers"}
 	case reflect.TypeOf(&Monitors{}):
 		return []string{"monitors block"}
 	case reflect.TypeOf(&MedianMonitor{}):

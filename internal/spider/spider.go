@@ -93,6 +93,8 @@ type Settings struct {
 	Render         string        // "http" (default: a plain fetch) or "browser" (headless Chromium, runtime ecs only)
 	WaitFor        string        // with Render browser: "" (load), "networkidle", a duration or a CSS selector
 	Scroll         bool          // with Render browser: scroll each page to its bottom (lazy lists) first
+	Proxies        []string      // proxy URLs requests rotate through (internal/proxy; ${CRAWLQ_PROXY_...} filled from the runner's environment); default none: direct
+	Ban            Ban           // what a banned page looks like, retried through another proxy (proxies.go); default: nothing is a ban
 }
 
 // DefaultSettings returns the settings a spider gets when it says nothing.
@@ -115,6 +117,9 @@ func (s Settings) WithDefaults() Settings {
 		s.Queue = DefaultQueue
 	}
 	s.Retry = s.Retry.WithDefaults()
+	if s.Ban.Detects() && s.Ban.Retries == 0 {
+		s.Ban.Retries = DefaultBanRetries
+	}
 	return s
 }
 
@@ -178,6 +183,8 @@ func (s Settings) fieldErrors(prefix string) []FieldError {
 	default:
 		add("render", fmt.Sprintf("%q is not one of http, browser", s.Render))
 	}
+	proxiesErrors(s.Proxies, s.AllowPrivate, add)
+	s.Ban.fieldErrors(add)
 	errs = append(errs, s.Retry.fieldErrors(prefix+"retry.")...)
 	return errs
 }

@@ -1,0 +1,88 @@
+package spider
+
+import (
+	"fmt"
+	"net/netip"
+	"regexp"
+
+	"crawlq/internal/fetch"
+	"crawlq/internal/proxy"
+)
+
+// Ban is what a page looks like when the site has banned the address (or session) it came
+// from, and how a banned page is retried: through the next proxy (Settings.Proxies, the
+// banning one rested), without counting an attempt, up to Retries times; past them the ban is
+// the page's retryable failure like any other. The zero value detects nothing.
+type Ban struct {
+	Statuses []int  // HTTP statuses that mean a ban (403, 429...); default none
+	Body     string // Go regexp: a page whose body matches is banned whatever its status; default none
+	Retries  int    // banned fetches of a page retried without counting an attempt; default 5, at most 100
+}
+
+// DefaultBanRetries is Ban.Retries' default.
+const DefaultBanRetries = 5
+
+// Detects reports whether the ban rule says anything.
+func (b Ban) Detects() bool { return len(b.Statuses) > 0 || b.Body != "" }
+
+// BanSpec is the spec's ban: section.
+type BanSpec struct {
+	Status  []int  `yaml:"status"`
+	Body    string `yaml:"body"`
+	Retries int    `yaml:"retries"`
+}
+
+func (b *BanSpec) ban() Ban {
+	if b == nil {
+		return Ban{}
+	}
+	return Ban{Statuses: append([]int(nil), b.Status...), Body: b.Body, Retries: b.Retries}
+}
+
+func (b Ban) fieldErrors(add func(path, msg string)) {
+	for i, st := range b.Statuses {
+		if st < 100 || st > 599 {
+			add(fmt.Sprintf("ban.status[%d]", i), fmt.Sprintf("%d is not an HTTP status (100..599)", st))
+		}
+	}
+	if b.Body != "" {
+		if _, err := regexp.Compile(b.Body); err != nil {
+			add("ban.body", "not a Go regexp: "+err.Error())
+		}
+	}
+	if b.Retries < 0 || b.Retries > 100 {
+		add("ban.retries", fmt.Sprintf("%d out of range 0..100", b.Retries))
+	}
+	if b.Retries > 0 && !b.Detects() {
+		add("ban", "retries without status or body: nothing would be taken for a ban")
+	}
+}
+
+// proxiesErrors checks each of a spider's proxy URLs as far as it can before the runner's
+// environment fills in their ${CRAWLQ_PROXY_...} variables. Its messages never hold a password.
+func proxiesErrors(proxies []string, allowPrivate bool, add func(path, msg string)) {
+	seen := map[string]int{}
+	for i, raw := range proxies {
+		path := fmt.Sprintf("proxies[%d]", i)
+		exp, err := proxy.Expand(raw, proxy.Placeholder)
+		if err != nil {
+			add(path, err.Error())
+			continue
+		}
+		p, err := proxy.Parse(exp)
+		if err != nil {
+			add(path, err.Error())
+			continue
+		}
+		if j, dup := seen[raw]; dup {
+			add(path, fmt.Sprintf("the same proxy as proxies[%d]", j))
+		}
+		seen[raw] = i
+		if a, err := netip.ParseAddr(p.Host); err == nil {
+			// Loopback is for local runs (--allow-loopback), judged when dialed.
+			if err := fetch.CheckProxyAddr(a, true, allowPrivate); err != nil {
+				add(path, err.Error())
+			}
+		}
+	}
+}
