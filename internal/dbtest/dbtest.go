@@ -1,6 +1,6 @@
 // Package dbtest gives each test its own migrated PostgreSQL schema on the server at
 // DATABASE_URL, so tests run in parallel against a real database without seeing each
-// other's rows. A missing DATABASE_URL fails the test loudly: `make test` sets it.
+// other's rows; schemas are migrated once and reused, emptied, by later tests of the process. A missing DATABASE_URL fails the test loudly: `make test` sets it.
 package dbtest
 
 import (
@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"crawlq/internal/db"
-	"crawlq/internal/migrate"
 )
 
 // URL returns DATABASE_URL or fails the test.
@@ -28,25 +27,24 @@ func URL(t testing.TB) string {
 	return u
 }
 
-// Schema creates a fresh schema, migrates it, and returns its name and a URL whose
-// connections use it (search_path). The schema is dropped when the test ends.
+// Schema returns the name of a migrated schema with no rows (its tables as a fresh migration
+// leaves them) that this test has to itself, and a URL whose connections use it (search_path).
+// When the test ends the schema is emptied and kept for a later test of this process (see
+// reuse.go), so close what uses it first: pools from Open are closed before, being opened after.
 func Schema(t testing.TB) (name, url string) {
 	t.Helper()
-	name, url = EmptySchema(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	pool, err := db.Open(ctx, db.Config{URL: url, MaxConns: 2})
-	if err != nil {
-		t.Fatalf("dbtest: %v", err)
-	}
-	defer pool.Close()
-	if _, err := migrate.Up(ctx, pool); err != nil {
-		t.Fatalf("dbtest: migrate: %v", err)
-	}
-	return name, url
+	base := URL(t)
+	name = schemas.take(t, base)
+	t.Cleanup(func() {
+		if err := schemas.give(base, name); err != nil {
+			t.Error(err)
+		}
+	})
+	return name, withSearchPath(base, name)
 }
 
-// EmptySchema is Schema without the migrations: for tests of the migrations themselves.
+// EmptySchema is a new schema without the migrations, dropped when the test ends: for tests of
+// the migrations themselves.
 func EmptySchema(t testing.TB) (name, url string) {
 	t.Helper()
 	base := URL(t)
