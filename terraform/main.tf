@@ -149,6 +149,7 @@ module "functions" {
   log_retention_days    = var.log_retention_days
   db_access_policy_json = data.aws_iam_policy_document.db_app.json
   items_policy_json     = data.aws_iam_policy_document.items.json
+  api_items_policy_json = data.aws_iam_policy_document.api_items.json
   migrate_policy_json   = data.aws_iam_policy_document.migrate.json
   function_arns         = local.function_arns
 
@@ -238,6 +239,28 @@ data "aws_iam_policy_document" "items" {
     sid       = "ListItems"
     actions   = ["s3:ListBucket"]
     resources = [module.storage.bucket_arn]
+  }
+}
+
+# The api: reads items for the Scrapyd API's /items (worker Lambdas write them to the bucket),
+# and keeps an answer too large for its function URL under scrapyd-answers/
+# (internal/scrapyd.SpillPrefix; they expire after a day) to redirect the client to. It cannot
+# change or delete an item.
+data "aws_iam_policy_document" "api_items" {
+  statement {
+    sid       = "ReadItems"
+    actions   = ["s3:GetObject"]
+    resources = ["${module.storage.bucket_arn}/items/*"]
+  }
+  statement {
+    sid       = "ListItems"
+    actions   = ["s3:ListBucket"]
+    resources = [module.storage.bucket_arn]
+  }
+  statement {
+    sid       = "KeepLargeAnswers"
+    actions   = ["s3:PutObject", "s3:GetObject"]
+    resources = ["${module.storage.bucket_arn}/scrapyd-answers/*"]
   }
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"crawlq/internal/awspolicy"
+	"crawlq/internal/scrapyd"
 )
 
 // The checks in this file evaluate policies (internal/awspolicy) instead of matching their
@@ -184,4 +185,54 @@ func contains(l []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// apiBucketProblems evaluates the api role's policy for what its Scrapyd API does with the
+// items bucket: read a run's item objects and list them (items.S3Reader), put and read a large
+// answer under scrapyd.SpillPrefix (scrapyd.S3Spill); and for what it must not: write or
+// delete an item.
+func apiBucketProblems(doc, bucketARN string) []string {
+	pol, err := awspolicy.Parse(doc)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var out []string
+	for _, r := range []struct {
+		action, resource string
+		allow            bool
+	}{
+		{"s3:GetObject", bucketARN + "/items/runs/7/1-ab.jsonl.gz", true},
+		{"s3:ListBucket", bucketARN, true},
+		{"s3:PutObject", bucketARN + "/" + scrapyd.SpillPrefix + "20261124T000000Z-ab", true},
+		{"s3:GetObject", bucketARN + "/" + scrapyd.SpillPrefix + "20261124T000000Z-ab", true},
+		{"s3:PutObject", bucketARN + "/items/runs/7/1-ab.jsonl.gz", false},
+		{"s3:DeleteObject", bucketARN + "/items/runs/7/1-ab.jsonl.gz", false},
+		{"s3:GetObject", "arn:aws:s3:::someone-elses-bucket/" + scrapyd.SpillPrefix + "x", false},
+	} {
+		if got := pol.Allows(awspolicy.Request{Action: r.action, Resource: r.resource, Context: map[string]string{}}); got != r.allow {
+			out = append(out, fmt.Sprintf("%s on %s: allowed %v, want %v", r.action, r.resource, got, r.allow))
+		}
+	}
+	return out
+}
+
+// TestAPIBucketCheck shows apiBucketProblems failing on the api's policy before it read items
+// (no bucket grant) and on a broad grant (it could rewrite items), and passing on the narrow one.
+func TestAPIBucketCheck(t *testing.T) {
+	const bucket = "arn:aws:s3:::crawlq-items-123456789012"
+	none := `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"rds-db:connect","Resource":"arn:aws:rds-db:us-east-1:123456789012:dbuser:prx-1/crawlq_app"}]}`
+	broad := `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"s3:*","Resource":["` + bucket + `","` + bucket + `/*"]}]}`
+	narrow := `{"Version":"2012-10-17","Statement":[
+	 {"Effect":"Allow","Action":"s3:GetObject","Resource":"` + bucket + `/items/*"},
+	 {"Effect":"Allow","Action":"s3:ListBucket","Resource":"` + bucket + `"},
+	 {"Effect":"Allow","Action":["s3:PutObject","s3:GetObject"],"Resource":"` + bucket + `/scrapyd-answers/*"}]}`
+	if got := apiBucketProblems(none, bucket); len(got) != 4 {
+		t.Errorf("no grant: %v; want the 4 reads and writes it needs", got)
+	}
+	if got := apiBucketProblems(broad, bucket); len(got) != 2 {
+		t.Errorf("s3:* on the bucket: %v; want the item put and delete", got)
+	}
+	if got := apiBucketProblems(narrow, bucket); len(got) != 0 {
+		t.Errorf("narrow grant: %v", got)
+	}
 }

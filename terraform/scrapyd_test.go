@@ -103,7 +103,7 @@ func checkScrapydURL(t *testing.T, ctx context.Context, getenv func(string) stri
 	if err != nil || user == "" || len(pass) < 20 {
 		t.Fatalf("scrapyd credentials from the secret: user %q, password of %d chars, %v", user, len(pass), err)
 	}
-	h := scrapyd.LambdaHandler(build(user, pass), func(context.Context, json.RawMessage) (json.RawMessage, error) {
+	h := scrapyd.LambdaHandler(scrapyd.FunctionURL{Handler: build(user, pass)}, func(context.Context, json.RawMessage) (json.RawMessage, error) {
 		return nil, fmt.Errorf("not a function URL event")
 	})
 	call := func(auth string) int {

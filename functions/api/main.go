@@ -10,8 +10,11 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"crawlq/internal/api"
+	"crawlq/internal/awsx"
+	"crawlq/internal/items"
 	"crawlq/internal/lambdafn"
 	"crawlq/internal/scrapyd"
 )
@@ -31,13 +34,22 @@ func main() {
 	if err != nil {
 		log.Fatalf("crawlq-api: %v", err)
 	}
+	// A run's items are in Postgres (runners) or in the items bucket (worker Lambdas); answers
+	// past the function URL's 6 MB are kept in the bucket and the client redirected there.
+	var itemReader items.Reader = items.PostgresReader{Pool: deps.Pool}
+	var spill scrapyd.Spill
+	if bucket := os.Getenv("CRAWLQ_ITEMS_BUCKET"); bucket != "" {
+		s3c := s3.NewFromConfig(deps.AWS, awsx.S3Options()...)
+		itemReader = items.Readers{itemReader, items.S3Reader{Client: s3c, Bucket: bucket, Prefix: "items/"}}
+		spill = scrapyd.S3Spill{Client: s3c, Bucket: bucket, Prefix: scrapyd.SpillPrefix}
+	}
 	if user != "" {
-		srv, err := scrapyd.New(scrapyd.Config{API: a, Store: deps.Control.Store, Pool: deps.Pool, RunLog: deps.RunLog(),
+		srv, err := scrapyd.New(scrapyd.Config{API: a, Store: deps.Control.Store, Items: itemReader, RunLog: deps.RunLog(),
 			Username: user, Password: pass, MaxUploadBytes: api.MaxAddVersionBytes, Logger: deps.Logger})
 		if err != nil {
 			log.Fatalf("crawlq-api: %v", err)
 		}
 		http = srv.Handler()
 	}
-	lambda.Start(scrapyd.LambdaHandler(http, lambdafn.API(a)))
+	lambda.Start(scrapyd.LambdaHandler(scrapyd.FunctionURL{Handler: http, Spill: spill}, lambdafn.API(a)))
 }

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"crawlq/internal/api"
-	"crawlq/internal/items"
 	"crawlq/internal/runlog"
 )
 
@@ -137,12 +136,9 @@ func (s *Server) serveLog(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// itemsPage is how many items one read of /items holds in memory.
-const itemsPage = 1000
-
 func (s *Server) serveItems(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.Pool == nil {
-		http.Error(w, "items are not in Postgres here (see the items bucket)", http.StatusNotFound)
+	if s.cfg.Items == nil {
+		http.Error(w, "no item store is configured here", http.StatusNotFound)
 		return
 	}
 	j, err := s.jobOf(r.Context(), r, ".jl")
@@ -150,40 +146,38 @@ func (s *Server) serveItems(w http.ResponseWriter, r *http.Request) {
 		s.fileError(w, r, err)
 		return
 	}
-	// Every item, a page at a time in key order: memory is one page whatever the run's size.
-	after, sent := "", 0
-	var buf []byte
-	for {
-		its, err := items.ListItemsAfter(r.Context(), s.cfg.Pool, j.RunID, after, itemsPage)
-		if err != nil {
-			if sent == 0 {
-				s.fileError(w, r, err)
-				return
-			}
-			// The status line is gone: cut the connection so the client sees a broken
-			// transfer, not a complete file that lacks items.
-			s.log.ErrorContext(r.Context(), "scrapyd: items cut short", "run", j.RunID, "sent", sent, "err", err)
-			panic(http.ErrAbortHandler)
-		}
-		if sent == 0 {
-			w.Header().Set("Content-Type", "application/x-ndjson")
-		}
-		buf = buf[:0]
-		for _, it := range its {
-			buf = append(buf, it.Data...)
-			buf = append(buf, '\n')
-		}
-		if len(buf) > 0 {
-			if _, err := w.Write(buf); err != nil {
-				return // the client went away
-			}
-		}
-		sent += len(its)
-		if len(its) < itemsPage {
-			return
-		}
-		after = its[len(its)-1].Key
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	cw := &countingWriter{w: w}
+	sent, err := s.cfg.Items.WriteRun(r.Context(), cw, j.RunID)
+	if err == nil || cw.err != nil || r.Context().Err() != nil {
+		return // done, or the client went away (or its answer is full: ServeFunctionURL)
 	}
+	if cw.n == 0 {
+		w.Header().Del("Content-Type")
+		s.fileError(w, r, err)
+		return
+	}
+	// The status line is gone: cut the connection so the client sees a broken transfer, not a
+	// complete file that lacks items.
+	s.log.ErrorContext(r.Context(), "scrapyd: items cut short", "run", j.RunID, "sent", sent, "err", err)
+	panic(http.ErrAbortHandler)
+}
+
+// countingWriter counts what reached the client, to tell an error before the answer began
+// from one midway.
+type countingWriter struct {
+	w   io.Writer
+	n   int64
+	err error // the client's side failed
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	if err != nil {
+		c.err = err
+	}
+	return n, err
 }
 
 // dirEntry is one row of a directory listing.
@@ -293,8 +287,8 @@ func lastTime(j api.Job) time.Time {
 // a project's spiders with started jobs, or a spider's job files.
 func (s *Server) serveListing(kind string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if kind == "items" && s.cfg.Pool == nil {
-			http.Error(w, "items are not in Postgres here (see the items bucket)", http.StatusNotFound)
+		if kind == "items" && s.cfg.Items == nil {
+			http.Error(w, "no item store is configured here", http.StatusNotFound)
 			return
 		}
 		if kind == "logs" && s.cfg.RunLog == nil {

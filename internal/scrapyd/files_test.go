@@ -35,6 +35,14 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	f, _ := newFixtureWith(t, nil)
+	return f
+}
+
+// newFixtureWith is newFixture with its server's config adjusted by adjust (when not nil); it
+// returns the server too.
+func newFixtureWith(t *testing.T, adjust func(*scrapyd.Config)) (*fixture, *scrapyd.Server) {
+	t.Helper()
 	pool := dbtest.Pool(t)
 	// Eggs' spiders are read from their sources (no Python): these tests are about the HTTP.
 	st, err := spiderstore.New(spiderstore.Config{Pool: pool, Lister: spiderstore.StaticLister{}})
@@ -51,14 +59,18 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{pool: pool, store: n.Store, log: runlog.Postgres{Pool: pool}}
-	srv, err := scrapyd.New(scrapyd.Config{API: a, Store: n.Store, Pool: pool, RunLog: f.log})
+	cfg := scrapyd.Config{API: a, Store: n.Store, Pool: pool, RunLog: f.log}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	srv, err := scrapyd.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	f.base = ts.URL
-	return f
+	return f, srv
 }
 
 // schedule schedules the demo spider under jobid and returns its run id.

@@ -25,7 +25,7 @@ func (s *Server) serveJobsPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	headers := []string{"Project", "Spider", "Job", "PID", "Start", "Runtime", "Finish", "Log"}
-	if s.cfg.Pool != nil {
+	if s.cfg.Items != nil {
 		headers = append(headers, "Items")
 	}
 	now := time.Now()

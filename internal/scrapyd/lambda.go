@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -20,7 +21,7 @@ import (
 // LambdaHandler serves the API from a Lambda function URL: a function URL event (payload
 // format 2.0: rawPath and requestContext.http) goes through h; any other payload goes to next
 // (the api function's own JSON actions), so one function serves both.
-func LambdaHandler(h http.Handler, next func(ctx context.Context, payload json.RawMessage) (json.RawMessage, error)) func(context.Context, json.RawMessage) (any, error) {
+func LambdaHandler(f FunctionURL, next func(ctx context.Context, payload json.RawMessage) (json.RawMessage, error)) func(context.Context, json.RawMessage) (any, error) {
 	return func(ctx context.Context, payload json.RawMessage) (any, error) {
 		var probe struct {
 			RawPath        string `json:"rawPath"`
@@ -37,12 +38,35 @@ func LambdaHandler(h http.Handler, next func(ctx context.Context, payload json.R
 		if err := json.Unmarshal(payload, &ev); err != nil {
 			return nil, fmt.Errorf("decode function URL event: %w", err)
 		}
-		return ServeFunctionURL(ctx, h, ev)
+		return f.Serve(ctx, ev)
 	}
 }
 
-// ServeFunctionURL runs one function URL request through h.
+// FunctionURL serves the HTTP API behind a Lambda function URL, whose answers Lambda buffers
+// and bounds (6 MB).
+type FunctionURL struct {
+	Handler http.Handler
+	// Spill, when set, keeps an answer larger than a function URL holds (a long run's log or
+	// items) and the client is redirected to it (302 to a short-lived link). Default none:
+	// such an answer is a 413 that says where else to read it.
+	Spill Spill
+}
+
+// Spill keeps an answer too large for a function URL where the client can fetch it.
+type Spill interface {
+	// Keep stores what write writes and returns a URL that serves it, with contentType, to
+	// anyone holding the URL for a short while.
+	Keep(ctx context.Context, contentType string, write func(io.Writer) error) (string, error)
+}
+
+// ServeFunctionURL runs one function URL request through h, without a Spill.
 func ServeFunctionURL(ctx context.Context, h http.Handler, ev events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
+	return FunctionURL{Handler: h}.Serve(ctx, ev)
+}
+
+// Serve runs one function URL request through f.Handler.
+func (f FunctionURL) Serve(ctx context.Context, ev events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
+	h := f.Handler
 	body := []byte(ev.Body)
 	if ev.IsBase64Encoded {
 		b, err := base64.StdEncoding.DecodeString(ev.Body)
@@ -51,20 +75,13 @@ func ServeFunctionURL(ctx context.Context, h http.Handler, ev events.LambdaFunct
 		}
 		body = b
 	}
-	target := ev.RawPath
-	if ev.RawQueryString != "" {
-		target += "?" + ev.RawQueryString
-	}
-	req := httptest.NewRequestWithContext(ctx, ev.RequestContext.HTTP.Method, target, bytes.NewReader(body))
-	for k, v := range ev.Headers {
-		req.Header.Set(k, v)
-	}
-	for _, c := range ev.Cookies {
-		req.Header.Add("Cookie", c)
-	}
-	req.RemoteAddr = ev.RequestContext.HTTP.SourceIP + ":0"
+	req := requestOf(ctx, ev, body)
 	rec := &capRecorder{ResponseRecorder: httptest.NewRecorder(), limit: MaxFunctionURLAnswer}
-	if aborted := serve(h, rec, req); aborted {
+	aborted := serve(h, rec, req)
+	if rec.over && f.Spill != nil && !aborted {
+		return f.spill(ctx, ev, rec, body)
+	}
+	if aborted {
 		// The handler gave up mid-answer (http.ErrAbortHandler: a read failed after the status
 		// was written). A server would cut the connection; here the client gets an error
 		// rather than the part that was written, which would look whole.
@@ -97,6 +114,81 @@ func ServeFunctionURL(ctx context.Context, h http.Handler, ev events.LambdaFunct
 		return tooLarge()
 	}
 	return res, nil
+}
+
+// requestOf is the http.Request of a function URL event.
+func requestOf(ctx context.Context, ev events.LambdaFunctionURLRequest, body []byte) *http.Request {
+	target := ev.RawPath
+	if ev.RawQueryString != "" {
+		target += "?" + ev.RawQueryString
+	}
+	req := httptest.NewRequestWithContext(ctx, ev.RequestContext.HTTP.Method, target, bytes.NewReader(body))
+	for k, v := range ev.Headers {
+		req.Header.Set(k, v)
+	}
+	for _, c := range ev.Cookies {
+		req.Header.Add("Cookie", c)
+	}
+	req.RemoteAddr = ev.RequestContext.HTTP.SourceIP + ":0"
+	return req
+}
+
+// spill serves the request again into f.Spill and redirects the client there. The request
+// runs twice (the first answer was given up at the bound, not kept), so only reads are spilled.
+func (f FunctionURL) spill(ctx context.Context, ev events.LambdaFunctionURLRequest, first *capRecorder, body []byte) (events.LambdaFunctionURLResponse, error) {
+	method := ev.RequestContext.HTTP.Method
+	fail := func(status int, msg string, err error) (events.LambdaFunctionURLResponse, error) {
+		slog.ErrorContext(ctx, "scrapyd: spill a large answer", "path", clip(ev.RawPath), "err", err)
+		b, _ := json.Marshal(map[string]string{"status": "error", "message": msg})
+		return events.LambdaFunctionURLResponse{StatusCode: status, Headers: map[string]string{"Content-Type": "application/json"}, Body: string(b)}, nil
+	}
+	if method != http.MethodGet || first.Code != http.StatusOK {
+		return fail(http.StatusRequestEntityTooLarge, fmt.Sprintf("the answer to %s %s is larger than a function URL answer holds (%d bytes)", method, clip(ev.RawPath), MaxFunctionURLAnswer), errAnswerTooLarge)
+	}
+	ct := first.Header().Get("Content-Type")
+	link, err := f.Spill.Keep(ctx, ct, func(w io.Writer) error {
+		sw := &spillWriter{w: w, header: http.Header{}}
+		if serve(f.Handler, sw, requestOf(ctx, ev, body)) {
+			return errors.New("the answer failed midway")
+		}
+		if sw.err != nil {
+			return sw.err
+		}
+		if sw.code != 0 && sw.code != http.StatusOK {
+			return fmt.Errorf("the second reading answered %d", sw.code)
+		}
+		return nil
+	})
+	if err != nil {
+		return fail(http.StatusBadGateway, "the answer to "+clip(ev.RawPath)+" is larger than a function URL answer holds and keeping it for a redirect failed; see the function's log", err)
+	}
+	slog.InfoContext(ctx, "scrapyd: large answer redirected to a short-lived link", "path", clip(ev.RawPath))
+	return events.LambdaFunctionURLResponse{StatusCode: http.StatusFound, Headers: map[string]string{"Location": link, "Cache-Control": "no-store"}}, nil
+}
+
+// spillWriter is the ResponseWriter of a spilled answer: the body goes to w.
+type spillWriter struct {
+	w      io.Writer
+	header http.Header
+	code   int
+	err    error
+}
+
+func (s *spillWriter) Header() http.Header { return s.header }
+func (s *spillWriter) WriteHeader(code int) {
+	if s.code == 0 {
+		s.code = code
+	}
+}
+func (s *spillWriter) Write(b []byte) (int, error) {
+	if s.code == 0 {
+		s.code = http.StatusOK
+	}
+	n, err := s.w.Write(b)
+	if err != nil && s.err == nil {
+		s.err = err
+	}
+	return n, err
 }
 
 // serve runs h, reporting whether it aborted with http.ErrAbortHandler (other panics go on).

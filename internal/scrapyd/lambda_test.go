@@ -39,7 +39,7 @@ func TestFunctionURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := scrapyd.LambdaHandler(srv.Handler(), lambdafn.API(a))
+	h := scrapyd.LambdaHandler(scrapyd.FunctionURL{Handler: srv.Handler()}, lambdafn.API(a))
 	ctx := context.Background()
 	event := func(method, path, query, body string, auth bool) json.RawMessage {
 		ev := events.LambdaFunctionURLRequest{Version: "2.0", RawPath: path, RawQueryString: query,

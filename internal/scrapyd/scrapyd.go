@@ -29,6 +29,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"crawlq/internal/api"
+	"crawlq/internal/items"
 	"crawlq/internal/runlog"
 	"crawlq/internal/spiderstore"
 )
@@ -38,8 +39,11 @@ type Config struct {
 	API *api.API
 	// Store resolves a client's jobid for /logs and /items. Required.
 	Store *spiderstore.Store
-	// Pool reads items for /items (the Postgres item sink). Default none: /items answers 404.
+	// Pool reads items for /items (the Postgres item sink) unless Items is set. Default none.
 	Pool *pgxpool.Pool
+	// Items reads a run's items for /items: where the sink put them (items.S3Reader for the
+	// S3 sink). Default items.PostgresReader on Pool; with neither, /items answers 404.
+	Items items.Reader
 	// RunLog serves /logs. Default none: /logs answers 404.
 	RunLog runlog.Store
 	// Username and Password turn on HTTP basic auth (both or neither). Default off.
@@ -73,6 +77,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxUploadBytes == 0 {
 		cfg.MaxUploadBytes = 51 << 20
+	}
+	if cfg.Items == nil && cfg.Pool != nil {
+		cfg.Items = items.PostgresReader{Pool: cfg.Pool}
 	}
 	if cfg.NodeName == "" {
 		cfg.NodeName = "crawlq"

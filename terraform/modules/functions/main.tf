@@ -53,6 +53,11 @@ variable "items_policy_json" {
   type        = string
 }
 
+variable "api_items_policy_json" {
+  description = "Read items and keep large answers in the bucket (the api only)."
+  type        = string
+}
+
 variable "migrate_policy_json" {
   description = "Connect as the master user and read the application role's secret (migrate only)."
   type        = string
@@ -133,7 +138,9 @@ resource "aws_cloudwatch_log_group" "fn" {
 data "aws_iam_policy_document" "base" {
   for_each = local.functions
   source_policy_documents = each.key == "migrate" ? [var.migrate_policy_json] : (
-    each.key == "worker" ? [var.db_access_policy_json, var.items_policy_json] : [var.db_access_policy_json]
+    each.key == "worker" ? [var.db_access_policy_json, var.items_policy_json] : (
+      each.key == "api" ? [var.db_access_policy_json, var.api_items_policy_json] : [var.db_access_policy_json]
+    )
   )
 
   statement {

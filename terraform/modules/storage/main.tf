@@ -70,6 +70,18 @@ resource "aws_s3_bucket_lifecycle_configuration" "items" {
       days_after_initiation = 7
     }
   }
+  # Answers the api function kept for a redirect (a log or items feed over its function URL's
+  # 6 MB): their links last 15 minutes, the objects a day.
+  rule {
+    id     = "expire-scrapyd-answers"
+    status = "Enabled"
+    filter {
+      prefix = "scrapyd-answers/"
+    }
+    expiration {
+      days = 1
+    }
+  }
   rule {
     id     = "remove-expired-delete-markers"
     status = "Enabled"
