@@ -119,6 +119,34 @@ type cpuMeter struct {
 	self0, pg0        time.Duration
 	Self, PG          time.Duration // filled by stop
 	PGKnown           bool          // false when the server's CPU could not be read
+	// The measured pool's own backends: each one's CPU when the measure started (0 for those
+	// that started later), and their CPU during it (Backends). Unlike PG it leaves out what other
+	// work on a shared server costs, and also the server's own processes (WAL writer,
+	// checkpointer, autovacuum): a floor of the crawl's server CPU where PG is a ceiling.
+	pool      *pgxpool.Pool
+	backends0 map[int]int64
+	Backends  time.Duration
+}
+
+// backendTicks returns the CPU ticks so far of each backend of pool's connections (those with
+// its application name).
+func backendTicks(ctx context.Context, pool *pgxpool.Pool) (map[int]int64, error) {
+	rows, err := pool.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = current_setting('application_name')`)
+	if err != nil {
+		return nil, fmt.Errorf("list the pool's backends: %w", err)
+	}
+	defer rows.Close()
+	out := map[int]int64{}
+	for rows.Next() {
+		var pid int
+		if err := rows.Scan(&pid); err != nil {
+			return nil, err
+		}
+		if st, err := readStat(pid); err == nil {
+			out[pid] = st.utime + st.stime
+		}
+	}
+	return out, rows.Err()
 }
 
 func startCPU(ctx context.Context, pool *pgxpool.Pool) *cpuMeter {
@@ -126,6 +154,12 @@ func startCPU(ctx context.Context, pool *pgxpool.Pool) *cpuMeter {
 	m.pg, m.pgErr = findPGServer(ctx, pool)
 	if m.pgErr == nil {
 		m.pg0, m.pgErr = m.pg.cpu()
+	}
+	if m.pgErr == nil {
+		m.pool = pool
+		if m.backends0, m.pgErr = backendTicks(ctx, pool); m.pgErr != nil {
+			m.pool = nil
+		}
 	}
 	m.mallocs0 = mallocs()
 	m.self0 = selfCPU()
@@ -148,6 +182,18 @@ func (m *cpuMeter) stop() {
 			m.PG, m.PGKnown = pg1-m.pg0, true
 		}
 	}
+	if m.PGKnown && m.pool != nil {
+		now, err := backendTicks(context.Background(), m.pool)
+		if err != nil {
+			m.PGKnown, m.pgErr = false, err
+			return
+		}
+		var ticks int64
+		for pid, t := range now {
+			ticks += t - m.backends0[pid]
+		}
+		m.Backends = time.Duration(ticks) * time.Second / userHZ
+	}
 }
 
 // fields renders the measure for a RESULT line: this process's heap allocations per page, and
@@ -166,8 +212,8 @@ func (m *cpuMeter) fields(pages int64) string {
 	}
 	s := fmt.Sprintf("allocs_per_page=%s cpu_s=%.2f cpu_s_per_1k_pages=%s", allocs, m.Self.Seconds(), per(m.Self))
 	if !m.PGKnown {
-		return s + " pg_cpu_s=na pg_cpu_s_per_1k_pages=na total_cpu_s_per_1k_pages=na"
+		return s + " pg_cpu_s=na pg_cpu_s_per_1k_pages=na total_cpu_s_per_1k_pages=na pg_backends_cpu_s_per_1k_pages=na own_total_cpu_s_per_1k_pages=na"
 	}
-	return s + fmt.Sprintf(" pg_cpu_s=%.2f pg_cpu_s_per_1k_pages=%s total_cpu_s_per_1k_pages=%s",
-		m.PG.Seconds(), per(m.PG), per(m.Self+m.PG))
+	return s + fmt.Sprintf(" pg_cpu_s=%.2f pg_cpu_s_per_1k_pages=%s total_cpu_s_per_1k_pages=%s pg_backends_cpu_s_per_1k_pages=%s own_total_cpu_s_per_1k_pages=%s",
+		m.PG.Seconds(), per(m.PG), per(m.Self+m.PG), per(m.Backends), per(m.Self+m.Backends))
 }

@@ -110,8 +110,9 @@ func TestCrawlReportsCPUPerPage(t *testing.T) {
 	}
 	pages := 1 + (items+per-1)/per + items
 	want := regexp.MustCompile(fmt.Sprintf(`^RESULT system=crawlq op=crawl pages=%d items=%d seconds=[0-9.]+ pages_per_s=[0-9]+ `+
-		`allocs_per_page=[0-9]+ cpu_s=[0-9.]+ cpu_s_per_1k_pages=[0-9.]+ pg_cpu_s=[0-9.]+ pg_cpu_s_per_1k_pages=[0-9.]+ total_cpu_s_per_1k_pages=[0-9.]+\n`+
-		`RESULT system=crawlq op=crawl_dbcost pages=%d .*\n$`, pages, items, pages))
+		`allocs_per_page=[0-9]+ cpu_s=[0-9.]+ cpu_s_per_1k_pages=[0-9.]+ pg_cpu_s=[0-9.]+ pg_cpu_s_per_1k_pages=[0-9.]+ total_cpu_s_per_1k_pages=[0-9.]+ `+
+		`pg_backends_cpu_s_per_1k_pages=[0-9.]+ own_total_cpu_s_per_1k_pages=[0-9.]+\n`+
+		`RESULT system=crawlq op=crawl_dbcost pages=%d .* schema_rows_written_per=[0-9.]+\n$`, pages, items, pages))
 	if !want.MatchString(out.String()) {
 		t.Fatalf("output %q does not match %s", out.String(), want)
 	}

@@ -91,6 +91,7 @@ type reading struct {
 	statements         int64 // -1 without pg_stat_statements
 	trips, clientStmts int64
 	dirtied            int64 // pg_stat_statements' shared blocks dirtied (-1 without it)
+	schemaRows         int64 // rows written to the tables of the bench's schema alone
 }
 
 // Meter reads the counters before and after a piece of work.
@@ -98,6 +99,7 @@ type Meter struct {
 	admin   *pgxpool.Pool // not measured: its own connection
 	counter *Counter
 	pss     string // schema-qualified pg_stat_statements, "" when not installed
+	schema  string // the bench's schema
 	before  reading
 }
 
@@ -107,7 +109,7 @@ func startMeter(ctx context.Context, cfg Config, counter *Counter) (*Meter, erro
 	if err != nil {
 		return nil, err
 	}
-	m := &Meter{admin: admin, counter: counter}
+	m := &Meter{admin: admin, counter: counter, schema: cfg.Schema}
 	var schema *string
 	if err := admin.QueryRow(ctx, `SELECT (SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'pg_stat_statements')`).Scan(&schema); err != nil {
 		admin.Close()
@@ -134,6 +136,11 @@ FROM pg_stat_database WHERE datname = current_database()`).Scan(&r.lsn, &r.xacts
 	if err != nil {
 		return r, fmt.Errorf("bench: read counters: %w", err)
 	}
+	err = m.admin.QueryRow(ctx, `SELECT COALESCE(sum(n_tup_ins + n_tup_upd + n_tup_del), 0)::bigint FROM pg_stat_user_tables WHERE schemaname = $1`,
+		m.schema).Scan(&r.schemaRows)
+	if err != nil {
+		return r, fmt.Errorf("bench: read table counters: %w", err)
+	}
 	if m.pss != "" {
 		err := m.admin.QueryRow(ctx, `SELECT COALESCE(sum(calls), 0)::bigint, COALESCE(sum(shared_blks_dirtied), 0)::bigint
 FROM `+m.pss+` WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&r.statements, &r.dirtied)
@@ -149,9 +156,12 @@ FROM `+m.pss+` WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current
 type Cost struct {
 	Units                        int64
 	Statements, RoundTrips, Rows float64
-	WALBytes, Transactions       float64
-	StatementSource              string  // "pg_stat_statements" or "client"
-	ClientSentPer                float64 // statements as the client sent them
+	// SchemaRows is Rows counted on the bench schema's tables only: on a database others write
+	// to meanwhile (a shared test server), Rows counts their writes too.
+	SchemaRows             float64
+	WALBytes, Transactions float64
+	StatementSource        string  // "pg_stat_statements" or "client"
+	ClientSentPer          float64 // statements as the client sent them
 	// BlocksDirtied is the 8 KiB shared buffers the statements dirtied (each is written to disk
 	// at least once, by a checkpoint or the background writer): an upper bound of the data-file
 	// writes, -1 without pg_stat_statements.
@@ -190,7 +200,8 @@ func (m *Meter) finish(ctx context.Context, units int64) (Cost, error) {
 	}
 	u := float64(max(units, 1))
 	c := Cost{Units: units, RoundTrips: float64(after.trips-m.before.trips) / u, Rows: float64(after.rows-m.before.rows) / u,
-		WALBytes: float64(wal) / u, Transactions: float64(after.xacts-m.before.xacts) / u,
+		SchemaRows: float64(after.schemaRows-m.before.schemaRows) / u,
+		WALBytes:   float64(wal) / u, Transactions: float64(after.xacts-m.before.xacts) / u,
 		ClientSentPer: float64(after.clientStmts-m.before.clientStmts) / u, StatementSource: "client"}
 	c.Statements, c.BlocksDirtied = c.ClientSentPer, -1
 	if after.statements >= 0 && m.before.statements >= 0 {
@@ -204,8 +215,8 @@ func (m *Meter) finish(ctx context.Context, units int64) (Cost, error) {
 
 // line formats c as a RESULT line; unit names what was counted (pages, jobs).
 func (c Cost) line(system, op, unit string) string {
-	return fmt.Sprintf("RESULT system=%s op=%s %s=%d statements_per=%.3f round_trips_per=%.3f rows_written_per=%.2f wal_bytes_per=%.0f xacts_per=%.3f blocks_dirtied_per=%.3f statements_from=%s sent_per=%.3f",
-		system, op, unit, c.Units, c.Statements, c.RoundTrips, c.Rows, c.WALBytes, c.Transactions, c.BlocksDirtied, c.StatementSource, c.ClientSentPer)
+	return fmt.Sprintf("RESULT system=%s op=%s %s=%d statements_per=%.3f round_trips_per=%.3f rows_written_per=%.2f wal_bytes_per=%.0f xacts_per=%.3f blocks_dirtied_per=%.3f statements_from=%s sent_per=%.3f schema_rows_written_per=%.2f",
+		system, op, unit, c.Units, c.Statements, c.RoundTrips, c.Rows, c.WALBytes, c.Transactions, c.BlocksDirtied, c.StatementSource, c.ClientSentPer, c.SchemaRows)
 }
 
 // QueueCost measures the database cost per job of crawlq's queue the way River is measured by

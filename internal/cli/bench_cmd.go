@@ -35,14 +35,18 @@ backlog still present: what a deep backlog costs a claim. --op crawl --url URL c
 
   RESULT system=crawlq op=crawl pages=N items=M seconds=S pages_per_s=R allocs_per_page=A
     cpu_s=C cpu_s_per_1k_pages=… pg_cpu_s=P pg_cpu_s_per_1k_pages=… total_cpu_s_per_1k_pages=…
+    pg_backends_cpu_s_per_1k_pages=… own_total_cpu_s_per_1k_pages=…
 
 (one line): the heap allocations of this process per page, and the user+system CPU of this
 process and of the Postgres server (the postmaster and its children, read from /proc; "na" when
-the server does not run on this machine) during the crawl. scripts/bench-crawl.sh puts them
+the server does not run on this machine) during the crawl; pg_backends is the crawl's own
+backends alone (not the server's other work, its own or on a shared server others'), and
+own_total this process's CPU plus theirs. scripts/bench-crawl.sh puts them
 beside Colly's on the same site (MODE=chain or wide).
 Then what a page cost the database: RESULT system=crawlq op=crawl_dbcost pages=N statements_per=… round_trips_per=…
-rows_written_per=… wal_bytes_per=… xacts_per=… (statements from pg_stat_statements when it is
-installed, else as sent). --op dbcost measures the same per job of --jobs no-op jobs inserted and
+rows_written_per=… wal_bytes_per=… xacts_per=… … schema_rows_written_per=… (statements from
+pg_stat_statements when it is installed, else as sent; schema_rows_written_per counts the rows
+written to the bench schema's tables alone, where rows_written_per counts the whole database's). --op dbcost measures the same per job of --jobs no-op jobs inserted and
 worked, as River is measured by scripts/bench-dbcost.sh.
 
 --op soak --url URL crawls the bench site again and again (a run after each other) with automatic
