@@ -257,16 +257,26 @@ command pokes it with your AWS credentials (else the stack's minute tick acts on
 
 func demoSiteCmd() *Command {
 	return &Command{
-		Name: "demo-site", Synopsis: "serve the demo catalogue on 127.0.0.1", Usage: "[--addr 127.0.0.1:8088] [--items N]",
+		Name: "demo-site", Synopsis: "serve the demo catalogue on 127.0.0.1", Usage: "[--addr 127.0.0.1:8088] [--items N] [--generation N --change PCT --delete PCT]",
 		Help: `Serves the deterministic synthetic catalogue the demo spider crawls: listing pages with
 pagination, item pages, duplicate links, a redirect, a 404, a robots.txt-disallowed section and
-a slow page. Prints what a correct crawl yields, then serves until interrupted.`,
+a slow page. Pages carry ETag and Last-Modified and answer 304 to conditional requests;
+robots.txt names a sitemap index (/sitemap.xml) of gzipped children with lastmod. Prints what a
+correct crawl yields, then serves until interrupted.
+
+To try a recrawl (docs/recrawl.md), serve the site again at the next --generation: each
+generation changes --change percent of the live items (a new price) and deletes --delete percent,
+the same ones for the same --seed.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			addr := fs.String("addr", "127.0.0.1:8088", "listen address (loopback)")
 			var cfg demosite.Config
 			fs.IntVar(&cfg.Items, "items", 1200, "item pages")
 			fs.IntVar(&cfg.PerPage, "per-page", 24, "items per listing page")
 			fs.StringVar(&cfg.Markup, "markup", "", "item page markup: \"\" (what the demo spider expects), redesign (its selectors match nothing) or no-category (every third item lacks its category)")
+			fs.IntVar(&cfg.Generation, "generation", 0, "serve the catalogue as it is after this many generations of changes")
+			fs.IntVar(&cfg.ChangePercent, "change", 0, "percent of the live items each generation changes (0..100)")
+			fs.IntVar(&cfg.DeletePercent, "delete", 0, "percent of the live items each generation deletes (0..100)")
+			fs.Int64Var(&cfg.Seed, "seed", 0, "which items the generations change and delete")
 			return func(ctx context.Context, args []string) error {
 				if err := cfg.Validate(); err != nil {
 					return usageErr("%v", err)
@@ -279,8 +289,11 @@ a slow page. Prints what a correct crawl yields, then serves until interrupted.`
 					return err
 				}
 				exp := site.Expected()
-				fmt.Fprintf(env.Stdout, "demo site at http://%s/ — a correct crawl yields %d items from %d pages (%d disallowed by robots.txt, 1 redirect, 1 not found)\n",
-					a, exp.Items, exp.Pages, exp.Disallowed)
+				fmt.Fprintf(env.Stdout, "demo site at http://%s/ — a correct crawl yields %d items from %d pages (%d disallowed by robots.txt, 1 redirect, %d not found)\n",
+					a, exp.Items, exp.Pages, exp.Disallowed, exp.NotFound)
+				if ch := site.LastChanges(); ch.Generation > 0 {
+					fmt.Fprintf(env.Stdout, "generation %d: its step changed %d items and deleted %d\n", ch.Generation, len(ch.Changed), len(ch.Deleted))
+				}
 				<-ctx.Done()
 				return nil
 			}

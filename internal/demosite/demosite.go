@@ -6,12 +6,15 @@
 package demosite
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"html"
 	"net"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,6 +30,17 @@ type Config struct {
 	// Markup is how item pages are marked up: "" (default, what spiders/demo.yaml expects),
 	// MarkupRedesign or MarkupNoCategory (markup.go). Site.SetMarkup changes it while serving.
 	Markup string
+	// ChangePercent and DeletePercent are the shares of the live items (0..100 each) that each
+	// generation (Site.Advance) changes (a new price) and deletes (404 and gone from the listings
+	// and the sitemap); default 0. Which ones is decided by Seed and the generation number, so a
+	// site advanced to generation N is the same catalogue every time (generation.go).
+	ChangePercent int
+	DeletePercent int
+	Seed          int64
+	// Generation is the generation the site starts at (Advance applied that many times); default 0.
+	Generation int
+	// SitemapSize is how many URLs each gzipped child of the sitemap index lists; default 1000.
+	SitemapSize int
 }
 
 // MaxItems bounds Config.Items.
@@ -43,6 +57,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("demosite config: SlowDelay %s is negative", c.SlowDelay)
 	case !validMarkup(c.Markup):
 		return fmt.Errorf("demosite config: Markup %q: want one of %q", c.Markup, Markups())
+	case c.ChangePercent < 0 || c.ChangePercent > 100:
+		return fmt.Errorf("demosite config: ChangePercent %d out of range 0..100", c.ChangePercent)
+	case c.DeletePercent < 0 || c.DeletePercent > 100:
+		return fmt.Errorf("demosite config: DeletePercent %d out of range 0..100", c.DeletePercent)
+	case c.Generation < 0 || c.Generation > maxGeneration:
+		return fmt.Errorf("demosite config: Generation %d out of range 0..%d", c.Generation, maxGeneration)
+	case c.SitemapSize < 0 || c.SitemapSize > 50000:
+		return fmt.Errorf("demosite config: SitemapSize %d out of range 1..50000", c.SitemapSize)
 	}
 	return nil
 }
@@ -57,6 +79,12 @@ func (c Config) withDefaults() Config {
 	if c.PerPage <= 0 {
 		c.PerPage = 24
 	}
+	if c.SitemapSize <= 0 || c.SitemapSize > 50000 {
+		c.SitemapSize = 1000
+	}
+	c.ChangePercent = min(max(c.ChangePercent, 0), 100)
+	c.DeletePercent = min(max(c.DeletePercent, 0), 100)
+	c.Generation = min(max(c.Generation, 0), maxGeneration)
 	if c.SlowDelay < 0 {
 		c.SlowDelay = 0
 	} else if c.SlowDelay == 0 {
@@ -98,6 +126,7 @@ type Site struct {
 	mu     sync.Mutex
 	hits   map[string]int64
 	markup string
+	gen    generations // guarded by mu
 }
 
 // New returns a site; zero or out-of-range Config fields take their defaults (call
@@ -107,25 +136,50 @@ func New(cfg Config) *Site {
 	s := &Site{cfg: cfg, hits: map[string]int64{}, markup: cfg.Markup}
 	s.listings = (cfg.Items + cfg.PerPage - 1) / cfg.PerPage
 	s.slowItem = min(7, cfg.Items)
+	s.gen = newGenerations(cfg.Items)
+	for range cfg.Generation {
+		s.advance()
+	}
 	return s
 }
 
 // Config returns the configuration in effect, defaults filled in.
 func (s *Site) Config() Config { return s.cfg }
 
-// Expected states what a correct crawl yields.
+// Expected states what a correct crawl yields. Deleted items (generation.go) are not listed; one
+// still linked (from the home page, the featured page or a live item's related links) is fetched
+// and answers 404.
 func (s *Site) Expected() Expected {
 	paths := []string{"/", RedirectPath, FeaturedPath, NotFoundPath}
 	for n := 1; n <= s.listings; n++ {
 		paths = append(paths, listingPath(n))
 	}
+	s.mu.Lock()
+	deleted := slices.Clone(s.gen.deleted)
+	s.mu.Unlock()
+	linked := map[int]bool{1: true}
+	for k := 1; k <= min(featuredCount, s.cfg.Items); k++ {
+		linked[k] = true
+	}
+	items, gone := 0, 0
 	for k := 1; k <= s.cfg.Items; k++ {
-		paths = append(paths, itemPath(k))
+		if !deleted[k-1] {
+			items++
+			linked[k%s.cfg.Items+1], linked[(k+1)%s.cfg.Items+1] = true, true
+		}
+	}
+	for k := 1; k <= s.cfg.Items; k++ {
+		if !deleted[k-1] || linked[k] {
+			paths = append(paths, itemPath(k))
+		}
+		if deleted[k-1] && linked[k] {
+			gone++
+		}
 	}
 	sort.Strings(paths)
 	return Expected{
-		Items: s.cfg.Items, Pages: len(paths), Listings: s.listings,
-		Redirects: 1, NotFound: 1, Disallowed: s.listings, Paths: paths,
+		Items: items, Pages: len(paths), Listings: s.listings,
+		Redirects: 1, NotFound: 1 + gone, Disallowed: s.listings, Paths: paths,
 	}
 }
 
@@ -197,7 +251,9 @@ func (s *Site) Serve(ctx context.Context, addr string) (net.Addr, error) {
 func listingPath(n int) string { return "/catalogue/page-" + strconv.Itoa(n) + ".html" }
 func itemPath(k int) string    { return "/catalogue/item-" + strconv.Itoa(k) + ".html" }
 
-// ServeHTTP serves the catalogue.
+// ServeHTTP serves the catalogue. Its pages carry an ETag (a hash of the page) and a
+// Last-Modified (the generation that last changed them, generation.go) and answer 304 to a
+// request whose If-None-Match or If-Modified-Since they match (http.ServeContent).
 func (s *Site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Path
 	s.count(path)
@@ -209,21 +265,24 @@ func (s *Site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case path == RobotsPath:
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprint(w, "User-agent: *\nDisallow: "+PrivatePrefix+"\n")
+		fmt.Fprint(w, "User-agent: *\nDisallow: "+PrivatePrefix+"\nSitemap: "+origin(r)+SitemapPath+"\n")
+	case path == SitemapPath || strings.HasPrefix(path, sitemapDir):
+		s.sitemap(w, r)
 	case path == "/":
-		s.home(w)
+		s.serve(w, r, s.home(), modTime(0))
 	case path == RedirectPath:
 		http.Redirect(w, r, FeaturedPath, http.StatusMovedPermanently)
 	case path == FeaturedPath:
-		s.featured(w)
+		s.serve(w, r, s.featured(), modTime(0))
 	case strings.HasPrefix(path, PrivatePrefix):
-		page(w, "Private", `<h1>Members only</h1><p>A crawler that obeys robots.txt never sees this.</p>`)
+		s.serve(w, r, page("Private", `<h1>Members only</h1><p>A crawler that obeys robots.txt never sees this.</p>`), modTime(0))
 	default:
 		if n, ok := number(path, "/catalogue/page-", ".html"); ok && n <= s.listings {
-			s.listing(w, r, n)
+			body, gen := s.listing(r, n)
+			s.serve(w, r, body, modTime(gen))
 			return
 		}
-		if k, ok := number(path, "/catalogue/item-", ".html"); ok && k <= s.cfg.Items {
+		if k, ok := number(path, "/catalogue/item-", ".html"); ok && k <= s.cfg.Items && s.live(k) {
 			if k == s.slowItem {
 				t := time.NewTimer(s.cfg.SlowDelay)
 				select {
@@ -233,13 +292,33 @@ func (s *Site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 					return
 				}
 			}
-			s.item(w, k, s.Markup())
+			body, gen := s.item(k, s.Markup())
+			s.serve(w, r, body, modTime(gen))
 			return
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.WriteHeader(http.StatusNotFound)
 		fmt.Fprint(w, "<!doctype html><html><head><title>Not found</title></head><body><h1>404</h1><a href=\"/\">Home</a></body></html>")
 	}
+}
+
+// serve answers with an HTML page and its validators: http.ServeContent answers the
+// conditional requests (304) and HEAD.
+func (s *Site) serve(w http.ResponseWriter, r *http.Request, body []byte, mod time.Time) {
+	h := fnv.New64a()
+	h.Write(body)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("ETag", fmt.Sprintf(`"%016x"`, h.Sum64()))
+	http.ServeContent(w, r, "", mod, bytes.NewReader(body))
+}
+
+// origin is the scheme and host the request reached the site at.
+func origin(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
 }
 
 // number parses the N in prefix+N+suffix; N must be canonical decimal and >= 1.
@@ -258,13 +337,12 @@ func number(path, prefix, suffix string) (int, bool) {
 	return n, true
 }
 
-func page(w http.ResponseWriter, title, body string) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	fmt.Fprintf(w, "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>%s | crawlq demo</title></head>\n<body>\n%s\n</body></html>\n",
+func page(title, body string) []byte {
+	return fmt.Appendf(nil, "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>%s | crawlq demo</title></head>\n<body>\n%s\n</body></html>\n",
 		html.EscapeString(title), body)
 }
 
-func (s *Site) home(w http.ResponseWriter) {
+func (s *Site) home() []byte {
 	var b strings.Builder
 	b.WriteString(`<h1>crawlq demo catalogue</h1><nav><ul>`)
 	b.WriteString(`<li><a href="/catalogue/page-1.html">Browse the catalogue</a></li>`)
@@ -277,29 +355,38 @@ func (s *Site) home(w http.ResponseWriter) {
 	fmt.Fprintf(&b, `<li><a href="%s">Somewhere else</a></li>`, ExternalURL)
 	b.WriteString(`<li><a href="mailto:shop@example.com">Mail us</a></li><li><a href="javascript:void(0)">Do nothing</a></li>`)
 	b.WriteString(`</ul></nav>`)
-	page(w, "Home", b.String())
+	return page("Home", b.String())
 }
 
-func (s *Site) featured(w http.ResponseWriter) {
+func (s *Site) featured() []byte {
 	var b strings.Builder
 	b.WriteString(`<h1>Featured</h1><ul>`)
 	for k := 1; k <= min(featuredCount, s.cfg.Items); k++ {
 		fmt.Fprintf(&b, `<li><a href="item-%d.html">%s</a></li>`, k, html.EscapeString(title(k)))
 	}
 	b.WriteString(`</ul><a href="/">Home</a>`)
-	page(w, "Featured", b.String())
+	return page("Featured", b.String())
 }
 
-func (s *Site) listing(w http.ResponseWriter, r *http.Request, n int) {
+// listing returns listing page n and the generation that last changed it: its live items are
+// listed, with their current prices.
+func (s *Site) listing(r *http.Request, n int) ([]byte, int) {
 	var b strings.Builder
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	gen := 0
 	fmt.Fprintf(&b, `<h1>Catalogue, page %d of %d</h1><a href="/">Home</a><ol class="row">`, n, s.listings)
 	first := (n-1)*s.cfg.PerPage + 1
 	last := min(n*s.cfg.PerPage, s.cfg.Items)
 	for k := first; k <= last; k++ {
+		gen = max(gen, s.gen.changed[k-1])
+		if s.gen.deleted[k-1] {
+			continue
+		}
 		// Each item is linked twice, the second time with dot segments and a fragment.
 		fmt.Fprintf(&b, `<li><article class="product_pod"><a href="item-%d.html"><img src="/static/%d.png" alt=""></a>`+
 			`<h3><a href="../catalogue/./item-%d.html#reviews">%s</a></h3><p class="price_color">%s</p></article></li>`,
-			k, k, k, html.EscapeString(title(k)), price(k))
+			k, k, k, html.EscapeString(title(k)), price(k, int(s.gen.rev[k-1])))
 	}
 	b.WriteString(`</ol><ul class="pager">`)
 	if n > 1 {
@@ -313,16 +400,20 @@ func (s *Site) listing(w http.ResponseWriter, r *http.Request, n int) {
 	// canonicalisation must fold it onto this page.
 	fmt.Fprintf(&b, `<a href="HTTP://%s/catalogue/page-%d.html">permalink</a>`, html.EscapeString(r.Host), n)
 	fmt.Fprintf(&b, `<p><a href="%soffer-%d.html">Members' offer</a></p>`, PrivatePrefix, n)
-	page(w, fmt.Sprintf("Catalogue page %d", n), b.String())
+	return page(fmt.Sprintf("Catalogue page %d", n), b.String()), gen
 }
 
-func (s *Site) item(w http.ResponseWriter, k int, markup string) {
+// item returns item page k and the generation that last changed it.
+func (s *Site) item(k int, markup string) ([]byte, int) {
 	var b strings.Builder
-	if !itemMarkup(&b, k, markup) {
+	s.mu.Lock()
+	rev, gen := int(s.gen.rev[k-1]), s.gen.changed[k-1]
+	s.mu.Unlock()
+	if !itemMarkup(&b, k, markup, rev) {
 		fmt.Fprintf(&b, `<div class="product"><h1 class="title">%s</h1><p class="price">%s</p>`+
 			`<p>SKU <span class="sku">%s</span></p><p>Category <span class="category">%s</span></p>`+
 			`<a class="permalink" href="item-%d.html">permalink</a></div>`,
-			html.EscapeString(title(k)), price(k), sku(k), category(k), k)
+			html.EscapeString(title(k)), price(k, rev), sku(k), category(k), k)
 	}
 	b.WriteString(`<h2>Related</h2><ul class="related">`)
 	for _, r := range []int{k%s.cfg.Items + 1, (k+1)%s.cfg.Items + 1} {
@@ -330,7 +421,7 @@ func (s *Site) item(w http.ResponseWriter, k int, markup string) {
 	}
 	listing := (k-1)/s.cfg.PerPage + 1
 	fmt.Fprintf(&b, `</ul><a href="page-%d.html">Back to the listing</a> <a href="/">Home</a>`, listing)
-	page(w, title(k), b.String())
+	return page(title(k), b.String()), gen
 }
 
 var (
@@ -344,6 +435,10 @@ var (
 func title(k int) string {
 	return fmt.Sprintf("%s %s No. %d", adjectives[k%len(adjectives)], nouns[(k/len(adjectives))%len(nouns)], k)
 }
-func price(k int) string    { return fmt.Sprintf("£%d.%02d", 3+(k*37)%190, (k*53)%100) }
+
+// price is item k's price after rev changes (generation.go).
+func price(k, rev int) string {
+	return fmt.Sprintf("£%d.%02d", 3+(k*37)%190+rev, (k*53)%100)
+}
 func sku(k int) string      { return fmt.Sprintf("CQ-%06d", k) }
 func category(k int) string { return categories[(k*7)%len(categories)] }

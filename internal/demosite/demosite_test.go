@@ -132,7 +132,7 @@ func TestDemoSpecCrawlsDemoSite(t *testing.T) {
 	if !ok {
 		t.Fatal("item CQ-000007 (the slow page) missing")
 	}
-	want := map[string]any{"sku": "CQ-000007", "title": title(7), "price": price(7), "category": category(7),
+	want := map[string]any{"sku": "CQ-000007", "title": title(7), "price": price(7, 0), "category": category(7),
 		"url": base + "/catalogue/item-7.html"}
 	if !reflect.DeepEqual(it.Fields, want) {
 		t.Errorf("item 7 = %v\nwant %v", it.Fields, want)

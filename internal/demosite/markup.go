@@ -55,13 +55,13 @@ func (s *Site) ExpectedFields() map[string]int {
 }
 
 // itemMarkup writes item k's product block in a non-default markup and reports whether it did.
-func itemMarkup(b *strings.Builder, k int, markup string) bool {
+func itemMarkup(b *strings.Builder, k int, markup string, rev int) bool {
 	switch markup {
 	case MarkupRedesign:
 		fmt.Fprintf(b, `<section class="pdp"><h1 class="pdp-name">%s</h1><div class="pdp-cost">%s</div>`+
 			`<p>SKU <b class="pdp-ref">%s</b></p><p>Category <b class="pdp-cat">%s</b></p>`+
 			`<a class="pdp-link" href="item-%d.html">permalink</a></section>`,
-			html.EscapeString(title(k)), price(k), sku(k), category(k), k)
+			html.EscapeString(title(k)), price(k, rev), sku(k), category(k), k)
 		return true
 	case MarkupNoCategory:
 		cat := fmt.Sprintf(`<p>Category <span class="category">%s</span></p>`, category(k))
@@ -70,7 +70,7 @@ func itemMarkup(b *strings.Builder, k int, markup string) bool {
 		}
 		fmt.Fprintf(b, `<div class="product"><h1 class="title">%s</h1><p class="price">%s</p>`+
 			`<p>SKU <span class="sku">%s</span></p>%s<a class="permalink" href="item-%d.html">permalink</a></div>`,
-			html.EscapeString(title(k)), price(k), sku(k), cat, k)
+			html.EscapeString(title(k)), price(k, rev), sku(k), cat, k)
 		return true
 	}
 	return false
