@@ -239,6 +239,24 @@ func checkScheme(u *url.URL) error {
 // *StatusError. Any other error comes with a
 // nil Result; classify it with Retryable, RetryAfter and Kind.
 func (f *Fetcher) Fetch(ctx context.Context, rawURL string) (*Result, error) {
+	return f.fetch(ctx, rawURL, Validators{})
+}
+
+// Validators are what a page's last answer said of its version (its ETag and Last-Modified
+// headers, as received). Sent back, they make a request conditional.
+type Validators struct {
+	ETag         string
+	LastModified string
+}
+
+// FetchIf is Fetch sending v as If-None-Match and If-Modified-Since (those that are set). A 304
+// answer is a Result with Status 304 (http.StatusNotModified), no body and no error: the page has
+// not changed since the answer v came from.
+func (f *Fetcher) FetchIf(ctx context.Context, rawURL string, v Validators) (*Result, error) {
+	return f.fetch(ctx, rawURL, v)
+}
+
+func (f *Fetcher) fetch(ctx context.Context, rawURL string, v Validators) (*Result, error) {
 	start := time.Now()
 	reqCtx, cancel := context.WithTimeoutCause(ctx, f.cfg.ReadTimeout, ErrTimeout)
 	defer cancel()
@@ -258,6 +276,12 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string) (*Result, error) {
 	req.Header["User-Agent"] = f.userAgent
 	req.Header["Accept"] = acceptHeader
 	req.Header["Accept-Encoding"] = acceptEncodingHeader
+	if v.ETag != "" {
+		req.Header.Set("If-None-Match", v.ETag)
+	}
+	if v.LastModified != "" {
+		req.Header.Set("If-Modified-Since", v.LastModified)
+	}
 
 	resp, err := f.client.Do(req)
 	if err != nil {

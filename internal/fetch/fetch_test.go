@@ -788,3 +788,33 @@ func TestDecodeTextShortcutMatchesGeneralPath(t *testing.T) {
 		}
 	}
 }
+
+// FetchIf sends the validators it is given, and a 304 is an answer, not an error.
+func TestFetchIfSendsValidators(t *testing.T) {
+	var got http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Clone()
+		if r.Header.Get("If-None-Match") == `"v1"` {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		w.Header().Set("ETag", `"v1"`)
+		fmt.Fprint(w, "<html>page</html>")
+	}))
+	defer srv.Close()
+	f, err := New(Config{AllowLoopback: true, NoFollow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.FetchIf(context.Background(), srv.URL, Validators{ETag: `"v1"`, LastModified: "Thu, 01 Jan 2026 00:00:00 GMT"})
+	if err != nil || res.Status != http.StatusNotModified || len(res.Body) != 0 {
+		t.Fatalf("FetchIf = %+v, %v; want a 304 without body or error", res, err)
+	}
+	if got.Get("If-None-Match") != `"v1"` || got.Get("If-Modified-Since") != "Thu, 01 Jan 2026 00:00:00 GMT" {
+		t.Errorf("sent If-None-Match %q, If-Modified-Since %q", got.Get("If-None-Match"), got.Get("If-Modified-Since"))
+	}
+	res, err = f.Fetch(context.Background(), srv.URL)
+	if err != nil || res.Status != 200 || got.Get("If-None-Match") != "" {
+		t.Errorf("Fetch = %v, %v, sent If-None-Match %q; want 200 and no validator", res.Status, err, got.Get("If-None-Match"))
+	}
+}

@@ -39,6 +39,7 @@ type declarative struct {
 	stream *streamPlan
 	// domOnly turns the streaming path off (the differential test compares both).
 	domOnly bool
+	line    string // StateLine (revisit.go)
 }
 
 type followRule struct {
@@ -72,7 +73,7 @@ func Compile(spec *Spec) (Spider, error) {
 	if spec.IsCommand() {
 		return nil, fmt.Errorf("compile spider %s: %w", spec.Name, ErrCommandSpider)
 	}
-	d := &declarative{name: spec.Name, settings: spec.settings()}
+	d := &declarative{name: spec.Name, settings: spec.settings(), line: stateLine(spec)}
 	for _, raw := range spec.StartURLs {
 		c, _ := urlx.Canonical(raw) // validated
 		d.start = append(d.start, c)

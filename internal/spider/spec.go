@@ -59,6 +59,13 @@ type Spec struct {
 	// Ban is what a banned page looks like; see Ban.
 	Ban      *BanSpec  `yaml:"ban"`
 	Monitors *Monitors `yaml:"monitors"` // checks on each run's outcome (monitors.go); default none
+	// Revisit is how a run treats pages earlier runs fetched: "always" (default), "changed_only"
+	// or "adaptive" (revisit.go, docs/recrawl.md).
+	Revisit string `yaml:"revisit"`
+	// RevisitInterval bounds an adaptive revisit; default min 1h, max 168h.
+	RevisitInterval *RevisitSpec `yaml:"revisit_interval"`
+	// StateTTL is how long a URL's state is kept when no run reaches it (Go duration); default 720h.
+	StateTTL string `yaml:"state_ttl"`
 
 	// Command spiders only.
 	Command []string          `yaml:"command"` // argv; "{spider}" is replaced by the name
@@ -253,6 +260,7 @@ func (s *Spec) settings() Settings {
 		Proxies:        append([]string(nil), s.Proxies...),
 		Ban:            s.Ban.ban(),
 	}
+	s.revisitSettings(&st)
 	if s.Render == RenderBrowser && st.Runtime == "" {
 		st.Runtime = RuntimeECS // Chromium runs on the runners only
 	}
@@ -351,6 +359,11 @@ func (s *Spec) validate() []FieldError {
 		Concurrency: s.Concurrency, UserAgent: s.UserAgent, Runtime: s.Runtime, Queue: s.Queue,
 		AllowPrivate: s.AllowPrivate, Render: s.Render, WaitFor: s.WaitFor, Scroll: s.Scroll,
 		Proxies: s.Proxies, Ban: s.Ban.ban(),
+	}
+	if dur := s.specRevisitErrors(); len(dur) > 0 {
+		errs = append(errs, dur...)
+	} else {
+		s.revisitSettings(&st)
 	}
 	errs = append(errs, st.fieldErrors("")...)
 	errs = append(errs, checkDuration("delay", s.Delay)...)

@@ -19,6 +19,7 @@ var specDocSections = map[string]reflect.Type{
 	"### Field rules":     reflect.TypeOf(FieldRule{}),
 	"## Retry":            reflect.TypeOf(RetrySpec{}),
 	"## Ban":              reflect.TypeOf(BanSpec{}),
+	"## Revisit interval": reflect.TypeOf(RevisitSpec{}),
 	"## Monitors":         reflect.TypeOf(Monitors{}),
 	"### items_vs_median": reflect.TypeOf(MedianMonitor{}),
 }
@@ -39,6 +40,8 @@ func docType(t reflect.Type) []string {
 		return []string{"ban block"}
 	case reflect.TypeOf([]int{}):
 		return []string{"list of integers"}
+	case reflect.TypeOf(&RevisitSpec{}):
+		return []string{"revisit interval block"}
 	case reflect.TypeOf(&Monitors{}):
 		return []string{"monitors block"}
 	case reflect.TypeOf(&MedianMonitor{}):

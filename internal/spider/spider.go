@@ -95,6 +95,10 @@ type Settings struct {
 	Scroll         bool          // with Render browser: scroll each page to its bottom (lazy lists) first
 	Proxies        []string      // proxy URLs requests rotate through (internal/proxy; ${CRAWLQ_PROXY_...} filled from the runner's environment); default none: direct
 	Ban            Ban           // what a banned page looks like, retried through another proxy (proxies.go); default: nothing is a ban
+	Revisit        string        // "always" (default, also ""), "changed_only" or "adaptive" (revisit.go)
+	RevisitMin     time.Duration // with Revisit adaptive: the shortest revisit interval; default 1h
+	RevisitMax     time.Duration // with Revisit adaptive: the longest revisit interval; default 168h
+	StateTTL       time.Duration // URL state no run reached for this long is removed; default 720h
 }
 
 // DefaultSettings returns the settings a spider gets when it says nothing.
@@ -186,6 +190,7 @@ func (s Settings) fieldErrors(prefix string) []FieldError {
 	proxiesErrors(s.Proxies, s.AllowPrivate, add)
 	s.Ban.fieldErrors(add)
 	errs = append(errs, s.Retry.fieldErrors(prefix+"retry.")...)
+	errs = append(errs, revisitErrors(s, prefix)...)
 	return errs
 }
 
