@@ -16,6 +16,7 @@ import (
 	"crawlq/internal/dbsqlc"
 	"crawlq/internal/items"
 	"crawlq/internal/node"
+	"crawlq/internal/urlstate"
 	"crawlq/internal/view"
 )
 
@@ -25,7 +26,7 @@ const itemsPage = 1000
 
 func itemsCmd() *Command {
 	return &Command{
-		Name: "items", Synopsis: "export a run's items (JSON Lines or CSV)", Usage: "RUN_ID [--format jsonl|csv] [--output FILE] [--limit N]", Args: one("RUN_ID"),
+		Name: "items", Synopsis: "export a run's items (JSON Lines or CSV)", Usage: "RUN_ID [--changes] [--format jsonl|csv] [--output FILE] [--limit N]", Args: one("RUN_ID"),
 		Help: `Exports every item a run wrote to the Postgres sink, in key order: all of them, however many
 (--limit N stops after N). The run's items are read a page of 1000 at a time and written out as
 they come, so memory stays bounded for a run of millions of items.
@@ -38,6 +39,11 @@ field empty).
 FILE once every item is written, so FILE is never a cut-short export (on an error the partial
 file is removed and the exit status is 1).
 
+--changes lists, instead of its items, the items the run found new, changed or gone against the
+URL state before it (a spider with revisit: changed_only or adaptive; docs/recrawl.md), by change
+then key: {"key","change","url"} per line, or CSV key,change,url. The counts, unchanged items
+included, are in crawlq run ID's stats (changes).
+
 Items of a run still running are the ones stored so far. An unknown run is an error (exit
 status 1).`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
@@ -45,6 +51,7 @@ status 1).`,
 			limit := fs.Int64("limit", 0, "at most this many items (0: every item)")
 			format := fs.String("format", "jsonl", "jsonl or csv")
 			output := fs.String("output", "", "write to this file instead of standard output")
+			changes := fs.Bool("changes", false, "list the items the run found new, changed or gone instead of its items")
 			return func(ctx context.Context, args []string) error {
 				if *limit < 0 {
 					return usageErr("--limit must not be negative, got %d", *limit)
@@ -61,14 +68,18 @@ status 1).`,
 					if _, err := n.Crawler.Get(ctx, id); err != nil {
 						return err
 					}
+					export := exportItems
+					if *changes {
+						export = exportChanges
+					}
 					if *output == "" {
 						w := bufio.NewWriterSize(env.Stdout, 64<<10)
-						if err := exportItems(ctx, n, w, id, *format, *limit); err != nil {
+						if err := export(ctx, n, w, id, *format, *limit); err != nil {
 							return err
 						}
 						return w.Flush()
 					}
-					return writeFileWhole(*output, func(w io.Writer) error { return exportItems(ctx, n, w, id, *format, *limit) })
+					return writeFileWhole(*output, func(w io.Writer) error { return export(ctx, n, w, id, *format, *limit) })
 				})
 			}
 		},
@@ -168,6 +179,53 @@ func exportItems(ctx context.Context, n *node.Node, w io.Writer, id int64, forma
 			break
 		}
 		after = its[len(its)-1].Key
+	}
+	return nil
+}
+
+// exportChanges writes run id's item changes to w in format, up to limit (0: all), a page at a
+// time.
+func exportChanges(ctx context.Context, n *node.Node, w io.Writer, id int64, format string, limit int64) error {
+	var cw *csv.Writer
+	e := json.NewEncoder(w)
+	if format == "csv" {
+		cw = csv.NewWriter(w)
+		if err := cw.Write([]string{"key", "change", "url"}); err != nil {
+			return err
+		}
+	}
+	q := dbsqlc.New(n.Queue.Pool())
+	var sent int64
+	afterChange, afterKey := "", ""
+	for limit == 0 || sent < limit {
+		page := int64(itemsPage)
+		if limit > 0 {
+			page = min(page, limit-sent)
+		}
+		chs, err := urlstate.Changes(ctx, q, id, afterChange, afterKey, int(page))
+		if err != nil {
+			return err
+		}
+		for _, c := range chs {
+			if cw != nil {
+				err = cw.Write([]string{c.Key, c.Change, c.URL})
+			} else {
+				err = e.Encode(c)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		sent += int64(len(chs))
+		if cw != nil {
+			if cw.Flush(); cw.Error() != nil {
+				return cw.Error()
+			}
+		}
+		if int64(len(chs)) < page {
+			break
+		}
+		afterChange, afterKey = chs[len(chs)-1].Change, chs[len(chs)-1].Key
 	}
 	return nil
 }

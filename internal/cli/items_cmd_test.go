@@ -85,3 +85,35 @@ func TestItemsExportsEveryItem(t *testing.T) {
 		t.Errorf("items --output into a missing directory: exit %d, %q; want 1 naming --output", code, errs)
 	}
 }
+
+// crawlq items --changes lists a run's new, changed and gone items by change then key, all of
+// them across pages of 1000.
+func TestItemsChangesListsEveryChange(t *testing.T) {
+	t.Parallel()
+	_, url := dbtest.Schema(t)
+	code, out, errs := run(t, url, "schedule", "--spider", "demo", "--delay", "1h")
+	id := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("schedule: %d %q %q", code, out, errs)
+	}
+	pool := dbtest.Open(t, url, 1)
+	if _, err := pool.Exec(context.Background(), `INSERT INTO crawlq_item_change (run_id, key, change, url)
+		SELECT $1, 'k' || lpad(i::text, 5, '0'), (ARRAY['new', 'changed', 'gone'])[i % 3 + 1], 'http://x/' || i
+		FROM generate_series(1, 2500) i`, id); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = run(t, url, "items", id, "--changes")
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if code != 0 || len(lines) != 2500 {
+		t.Fatalf("items --changes: exit %d, %d lines, %q; want 2500", code, len(lines), errs)
+	}
+	var first, last struct{ Key, Change, URL string }
+	if json.Unmarshal([]byte(lines[0]), &first) != nil || json.Unmarshal([]byte(lines[2499]), &last) != nil ||
+		first.Change != "changed" || first.Key != "k00001" || last.Change != "new" || first.URL != "http://x/1" {
+		t.Errorf("first %+v, last %+v; want changed k00001 first and a new one last", first, last)
+	}
+	code, out, _ = run(t, url, "items", id, "--changes", "--format", "csv", "--limit", "2")
+	if code != 0 || out != "key,change,url\nk00001,changed,http://x/1\nk00004,changed,http://x/4\n" {
+		t.Errorf("items --changes --format csv --limit 2: exit %d, %q", code, out)
+	}
+}

@@ -468,6 +468,9 @@ func (c *Crawler) TryFinish(ctx context.Context, runID int64) (bool, error) {
 			return false, fmt.Errorf("finish run %d: count items: %w", runID, err)
 		}
 	}
+	if err := c.sweepGone(ctx, runID, dead); err != nil {
+		return false, err
+	}
 	st, err := c.db.FinishRun(ctx, dbsqlc.FinishRunParams{ID: runID, DeadPages: dead, FailedPages: string(failedJSON), StoredItems: stored})
 	state := string(st)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -250,6 +250,10 @@ func (c *Crawler) commitBatch(ctx context.Context, batch []*finishReq) (lost map
 			return nil, err
 		}
 	}
+	if err := queueStates(tx, batch); err != nil {
+		tx.Discard()
+		return nil, err
+	}
 	if err := tx.Send(ctx); err != nil {
 		var ll *queue.LeaseLostError
 		if errors.As(err, &ll) {

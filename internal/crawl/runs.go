@@ -13,6 +13,7 @@ import (
 
 	"crawlq/internal/dbsqlc"
 	"crawlq/internal/spider"
+	"crawlq/internal/urlstate"
 )
 
 // Run is a spider run as stored.
@@ -77,7 +78,10 @@ type Stats struct {
 	Errors       int64            `json:"errors"`
 	Retries      int64            `json:"retries"`
 	ErrorsByKind map[string]int64 `json:"errors_by_kind"`
-	Duration     float64          `json:"duration_seconds"`
+	// Changes counts the run's items new, changed, unchanged and gone against the URL state
+	// before it, for a spider that keeps one (revisit changed_only or adaptive; else nil).
+	Changes  *urlstate.Counts `json:"changes,omitempty"`
+	Duration float64          `json:"duration_seconds"`
 }
 
 // runFromRow decodes a stored run.
@@ -101,6 +105,7 @@ func runFromRow(row dbsqlc.CrawlqRun) (*Run, error) {
 	if err := json.Unmarshal(row.ErrorsByKind, &r.Stats.ErrorsByKind); err != nil {
 		return nil, fmt.Errorf("run %d stats: %w", r.ID, err)
 	}
+	r.Stats.Changes = urlstate.CountsOf(r.Stats.ErrorsByKind)
 	return r, nil
 }
 
@@ -159,6 +164,7 @@ func (c *Crawler) liveStats(ctx context.Context, r *Run) error {
 	if err := json.Unmarshal(row.ErrorsByKind, &s.ErrorsByKind); err != nil {
 		return fmt.Errorf("run %d stats: %w", r.ID, err)
 	}
+	s.Changes = urlstate.CountsOf(s.ErrorsByKind)
 	return nil
 }
 

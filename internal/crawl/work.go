@@ -21,6 +21,7 @@ import (
 	"crawlq/internal/queue"
 	"crawlq/internal/robots"
 	"crawlq/internal/spider"
+	"crawlq/internal/urlstate"
 	"crawlq/internal/urlx"
 )
 
@@ -213,6 +214,7 @@ type outcome struct {
 	pages, items, errors, retries, n int
 	bytes                            int64
 	kind                             string
+	state                            *urlstate.Page // the page's URL state, when its spider keeps one (revisit.go)
 }
 
 // workPage fetches, parses and stores one page.
@@ -312,6 +314,10 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 	if err != nil {
 		return queue.Permanent(err)
 	}
+	rv, err := c.revisitLoad(ctx, ri, a) // nil unless the spider keeps URL state (revisit.go)
+	if err != nil {
+		return deferFault(err)
+	}
 	if s.ObeyRobots {
 		pol, wait, err := c.policy(ctx, ri, fetcher, a.URL)
 		var rf *robotsFetchError
@@ -330,6 +336,9 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 		if u, perr := url.Parse(a.URL); perr == nil && !pol.Allowed(s.UserAgent, u.RequestURI()) {
 			return c.finishPage(ctx, job, ri, outcome{kind: "robots_disallowed"}, nil)
 		}
+	}
+	if rv.notDue(time.Now()) {
+		return c.revisitSame(ctx, job, ri, a, rv, nil)
 	}
 	free, ok := c.hosts.acquire(ctx, host, s.Concurrency, hostWait)
 	if !ok {
@@ -351,7 +360,7 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 		release = r
 	}
 	start := time.Now()
-	res, ferr := c.get(ctx, fetcher, job, s, a.URL, v.proxy())
+	res, ferr := c.revisitGet(ctx, fetcher, job, s, a.URL, v.proxy(), rv)
 	free()
 	if release != nil {
 		release()
@@ -368,6 +377,9 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 		if perr, ok := c.proxyFailed(ctx, job, ri, v, ferr); ok {
 			return perr
 		}
+		if rv.ended(ferr) {
+			return c.revisitEnded(ctx, job, ri, host, rv, ferr, res, start)
+		}
 		return c.fetchFailed(ctx, job, ri, host, ferr, res, start)
 	}
 	if v != nil {
@@ -377,6 +389,9 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 	c.hostAnswered(ctx, ri.id, host, start)
 	if res.Location != "" {
 		return c.redirect(ctx, job, ri, a, res)
+	}
+	if rv.unchanged(res) {
+		return c.revisitSame(ctx, job, ri, a, rv, res)
 	}
 	result, perr := spider.ParseWithStats(ctx, ri.spider, &spider.Response{
 		URL: res.URL, Status: res.Status, Header: res.Header, Body: res.Body, Depth: a.Depth,
@@ -401,9 +416,13 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 			}
 		}
 	}
+	var state *urlstate.Page
+	if rv != nil {
+		its, state = rv.changed(ri.id, res, result.Follow, its) // only new and changed items
+	}
 	if c.cfg.TxSink != nil {
 		// The items commit with the page (finish.go).
-		return c.finishPageItems(ctx, job, ri, outcome{pages: 1, items: len(its), bytes: res.Bytes}, toPages(result.Follow), its)
+		return c.finishPageItems(ctx, job, ri, outcome{pages: 1, items: len(its), bytes: res.Bytes, state: state}, toPages(result.Follow), its)
 	}
 	if len(its) > 0 {
 		wctx, cancel := context.WithTimeout(ctx, c.cfg.ItemTimeout)
@@ -417,7 +436,7 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 			return err
 		}
 	}
-	return c.finishPage(ctx, job, ri, outcome{pages: 1, items: len(result.Items), bytes: res.Bytes}, toPages(result.Follow))
+	return c.finishPage(ctx, job, ri, outcome{pages: 1, items: len(its), bytes: res.Bytes, state: state}, toPages(result.Follow))
 }
 
 // fetchFailed decides the fate of a page whose fetch (or its site's robots.txt fetch) failed.

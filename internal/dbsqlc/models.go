@@ -123,6 +123,13 @@ type CrawlqItem struct {
 	CreatedAt time.Time
 }
 
+type CrawlqItemChange struct {
+	RunID  int64
+	Key    string
+	Change string
+	Url    string
+}
+
 type CrawlqJob struct {
 	ID              int64
 	Queue           string
@@ -308,6 +315,22 @@ type CrawlqSpiderRun struct {
 	CreatedAt    time.Time
 	CancelSignal string
 	Cancels      int32
+}
+
+type CrawlqUrlState struct {
+	Spider       string
+	Line         string
+	Url          string
+	RunID        int64
+	FetchedAt    time.Time
+	KeepUntil    time.Time
+	Status       int32
+	Etag         string
+	LastModified string
+	BodyHash     int64
+	Links        []byte
+	Items        []byte
+	IntervalS    int32
 }
 
 type CrawlqWorker struct {

@@ -14,6 +14,7 @@ import (
 	"crawlq/internal/dbsqlc"
 	"crawlq/internal/monitor"
 	"crawlq/internal/spider"
+	"crawlq/internal/urlstate"
 )
 
 // DB is what this package's reads need: a pool, a connection or a transaction.
@@ -35,7 +36,10 @@ type Stats struct {
 	// PagesByStatus counts pages by HTTP status class: "2xx" the pages fetched, "4xx" and "5xx"
 	// the pages that ended in such an answer (after retries), from ErrorsByKind.
 	PagesByStatus map[string]int64 `json:"pages_by_status"`
-	Duration      float64          `json:"duration_seconds"`
+	// Changes counts the run's items new, changed, unchanged and gone against the URL state
+	// before it, for a spider that keeps one (revisit changed_only or adaptive; else absent).
+	Changes  *urlstate.Counts `json:"changes,omitempty"`
+	Duration float64          `json:"duration_seconds"`
 }
 
 // snapshot is the run row a state change left (crawlq_run_event.run, to_jsonb of the row): only
@@ -67,6 +71,7 @@ func (s *snapshot) stats() Stats {
 	// The kinds are internal/fetch's labels of HTTP answers (fetch.Kind).
 	st.PagesByStatus = map[string]int64{"2xx": s.Pages, "4xx": s.ErrorsByKind["status_4xx"] + s.ErrorsByKind["status_429"],
 		"5xx": s.ErrorsByKind["status_5xx"]}
+	st.Changes = urlstate.CountsOf(s.ErrorsByKind)
 	return st
 }
 

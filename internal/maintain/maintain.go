@@ -2,7 +2,8 @@
 // independent of how long crawlq has been running. A pass deletes, in bounded batches, finished
 // jobs past their state's retention window, the once keys, robots.txt copies and stat rows of
 // finished runs that can never run again (see internal/crawl/maintain.go for why a run with dead
-// pages keeps them), and politeness rows of hosts idle for a while. It also folds the queue's
+// pages keeps them), politeness rows of hosts idle for a while, and the URL states of revisiting
+// spiders that no run reached within their state_ttl (internal/urlstate). It also folds the queue's
 // count deltas, which nothing else does where no dispatcher reads stats.
 //
 // A Service runs passes by itself (Start/Stop, a ticker with jitter), or one at a time through
@@ -40,6 +41,7 @@ import (
 	"crawlq/internal/crawl"
 	"crawlq/internal/dbsqlc"
 	"crawlq/internal/queue"
+	"crawlq/internal/urlstate"
 )
 
 // ErrInvalid marks a bad setting.
@@ -253,13 +255,18 @@ type Result struct {
 	Stats    int  `json:"stats"`     // run stat rows deleted
 	Runs     int  `json:"runs"`      // runs fully purged
 	Hosts    int  `json:"hosts"`     // politeness rows deleted
+	// URLStates counts URL states of revisiting spiders deleted: no run reached them within
+	// their spider's state_ttl (internal/urlstate).
+	URLStates int `json:"url_states"`
 	// Partial is true when the pass stopped at its budget with work left.
 	Partial bool          `json:"partial"`
 	Took    time.Duration `json:"took_ns"`
 }
 
 // Deleted sums the rows the pass deleted.
-func (r Result) Deleted() int { return r.Jobs + r.OnceKeys + r.Robots + r.Stats + r.Hosts }
+func (r Result) Deleted() int {
+	return r.Jobs + r.OnceKeys + r.Robots + r.Stats + r.Hosts + r.URLStates
+}
 
 // Start runs passes every Interval (with ±10% jitter, so processes started together spread out)
 // until Stop or ctx ends. Calling it again while running does nothing.
@@ -398,6 +405,9 @@ func (s *Service) pass(ctx context.Context, now time.Time, res *Result) error {
 			}
 		}
 	}
+	if err := s.expireURLStates(ctx, now, res); err != nil {
+		return err
+	}
 	if s.crawl == nil {
 		return nil
 	}
@@ -405,6 +415,24 @@ func (s *Service) pass(ctx context.Context, now time.Time, res *Result) error {
 		return err
 	}
 	return s.pruneHosts(ctx, now, res)
+}
+
+// expireURLStates deletes, a batch at a time, the URL states kept past their spider's state_ttl.
+func (s *Service) expireURLStates(ctx context.Context, now time.Time, res *Result) error {
+	q := dbsqlc.New(s.queue.Pool())
+	for {
+		var n int64
+		if err := s.timeout(ctx, func(ctx context.Context) (err error) {
+			n, err = urlstate.Expire(ctx, q, now, s.cfg.Batch)
+			return err
+		}); err != nil {
+			return err
+		}
+		res.URLStates += int(n)
+		if n < int64(s.cfg.Batch) {
+			return nil
+		}
+	}
 }
 
 // purgeRuns deletes what finished runs leave behind, oldest run first.

@@ -529,3 +529,23 @@ func TestStartStop(t *testing.T) {
 	s.Stop()
 	s.Stop()
 }
+
+// A pass deletes the URL states kept past their spider's state_ttl, in batches, and no other.
+func TestMaintenanceExpiresURLStates(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	now := time.Now()
+	if _, err := pool.Exec(context.Background(), `INSERT INTO crawlq_url_state (spider, line, url, run_id, fetched_at, keep_until, status)
+		SELECT 's', '', 'http://x/' || i, 1, $1::timestamptz, $1::timestamptz + CASE WHEN i <= 25 THEN interval '-1 second' ELSE interval '1 hour' END, 200
+		FROM generate_series(1, 30) i`, now); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := maintain.New(queue.New(pool, queue.Config{}), nil, maintain.Config{Interval: time.Hour, Batch: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := pass(t, svc, pool, now)
+	if left := scalar(t, pool, `SELECT count(*) FROM crawlq_url_state`); res.URLStates != 25 || left != 5 {
+		t.Errorf("pass deleted %d URL states, %d left; want the 25 expired deleted and 5 left", res.URLStates, left)
+	}
+}

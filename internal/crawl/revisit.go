@@ -1,0 +1,223 @@
+package crawl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"crawlq/internal/fetch"
+	"crawlq/internal/items"
+	"crawlq/internal/proxy"
+	"crawlq/internal/queue"
+	"crawlq/internal/spider"
+	"crawlq/internal/urlstate"
+)
+
+// Revisits: a spider whose spec says revisit changed_only or adaptive keeps URL state across its
+// runs (internal/urlstate). Its pages ask with the last answer's validators; a page that answers
+// 304, or the same body as last time, is not parsed and emits nothing, and the links it yielded
+// last time are followed, so the run still reaches everything behind it. A changed page emits its
+// new and changed items only. Every page records its new state, and its items' changes, in the
+// transaction that finishes it (queueStates), so a page redone after a crash sees the state it
+// saw the first time. When a run ends having reached all it could, the items of the URLs it no
+// longer reached are gone (sweepGone). A spider that revisits always (the default) costs none of
+// this: no read, no row, no statement.
+
+// revisit is a page of a spider that keeps URL state, with the state its URL had.
+type revisit struct {
+	key  urlstate.Key
+	prev *urlstate.State // nil: no run of the line reached the URL yet
+	s    spider.Settings
+}
+
+// revisitLoad returns the revisit of page a of run ri, or nil when its spider keeps no URL state.
+func (c *Crawler) revisitLoad(ctx context.Context, ri *runInfo, a pageArgs) (*revisit, error) {
+	if !ri.settings.KeepsState() {
+		return nil, nil
+	}
+	rv := &revisit{key: urlstate.Key{Spider: ri.name, Line: spider.StateLine(ri.spider), URL: a.URL}, s: ri.settings}
+	prev, err := urlstate.Load(ctx, c.db, rv.key)
+	if err != nil {
+		return nil, err
+	}
+	rv.prev = prev
+	return rv, nil
+}
+
+// notDue reports whether an adaptive page is not due yet: it is not requested at all.
+func (rv *revisit) notDue(now time.Time) bool {
+	return rv != nil && rv.s.Revisit == spider.RevisitAdaptive && rv.prev != nil && rv.prev.Status == http.StatusOK && !rv.prev.Due(now)
+}
+
+// conditional reports whether the page is asked with validators: its last answer was a page.
+func (rv *revisit) conditional() bool {
+	return rv != nil && rv.prev != nil && rv.prev.Status == http.StatusOK && rv.s.Render != spider.RenderBrowser
+}
+
+// revisitGet fetches the page, conditionally when it has validators.
+func (c *Crawler) revisitGet(ctx context.Context, f *fetch.Fetcher, job *queue.Job, s spider.Settings, u string, px *proxy.Proxy, rv *revisit) (*fetch.Result, error) {
+	if !rv.conditional() {
+		return c.get(ctx, f, job, s, u, px)
+	}
+	return f.FetchIf(ctx, u, fetch.Validators{ETag: rv.prev.ETag, LastModified: rv.prev.LastModified})
+}
+
+// unchanged reports whether res says the page is as it was: a 304, or the same body.
+func (rv *revisit) unchanged(res *fetch.Result) bool {
+	if rv == nil || rv.prev == nil || rv.prev.Status != http.StatusOK {
+		return false
+	}
+	return res.Status == http.StatusNotModified || (rv.prev.BodyHash != 0 && urlstate.BodyHash(res.Body) == rv.prev.BodyHash)
+}
+
+// ended reports whether a failed fetch ends the page for good with an answer (a 404, a 410):
+// its items are gone.
+func (rv *revisit) ended(ferr error) bool {
+	return rv != nil && fetch.IsStatus(ferr) && !fetch.Retryable(ferr)
+}
+
+// page starts the state the page records; fetched: it was requested now.
+func (rv *revisit) page(runID int64, fetched bool) *urlstate.Page {
+	p := &urlstate.Page{Key: rv.key, RunID: runID, Fetched: fetched, Keep: rv.s.StateKeep()}
+	if rv.prev != nil {
+		p.FetchedAt = rv.prev.FetchedAt
+	}
+	return p
+}
+
+// interval is the page's next adaptive interval (0 for changed_only).
+func (rv *revisit) interval(changed bool) time.Duration {
+	if rv.s.Revisit != spider.RevisitAdaptive {
+		return 0
+	}
+	lo, hi := rv.s.RevisitBounds()
+	var last time.Duration
+	if rv.prev != nil {
+		last = rv.prev.Interval
+	}
+	return urlstate.NextInterval(last, changed, lo, hi)
+}
+
+// revisitSame finishes a page that is as it was (res: its 304 or same-body answer; nil: an
+// adaptive page not due, not requested): no parse, no item; its stored links are followed and its
+// items counted unchanged.
+func (c *Crawler) revisitSame(ctx context.Context, job *queue.Job, ri *runInfo, a pageArgs, rv *revisit, res *fetch.Result) error {
+	prev := rv.prev
+	p := rv.page(ri.id, res != nil)
+	p.Status, p.ETag, p.LastModified, p.BodyHash = prev.Status, prev.ETag, prev.LastModified, prev.BodyHash
+	p.Links, p.Items = prev.Links, prev.Items
+	p.Counts.Unchanged = len(prev.Items)
+	p.Interval = prev.Interval
+	o := outcome{kind: "not_due", state: p}
+	if res != nil {
+		o = outcome{pages: 1, bytes: res.Bytes, kind: "not_modified", state: p}
+		if res.Status == http.StatusOK {
+			o.kind = "unchanged_body"
+		}
+		if e := res.Header.Get("ETag"); e != "" {
+			p.ETag = e
+		}
+		if lm := res.Header.Get("Last-Modified"); lm != "" {
+			p.LastModified = lm
+		}
+		p.Interval = rv.interval(false)
+	}
+	var follow []pageArgs
+	if ri.settings.MaxDepth == 0 || a.Depth+1 <= ri.settings.MaxDepth {
+		follow = make([]pageArgs, len(prev.Links))
+		for i, u := range prev.Links {
+			follow[i] = pageArgs{URL: u, Depth: a.Depth + 1}
+		}
+	}
+	return c.finishPage(ctx, job, ri, o, follow)
+}
+
+// revisitChanged compares a parsed page's items with its state: it returns the items to emit
+// (the new and changed ones) and the state the page records.
+func (rv *revisit) changed(runID int64, res *fetch.Result, follow []spider.Request, its []items.Item) ([]items.Item, *urlstate.Page) {
+	p := rv.page(runID, true)
+	p.Status, p.ETag, p.LastModified = res.Status, res.Header.Get("ETag"), res.Header.Get("Last-Modified")
+	p.BodyHash = urlstate.BodyHash(res.Body)
+	p.Links = make([]string, len(follow))
+	for i, r := range follow {
+		p.Links[i] = r.URL
+	}
+	now := make(map[string]string, len(its))
+	for _, it := range its {
+		now[it.Key] = urlstate.DataHash(it.Data)
+	}
+	var old map[string]string
+	if rv.prev != nil {
+		old = rv.prev.Items
+	}
+	p.Items = now
+	p.Changes, p.Counts = urlstate.Diff(old, now)
+	p.Interval = rv.interval(p.Counts.New+p.Counts.Changed+p.Counts.Gone > 0 || rv.prev == nil)
+	emit := its[:0:0]
+	for _, it := range its {
+		if old[it.Key] != now[it.Key] {
+			emit = append(emit, it)
+		}
+	}
+	return emit, p
+}
+
+// revisitEnded finishes a page whose fetch ended it with an answer that is not retried (a 404, a
+// 410): recorded as fetchFailed does, and the items it yielded last time are gone.
+func (c *Crawler) revisitEnded(ctx context.Context, job *queue.Job, ri *runInfo, host string, rv *revisit, ferr error, res *fetch.Result, start time.Time) error {
+	c.hostAnswered(ctx, ri.id, host, start) // the host answers; the page is at fault
+	p := rv.page(ri.id, true)
+	if se := (*fetch.StatusError)(nil); errors.As(ferr, &se) {
+		p.Status = se.Code
+	}
+	if rv.prev != nil {
+		p.Changes, p.Counts = urlstate.Diff(rv.prev.Items, nil)
+	}
+	o := outcome{errors: 1, kind: fetch.Kind(ferr), state: p}
+	if res != nil {
+		o.bytes = res.Bytes
+	}
+	return c.finishPage(ctx, job, ri, o, nil)
+}
+
+// queueStates queues, on the transaction that finishes batch, the URL states and item changes
+// of its pages that keep state (nothing when none does).
+func queueStates(tx *queue.Tx, batch []*finishReq) error {
+	var b urlstate.Batch
+	for _, r := range batch {
+		if r.o.state != nil {
+			b.Add(r.o.state)
+		}
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	return b.Queue(tx)
+}
+
+// sweepGone records, before run ri finishes, the items of its line's URLs it no longer reached as
+// gone, when its spider keeps URL state and the run reached all it could (no dead page, no
+// cancel, no error).
+func (c *Crawler) sweepGone(ctx context.Context, runID int64, dead int64) error {
+	ri, err := c.runInfo(ctx, runID)
+	if err != nil || ri.spider == nil || !ri.settings.KeepsState() || dead > 0 || c.isCancelled(runID) {
+		return nil // a run that cannot be read is finished by FinishRun alone
+	}
+	r, err := c.getRun(ctx, runID)
+	if err != nil {
+		return err
+	}
+	if r.CancelRequested || r.Error != "" || r.StartedAt == nil {
+		return nil
+	}
+	n, err := urlstate.SweepGone(ctx, c.db, ri.name, spider.StateLine(ri.spider), runID)
+	if err != nil {
+		return fmt.Errorf("finish run %d: %w", runID, err)
+	}
+	if n > 0 {
+		c.log.Info("items gone: their pages were not reached", "run", runID, "items", n)
+	}
+	return nil
+}

@@ -1,0 +1,101 @@
+package crawl_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"crawlq/internal/crawl"
+	"crawlq/internal/dbsqlc"
+	"crawlq/internal/dbtest"
+	"crawlq/internal/demosite"
+	"crawlq/internal/items"
+	"crawlq/internal/node"
+	"crawlq/internal/queue"
+	"crawlq/internal/urlstate"
+)
+
+// revisitSpec is the demo spider with a revisit policy.
+func revisitSpec(policy string) string {
+	return strings.Replace(demoWithRetry("  attempts: 2\n"), "concurrency: 8\n", "concurrency: 8\nrevisit: "+policy+"\n", 1)
+}
+
+// runDemo runs the spider "demo" against base and waits for its end.
+func runDemo(t *testing.T, n *node.Node, base string) *crawl.Run {
+	t.Helper()
+	s, err := n.Crawler.Schedule(ctxT(t, time.Minute), crawl.ScheduleParams{Spider: "demo", Args: map[string]string{"base_url": base}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := waitRun(t, n.Crawler, s.RunID, 3*time.Minute)
+	if r.State != crawl.StateSucceeded || r.Stats.Changes == nil {
+		t.Fatalf("run %d: %s, changes %v; want succeeded with its item changes; failed pages %+v", r.ID, r.State, r.Stats.Changes, r.FailedPages)
+	}
+	return r
+}
+
+// changedKeys lists a run's item changes of one kind.
+func changedKeys(t *testing.T, pool *pgxpool.Pool, run int64, kind string) []string {
+	t.Helper()
+	all, err := urlstate.Changes(context.Background(), dbsqlc.New(pool), run, "", "", 100000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, c := range all {
+		if c.Change == kind {
+			keys = append(keys, c.Key)
+		}
+	}
+	return keys
+}
+
+// With revisit: changed_only, a second run of the unchanged site asks every page with its
+// validators and gets 304s only: nothing is parsed or emitted, and every item is reported
+// unchanged. After the site changes 5% of its items and deletes 1%, the next run reports exactly
+// those as changed and gone, and emits only the changed ones.
+func TestChangedOnlyRecrawlsOnlyWhatChanged(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	site, base := serveDemo(t, demosite.Config{Items: 5000, SlowDelay: time.Millisecond, ChangePercent: 5, DeletePercent: 1, Seed: 3})
+	n, _ := startNode(t, pool, node.Config{Spiders: registry(t, revisitSpec("changed_only")), Workers: 2, Worker: queue.WorkerConfig{Concurrency: 8}})
+
+	first := runDemo(t, n, base)
+	if c := *first.Stats.Changes; c != (urlstate.Counts{New: 5000}) || first.Stats.Items != 5000 {
+		t.Fatalf("first run: changes %+v, %d items; want 5000 new items", c, first.Stats.Items)
+	}
+
+	second := runDemo(t, n, base)
+	if c := *second.Stats.Changes; c != (urlstate.Counts{Unchanged: 5000}) {
+		t.Errorf("second run: changes %+v; want all 5000 unchanged", c)
+	}
+	stored, err := items.CountItems(context.Background(), pool, second.ID)
+	if err != nil || second.Stats.Items != 0 || stored != 0 {
+		t.Errorf("second run emitted %d items (%d stored, %v); want none", second.Stats.Items, stored, err)
+	}
+	// Every page that answered with a body the first time answered 304.
+	if nm := second.Stats.ErrorsByKind["not_modified"]; nm != first.Stats.Pages || second.Stats.Pages != first.Stats.Pages {
+		t.Errorf("second run: %d pages, %d of them 304; want all %d", second.Stats.Pages, nm, first.Stats.Pages)
+	}
+
+	ch := site.Advance()
+	third := runDemo(t, n, base)
+	if c, want := *third.Stats.Changes, (urlstate.Counts{Changed: 250, Unchanged: 4700, Gone: 50}); c != want {
+		t.Errorf("third run: changes %+v; want %+v", c, want)
+	}
+	if got := changedKeys(t, pool, third.ID, urlstate.ChangeChanged); !slices.Equal(got, ch.Changed) {
+		t.Errorf("third run lists %d changed items, the site changed %d (first: %v vs %v)", len(got), len(ch.Changed), head(got), head(ch.Changed))
+	}
+	if got := changedKeys(t, pool, third.ID, urlstate.ChangeGone); !slices.Equal(got, ch.Deleted) {
+		t.Errorf("third run lists %d gone items, the site deleted %d (first: %v vs %v)", len(got), len(ch.Deleted), head(got), head(ch.Deleted))
+	}
+	if third.Stats.Items != 250 {
+		t.Errorf("third run emitted %d items; want the 250 changed", third.Stats.Items)
+	}
+}
+
+func head(s []string) []string { return s[:min(3, len(s))] }

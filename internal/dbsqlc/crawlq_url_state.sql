@@ -1,0 +1,81 @@
+-- Every query on crawlq_url_state and crawlq_item_change: the URL state of spiders that revisit
+-- (internal/urlstate; the tables are in internal/migrate/migrations/0016_url_state.sql).
+
+-- name: GetURLState :one
+-- What a URL answered when a run of the spider's line last reached it. Index: the primary key.
+SELECT run_id, fetched_at, status, etag, last_modified, body_hash, links, items, interval_s
+FROM crawlq_url_state
+WHERE spider = @spider AND line = @line AND url = @url;
+
+-- name: RecordURLStates :exec
+-- Records, in the transaction that finishes a batch of pages, what each page saw (states), the
+-- items it found new, changed or gone (changes) and the counts of each (counts, added to the
+-- runs' stats as kinds items_new, items_changed, items_unchanged, items_gone). Each argument is a
+-- JSON array, so one statement carries any batch (the CTEs run to completion though nothing reads
+-- them). Index: the primary keys (the conflict targets).
+WITH s AS (
+    INSERT INTO crawlq_url_state (spider, line, url, run_id, fetched_at, keep_until, status, etag,
+                                  last_modified, body_hash, links, items, interval_s)
+    SELECT x.spider, x.line, x.url, x.run_id,
+           CASE WHEN x.fetched THEN now() ELSE x.fetched_at END,
+           now() + make_interval(secs => x.keep_s), x.status, x.etag, x.last_modified, x.body_hash,
+           x.links, x.items, x.interval_s
+    FROM jsonb_to_recordset(sqlc.arg(states)::text::jsonb) AS x(spider text, line text, url text, run_id bigint,
+         fetched boolean, fetched_at timestamptz, keep_s double precision, status integer, etag text,
+         last_modified text, body_hash bigint, links jsonb, items jsonb, interval_s integer)
+    ON CONFLICT (spider, line, url) DO UPDATE
+    SET run_id = EXCLUDED.run_id, fetched_at = EXCLUDED.fetched_at, keep_until = EXCLUDED.keep_until,
+        status = EXCLUDED.status, etag = EXCLUDED.etag, last_modified = EXCLUDED.last_modified,
+        body_hash = EXCLUDED.body_hash, links = EXCLUDED.links, items = EXCLUDED.items,
+        interval_s = EXCLUDED.interval_s
+    RETURNING 1
+), c AS (
+    INSERT INTO crawlq_item_change (run_id, key, change, url)
+    SELECT y.run_id, y.key, y.change, y.url
+    FROM jsonb_to_recordset(sqlc.arg(changes)::text::jsonb) AS y(run_id bigint, key text, change text, url text)
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+)
+INSERT INTO crawlq_run_stat (run_id, kind, n)
+SELECT z.run_id, z.kind, z.n
+FROM jsonb_to_recordset(sqlc.arg(counts)::text::jsonb) AS z(run_id bigint, kind text, n integer)
+WHERE z.n > 0 OR z.kind = 'items_unchanged'; -- that one always: it marks a run that counts changes
+
+-- name: SweepGoneItems :one
+-- At the end of a run that reached all it could, the items of the line's URLs no run reached
+-- since an earlier one are gone: recorded as such for the run, counted (items_gone), and cleared
+-- from the state so no later run counts them again. Run again, it finds nothing: exactly once.
+-- Index: the primary key, a range scan of the line.
+WITH old AS (
+    SELECT u.url, u.items FROM crawlq_url_state u
+    WHERE u.spider = @spider AND u.line = @line AND u.run_id < @run_id AND u.items <> '{}'::jsonb
+    FOR UPDATE
+), cleared AS (
+    UPDATE crawlq_url_state u SET items = '{}'::jsonb
+    FROM old WHERE u.spider = @spider AND u.line = @line AND u.url = old.url
+    RETURNING 1
+), c AS (
+    INSERT INTO crawlq_item_change (run_id, key, change, url)
+    SELECT @run_id, k.key, 'gone', old.url FROM old, jsonb_object_keys(old.items) AS k(key)
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+), st AS (
+    INSERT INTO crawlq_run_stat (run_id, kind, n)
+    SELECT @run_id, 'items_gone', count(*) FROM c HAVING count(*) > 0
+    RETURNING n
+)
+SELECT COALESCE((SELECT sum(n) FROM st), 0)::bigint AS gone, (SELECT count(*) FROM cleared)::bigint AS urls;
+
+-- name: ListItemChanges :many
+-- A run's new, changed and gone items, by change then key, after (change, key) for the next
+-- page. Index: the primary key, a range scan of the run.
+SELECT key, change, url FROM crawlq_item_change
+WHERE run_id = @run_id AND (change, key) > (sqlc.arg(after_change)::text, sqlc.arg(after_key)::text)
+ORDER BY change, key
+LIMIT sqlc.arg(max_rows)::int;
+
+-- name: DeleteExpiredURLStates :execrows
+-- Removes up to max_rows URL states no run reached before their keep_until (state_ttl). A
+-- sequential scan, bounded by the limit: maintenance runs it a batch at a time.
+DELETE FROM crawlq_url_state
+WHERE ctid = ANY (ARRAY(SELECT u.ctid FROM crawlq_url_state u WHERE u.keep_until < @now LIMIT sqlc.arg(max_rows)::int));

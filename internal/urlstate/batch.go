@@ -1,0 +1,150 @@
+package urlstate
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"crawlq/internal/dbsqlc"
+)
+
+// Page is what one finished page records: its URL's new state, and its items' changes.
+type Page struct {
+	Key   Key
+	RunID int64
+	// Fetched: the page was requested now (an adaptive page not yet due was not: FetchedAt is
+	// kept).
+	Fetched      bool
+	FetchedAt    time.Time
+	Keep         time.Duration // how long the state is kept if no run reaches it again (state_ttl)
+	Status       int
+	ETag         string
+	LastModified string
+	BodyHash     int64
+	Links        []string
+	Items        map[string]string
+	Interval     time.Duration
+	Changes      []Change
+	Counts       Counts
+}
+
+// Batch gathers the pages that finish in one transaction, for one statement.
+type Batch struct {
+	states  []stateJSON
+	changes []changeJSON
+	counts  map[int64]*Counts
+	at      map[Key]int // index in states: a URL recorded twice in a batch keeps the last
+}
+
+type stateJSON struct {
+	Spider       string            `json:"spider"`
+	Line         string            `json:"line"`
+	URL          string            `json:"url"`
+	RunID        int64             `json:"run_id"`
+	Fetched      bool              `json:"fetched"`
+	FetchedAt    time.Time         `json:"fetched_at"`
+	KeepS        float64           `json:"keep_s"`
+	Status       int               `json:"status"`
+	ETag         string            `json:"etag"`
+	LastModified string            `json:"last_modified"`
+	BodyHash     int64             `json:"body_hash"`
+	Links        []string          `json:"links"`
+	Items        map[string]string `json:"items"`
+	IntervalS    int64             `json:"interval_s"`
+}
+
+type changeJSON struct {
+	RunID  int64  `json:"run_id"`
+	Key    string `json:"key"`
+	Change string `json:"change"`
+	URL    string `json:"url"`
+}
+
+type countJSON struct {
+	RunID int64  `json:"run_id"`
+	Kind  string `json:"kind"`
+	N     int    `json:"n"`
+}
+
+// Add adds a page to the batch.
+func (b *Batch) Add(p *Page) {
+	if b.at == nil {
+		b.at, b.counts = map[Key]int{}, map[int64]*Counts{}
+	}
+	links, items := p.Links, p.Items
+	if links == nil {
+		links = []string{}
+	}
+	if items == nil {
+		items = map[string]string{}
+	}
+	s := stateJSON{Spider: p.Key.Spider, Line: p.Key.Line, URL: p.Key.URL, RunID: p.RunID, Fetched: p.Fetched,
+		FetchedAt: p.FetchedAt, KeepS: p.Keep.Seconds(), Status: p.Status, ETag: p.ETag, LastModified: p.LastModified,
+		BodyHash: p.BodyHash, Links: links, Items: items, IntervalS: int64(p.Interval / time.Second)}
+	if i, ok := b.at[p.Key]; ok {
+		b.states[i] = s
+	} else {
+		b.at[p.Key] = len(b.states)
+		b.states = append(b.states, s)
+	}
+	for _, c := range p.Changes {
+		b.changes = append(b.changes, changeJSON{RunID: p.RunID, Key: c.Key, Change: c.Change, URL: p.Key.URL})
+	}
+	n := b.counts[p.RunID]
+	if n == nil {
+		n = &Counts{}
+		b.counts[p.RunID] = n
+	}
+	n.New, n.Changed, n.Unchanged, n.Gone = n.New+p.Counts.New, n.Changed+p.Counts.Changed, n.Unchanged+p.Counts.Unchanged, n.Gone+p.Counts.Gone
+}
+
+// Len is how many URLs the batch records.
+func (b *Batch) Len() int { return len(b.states) }
+
+// Stat kinds the item counts are added to a run's stats as (its errors_by_kind).
+const (
+	KindNew       = "items_new"
+	KindChanged   = "items_changed"
+	KindUnchanged = "items_unchanged"
+	KindGone      = "items_gone"
+)
+
+// Queue queues the batch's one statement on q (the transaction that finishes its pages).
+func (b *Batch) Queue(q dbsqlc.Queuer) error {
+	var counts []countJSON
+	for run, n := range b.counts {
+		counts = append(counts, countJSON{run, KindNew, n.New}, countJSON{run, KindChanged, n.Changed},
+			countJSON{run, KindUnchanged, n.Unchanged}, countJSON{run, KindGone, n.Gone})
+	}
+	changes := b.changes
+	if changes == nil {
+		changes = []changeJSON{}
+	}
+	states, err := json.Marshal(b.states)
+	if err != nil {
+		return fmt.Errorf("record url states: %w", err)
+	}
+	chs, err := json.Marshal(changes)
+	if err != nil {
+		return fmt.Errorf("record url states: %w", err)
+	}
+	cs, err := json.Marshal(counts)
+	if err != nil {
+		return fmt.Errorf("record url states: %w", err)
+	}
+	// Sent as text and cast there, so the driver needs no jsonb codec (as items are).
+	p := dbsqlc.RecordURLStatesParams{States: string(states), Changes: string(chs), Counts: string(cs)}
+	dbsqlc.QueueExec(q, (*dbsqlc.Queries).RecordURLStates, p)
+	return nil
+}
+
+// CountsOf reads a run's item counts from its stats' kinds (errors_by_kind), or nil when it
+// counted none (its spider keeps no URL state: every batch of one that does adds KindUnchanged).
+func CountsOf(byKind map[string]int64) *Counts {
+	for _, k := range []string{KindNew, KindChanged, KindUnchanged, KindGone} {
+		if _, ok := byKind[k]; ok {
+			return &Counts{New: int(byKind[KindNew]), Changed: int(byKind[KindChanged]), Unchanged: int(byKind[KindUnchanged]), Gone: int(byKind[KindGone])}
+		}
+	}
+	return nil
+}
