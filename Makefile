@@ -56,8 +56,12 @@ fmt: ## gofmt and terraform fmt
 	terraform fmt -recursive terraform
 
 .PHONY: generate
-generate: ## compile internal/dbsqlc/*.sql into typed Go with sqlc (pinned in tools/go.mod)
+generate: docs-config ## compile internal/dbsqlc/*.sql into typed Go with sqlc (pinned in tools/go.mod); rewrite docs/configuration.md
 	$(SQLC) generate
+
+.PHONY: docs-config
+docs-config: ## rewrite docs/configuration.md from internal/envconfig/vars.go (TestDocIsFresh checks it)
+	$(GO) generate ./internal/envconfig
 
 # verify is what CI checks before any test (make test runs it first).
 .PHONY: verify

@@ -30,7 +30,7 @@ import (
 	"crawlq/internal/db"
 	"crawlq/internal/dbsetup"
 	"crawlq/internal/dispatch"
-	"crawlq/internal/ecsrun"
+	"crawlq/internal/envconfig"
 	"crawlq/internal/image"
 	"crawlq/internal/lambdafn"
 	"crawlq/internal/migrate"
@@ -300,7 +300,7 @@ func checkLambdaContracts(t *testing.T, plan *tfjson.Plan, cdb *contractDB) {
 		t.Errorf("migrate connects as %q, want the master user", menv["CRAWLQ_DB_USER"])
 	}
 	menv["CRAWLQ_DB_USER"] = cdb.superuser
-	mcfg, err := dbsetup.FromEnv(ctx, func(k string) string { return menv[k] }, awsCfg)
+	mcfg, err := envconfig.DBSetup(ctx, envconfig.Map(menv), awsCfg)
 	if err != nil {
 		t.Fatalf("migrate setup: %v", err)
 	}
@@ -331,7 +331,7 @@ func checkLambdaContracts(t *testing.T, plan *tfjson.Plan, cdb *contractDB) {
 
 	dDeps := setup("dispatch")
 	denv := envs["dispatch"]
-	launcher, err := ecsrun.FromEnv(ecs.NewFromConfig(awsCfg), func(k string) string { return denv[k] })
+	launcher, err := envconfig.ECSLauncher(envconfig.Map(denv), ecs.NewFromConfig(awsCfg))
 	if err != nil {
 		t.Fatalf("dispatch's ECS settings: %v", err)
 	}

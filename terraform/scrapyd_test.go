@@ -13,6 +13,7 @@ import (
 
 	"crawlq/internal/awspolicy"
 	"crawlq/internal/awstest"
+	"crawlq/internal/envconfig"
 	"crawlq/internal/scrapyd"
 )
 
@@ -99,7 +100,11 @@ func checkScrapydURL(t *testing.T, ctx context.Context, getenv func(string) stri
 		t.Fatal("the api function's environment names no Scrapyd secret (scrapyd_api=true)")
 	}
 	awsCfg := awstest.Config(t)
-	user, pass, err := scrapyd.Credentials(ctx, getenv, &awsCfg)
+	src, err := envconfig.Scrapyd(envconfig.New(getenv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, pass, err := scrapyd.Credentials(ctx, src, &awsCfg)
 	if err != nil || user == "" || len(pass) < 20 {
 		t.Fatalf("scrapyd credentials from the secret: user %q, password of %d chars, %v", user, len(pass), err)
 	}

@@ -7,10 +7,11 @@ import (
 	"os"
 
 	"crawlq/internal/cli"
+	"crawlq/internal/envconfig"
 	"crawlq/internal/gctune"
 )
 
 func main() {
-	gctune.Apply(os.Getenv, os.ReadFile) // workers and benches: see the package comment
+	gctune.Apply(envconfig.GC(envconfig.New(os.Getenv)), os.ReadFile) // workers and benches: see the package comment
 	os.Exit(cli.Main(context.Background(), os.Args[1:], cli.Env{}))
 }

@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"log"
-	"os"
 	_ "time/tzdata" // addschedule validates timezones; provided.al2023 has no zoneinfo
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -30,7 +29,7 @@ func main() {
 		log.Fatalf("crawlq-api: %v", err)
 	}
 	http := scrapyd.Unavailable("the Scrapyd API needs credentials: set CRAWLQ_SCRAPYD_SECRET_ARN")
-	user, pass, err := scrapyd.Credentials(ctx, os.Getenv, &deps.AWS)
+	user, pass, err := scrapyd.Credentials(ctx, deps.Config.Scrapyd, &deps.AWS)
 	if err != nil {
 		log.Fatalf("crawlq-api: %v", err)
 	}

@@ -12,7 +12,7 @@ import (
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"crawlq/internal/dispatch"
-	"crawlq/internal/ecsrun"
+	"crawlq/internal/envconfig"
 	"crawlq/internal/lambdafn"
 )
 
@@ -21,7 +21,7 @@ func main() {
 	if err != nil {
 		log.Fatalf("crawlq-dispatch: %v", err)
 	}
-	runners, err := ecsrun.FromEnv(ecs.NewFromConfig(deps.AWS), os.Getenv)
+	runners, err := envconfig.ECSLauncher(envconfig.New(os.Getenv), ecs.NewFromConfig(deps.AWS))
 	if err != nil {
 		log.Fatalf("crawlq-dispatch: %v", err)
 	}

@@ -17,5 +17,5 @@ func main() {
 	if err != nil {
 		log.Fatalf("crawlq-metrics: %v", err)
 	}
-	lambda.Start(deps.Metrics(os.Stdout, os.Getenv("CRAWLQ_METRICS_NAMESPACE")))
+	lambda.Start(deps.Metrics(os.Stdout, deps.Config.MetricsNamespace))
 }

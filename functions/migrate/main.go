@@ -20,8 +20,8 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"crawlq/internal/awsx"
-	"crawlq/internal/db"
 	"crawlq/internal/dbsetup"
+	"crawlq/internal/envconfig"
 )
 
 func main() {
@@ -32,11 +32,12 @@ func main() {
 	}
 	// The database settings are checked at init: a bad environment fails at once, not after
 	// two minutes of retries.
-	if _, err := db.FromEnv(ctx, os.Getenv, awsCfg); err != nil {
+	env := envconfig.New(os.Getenv)
+	if _, err := envconfig.DB(ctx, env, awsCfg); err != nil {
 		log.Fatalf("crawlq-migrate: %v", err)
 	}
 	m := &migrator{
-		open:   func(ctx context.Context) (dbsetup.Config, error) { return dbsetup.FromEnv(ctx, os.Getenv, awsCfg) },
+		open:   func(ctx context.Context) (dbsetup.Config, error) { return envconfig.DBSetup(ctx, env, awsCfg) },
 		retry:  retry{Within: 2 * time.Minute},
 		logger: slog.New(slog.NewJSONHandler(os.Stderr, nil)),
 	}

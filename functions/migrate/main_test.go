@@ -18,6 +18,7 @@ import (
 
 	"crawlq/internal/db"
 	"crawlq/internal/dbsetup"
+	"crawlq/internal/envconfig"
 )
 
 // freshDB creates an empty database on the local server and returns its URL.
@@ -110,7 +111,7 @@ func (p *refusingProxy) wentUp() time.Time {
 	return p.upAt
 }
 
-// opener opens the database through the proxy as the migrate function does (dbsetup.FromEnv),
+// opener opens the database through the proxy as the migrate function does (envconfig.DBSetup),
 // counting attempts.
 func opener(u *url.URL, proxyAddr string, attempts *atomic.Int32) func(context.Context) (dbsetup.Config, error) {
 	via := *u
@@ -118,7 +119,7 @@ func opener(u *url.URL, proxyAddr string, attempts *atomic.Int32) func(context.C
 	env := map[string]string{"DATABASE_URL": via.String()}
 	return func(ctx context.Context) (dbsetup.Config, error) {
 		attempts.Add(1)
-		return dbsetup.FromEnv(ctx, func(k string) string { return env[k] }, aws.Config{})
+		return envconfig.DBSetup(ctx, envconfig.Map(env), aws.Config{})
 	}
 }
 
@@ -128,7 +129,7 @@ func opener(u *url.URL, proxyAddr string, attempts *atomic.Int32) func(context.C
 func TestMigrateWaitsForTheProxy(t *testing.T) {
 	u := freshDB(t)
 	p := newRefusingProxy(t, u.Host)
-	// Control: what the function did before (one dbsetup.FromEnv at init, log.Fatalf on its
+	// Control: what the function did before (one envconfig.DBSetup at init, log.Fatalf on its
 	// error) fails against the refusing proxy.
 	var control atomic.Int32
 	if _, err := opener(u, p.addr, &control)(context.Background()); err == nil || !strings.Contains(err.Error(), "connection refused") {

@@ -9,15 +9,16 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"crawlq/internal/envconfig"
 	"crawlq/internal/gctune"
 	"crawlq/internal/lambdafn"
 )
 
 func main() {
-	gctune.Apply(os.Getenv, os.ReadFile)
+	gctune.Apply(envconfig.GC(envconfig.New(os.Getenv)), os.ReadFile)
 	deps, err := lambdafn.Setup(context.Background(), nil, 12)
 	if err != nil {
 		log.Fatalf("crawlq-worker: %v", err)
 	}
-	lambda.Start(deps.Worker(lambdafn.WorkerOptions{ItemsBucket: os.Getenv("CRAWLQ_ITEMS_BUCKET")}))
+	lambda.Start(deps.Worker(lambdafn.WorkerOptions{ItemsBucket: deps.Config.ItemsBucket}))
 }

@@ -107,7 +107,7 @@ allocations it made (read either with go tool pprof; -sample_index=alloc_objects
 					}
 					cfg.URL += sep + "default_query_exec_mode=" + neturl.QueryEscape(m)
 					if _, err := (db.Config{URL: cfg.URL}).PoolConfig(); err != nil {
-						return fmt.Errorf("CRAWLQ_DB_EXEC_MODE %q: %w", m, err)
+						return fmt.Errorf("CRAWLQ_DB_EXEC_MODE: %q: %w", m, err)
 					}
 				}
 				cfg.Out = env.Stdout

@@ -23,6 +23,7 @@ import (
 	"crawlq/internal/awsx"
 	"crawlq/internal/crawl"
 	"crawlq/internal/db"
+	"crawlq/internal/envconfig"
 	"crawlq/internal/node"
 )
 
@@ -364,7 +365,7 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 // database is how a command reaches PostgreSQL: --database-url, else $DATABASE_URL, else the
-// CRAWLQ_DB_* variables of db.FromEnv (RDS Proxy with IAM auth: how the ECS runner task, whose
+// CRAWLQ_DB_* variables of envconfig.DB (RDS Proxy with IAM auth: how the ECS runner task, whose
 // environment Terraform sets, reaches it).
 type database struct {
 	url *string
@@ -384,7 +385,7 @@ func dbFlag(fs *flag.FlagSet, env *Env) *database {
 }
 
 // open opens a pool; the caller closes it. Commands use withPool or withNode. The configuration
-// comes from db.FromEnv, as crawlq local's does, so CRAWLQ_DB_EXEC_MODE is honoured (and a bad
+// comes from envconfig.DB, as crawlq local's does, so CRAWLQ_DB_EXEC_MODE is honoured (and a bad
 // value refused) whichever way the database is named.
 func (d *database) open(ctx context.Context) (*pgxpool.Pool, error) {
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second+d.wait)
@@ -402,7 +403,7 @@ func (d *database) open(ctx context.Context) (*pgxpool.Pool, error) {
 			return nil, err
 		}
 	}
-	dc, err := db.FromEnv(octx, getenv, awsCfg)
+	dc, err := envconfig.DB(octx, envconfig.New(getenv), awsCfg)
 	if err != nil {
 		return nil, err
 	}

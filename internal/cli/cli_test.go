@@ -144,7 +144,7 @@ func TestEveryCommandHonoursDBExecMode(t *testing.T) {
 		var out, errb bytes.Buffer
 		code := cli.Main(ctx, args, cli.Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }})
 		cancel()
-		if errs := errb.String(); code != 1 || !strings.Contains(errs, `CRAWLQ_DB_EXEC_MODE "bogus"`) {
+		if errs := errb.String(); code != 1 || !strings.Contains(errs, `CRAWLQ_DB_EXEC_MODE: `) || !strings.Contains(errs, `"bogus"`) {
 			t.Errorf("%q with CRAWLQ_DB_EXEC_MODE=bogus: exit %d, stderr %q; want 1 naming the variable", args, code, errs)
 		}
 	}

@@ -83,7 +83,7 @@ or finishes at once, the others' at each upkeep. Spiders: the built-in specs plu
 					}
 					var evs *events.Loop
 					if up > 0 {
-						if evs, err = eventLoop(ctx, pool, reg, localEventBus(*eventBus, env.Getenv), up, env.Stdout,
+						if evs, err = eventLoop(ctx, pool, reg, localEventBus(*eventBus, env.Getenv), env.Getenv("CRAWLQ_METRICS_NAMESPACE"), up, env.Stdout,
 							runlog.Postgres{Pool: pool}, nil); err != nil {
 							return err
 						}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
@@ -38,14 +37,14 @@ func localEventBus(flag string, getenv func(string) string) string {
 // publishes run events to bus: at once for each run the process starts or finishes (the node
 // pokes it), and every interval for the changes of other processes and the retries, as the
 // dispatch tick does on AWS. Monitor metrics go to metricsOut as EMF lines, a line per event to
-// the run log, in the namespace $CRAWLQ_METRICS_NAMESPACE names (default crawlq); logger (nil:
+// the run log, in namespace (the caller passes $CRAWLQ_METRICS_NAMESPACE; empty: crawlq); logger (nil:
 // slog's default) gets the loop's own lines.
-func eventLoop(ctx context.Context, pool *pgxpool.Pool, reg *spider.Registry, bus string, every time.Duration,
+func eventLoop(ctx context.Context, pool *pgxpool.Pool, reg *spider.Registry, bus, namespace string, every time.Duration,
 	metricsOut io.Writer, log runlog.Store, logger *slog.Logger) (*events.Loop, error) {
 	// The monitor metrics go to the namespace the stack's alarms watch: Terraform sets
 	// CRAWLQ_METRICS_NAMESPACE (var.metrics_namespace) for its runners as for its functions.
 	cfg := events.Config{Pool: pool, Bus: bus, Monitors: reg.Monitors, Metrics: metricsOut, Log: runlog.EventLog{Store: log}, Logger: logger,
-		Namespace: os.Getenv("CRAWLQ_METRICS_NAMESPACE")}
+		Namespace: namespace}
 	if path, ok := events.FileBus(bus); ok {
 		fp, err := events.NewFilePutter(path)
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"crawlq/internal/awsx"
 	"crawlq/internal/db"
+	"crawlq/internal/envconfig"
 	"crawlq/internal/events"
 	"crawlq/internal/fetch"
 	"crawlq/internal/lambdafn"
@@ -109,7 +110,7 @@ Stops on SIGINT/SIGTERM, releasing every claimed job.`,
 				if err != nil {
 					return err
 				}
-				dc, err := db.FromEnv(octx, getenv, awsCfg)
+				dc, err := envconfig.DB(octx, envconfig.New(getenv), awsCfg)
 				if err != nil {
 					return err
 				}
@@ -158,7 +159,7 @@ Stops on SIGINT/SIGTERM, releasing every claimed job.`,
 				var sln net.Listener
 				var user, pass string
 				if *scrapydAddr != "" {
-					if user, pass, err = scrapyd.Credentials(ctx, getenv, &awsCfg); err != nil {
+					if user, pass, err = scrapyd.Credentials(ctx, deps.Config.Scrapyd, &awsCfg); err != nil {
 						ln.Close()
 						return err
 					}

@@ -3,6 +3,7 @@ package cli
 import (
 	"time"
 
+	"crawlq/internal/envconfig"
 	"crawlq/internal/maintain"
 )
 
@@ -17,7 +18,7 @@ func upkeepConfig(upkeep time.Duration, getenv func(string) string) (time.Durati
 	if upkeep == 0 {
 		return -1, nil, nil
 	}
-	c, on, err := maintain.FromEnv(getenv)
+	c, on, err := envconfig.Maintain(envconfig.New(getenv))
 	if err != nil {
 		return 0, nil, usageErr("%v", err)
 	}

@@ -38,7 +38,7 @@ type Config struct {
 	Password func(ctx context.Context) (string, error)
 	// TLS requires TLS for Host connections and verifies the server: its certificate must
 	// chain to a root in CAFile (or the system roots) and name Host (sslmode=verify-full),
-	// with no fallback to plaintext. Default false; FromEnv sets it unless CRAWLQ_DB_TLS=false.
+	// with no fallback to plaintext. Default false; envconfig.DB sets it unless CRAWLQ_DB_TLS=false.
 	// RDS Proxy's certificates come from ACM and chain to the Amazon Root CAs, which the
 	// system bundle holds (the runner image ships Debian's, Lambda's provided.al2023 has its
 	// own), so the proxy needs no CAFile. A direct connection to an RDS instance needs the

@@ -19,8 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-
 	"crawlq/internal/db"
 )
 
@@ -129,17 +127,4 @@ func TestTLSVerifiesServer(t *testing.T) {
 			t.Errorf("%s: server handshake %v, client error %v; want a failed handshake and an error mentioning %q", tc.name, hs, err, tc.wantErr)
 		}
 	}
-}
-
-func TestCAFileMissing(t *testing.T) {
-	t.Parallel()
-	_, err := db.FromEnv(context.Background(), getenv(map[string]string{"CRAWLQ_DB_HOST": "h", "CRAWLQ_DB_IAM_AUTH": "true",
-		"CRAWLQ_DB_USER": "u", "CRAWLQ_DB_CA_FILE": "/nonexistent/ca.pem"}), awsCfgForTest())
-	if err == nil || !strings.Contains(err.Error(), "CRAWLQ_DB_CA_FILE") {
-		t.Fatalf("got %v, want an error naming CRAWLQ_DB_CA_FILE", err)
-	}
-}
-
-func awsCfgForTest() aws.Config {
-	return aws.Config{Region: "eu-west-1", Credentials: aws.AnonymousCredentials{}}
 }

@@ -11,13 +11,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"crawlq/internal/db"
 	"crawlq/internal/migrate"
 )
 
@@ -92,42 +88,6 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	res.AppRole = cfg.AppRole
 	return res, nil
-}
-
-// FromEnv builds a Config from the migrate function's environment (terraform/main.tf):
-// the database variables of db.FromEnv (CRAWLQ_DB_USER is the master user there),
-// CRAWLQ_DB_APP_USER (default DefaultAppRole) and CRAWLQ_DB_APP_SECRET_ARN, the application
-// role's secret (unset: the role's login is left alone). It opens the pool.
-func FromEnv(ctx context.Context, getenv func(string) string, awsCfg aws.Config) (Config, error) {
-	dc, err := db.FromEnv(ctx, getenv, awsCfg)
-	if err != nil {
-		return Config{}, err
-	}
-	dc.MaxConns = 2
-	dc.AppName = "crawlq-migrate"
-	pool, err := db.Open(ctx, dc)
-	if err != nil {
-		return Config{}, err
-	}
-	cfg := Config{Pool: pool, AppRole: strings.TrimSpace(getenv("CRAWLQ_DB_APP_USER"))}
-	if arn := strings.TrimSpace(getenv("CRAWLQ_DB_APP_SECRET_ARN")); arn != "" {
-		sm := secretsmanager.NewFromConfig(awsCfg)
-		role := cfg.AppRole
-		if role == "" {
-			role = DefaultAppRole
-		}
-		cfg.AppPassword = func(ctx context.Context) (string, error) {
-			user, pw, err := db.ReadCredentials(ctx, sm, arn)
-			if err != nil {
-				return "", err
-			}
-			if user != "" && user != role {
-				return "", fmt.Errorf("%w: CRAWLQ_DB_APP_SECRET_ARN holds user %q, want %q (CRAWLQ_DB_APP_USER)", ErrConfig, user, role)
-			}
-			return pw, nil
-		}
-	}
-	return cfg, nil
 }
 
 // Handler returns the migrate function's handler: one Run per invocation; the payload is

@@ -8,11 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"crawlq/internal/awstest"
 	"crawlq/internal/dbsetup"
 	"crawlq/internal/dbtest"
 )
@@ -82,60 +79,5 @@ func TestRunGivesAppRoleLeastPrivilege(t *testing.T) {
 		if !errors.As(err, &pe) || (pe.Code != "42501" && !strings.Contains(pe.Message, "must be owner")) {
 			t.Errorf("%s as %s: %v, want permission denied", q, dbsetup.DefaultAppRole, err)
 		}
-	}
-}
-
-// FromEnv reads the role's password from its secret, refuses a secret for another user, and
-// Run reports a secret it cannot read instead of leaving the role without a login silently.
-func TestFromEnvReadsAppSecret(t *testing.T) {
-	awstest.Moto(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_, u := dbtest.Schema(t)
-	awsCfg := awstest.Config(t)
-	sm := secretsmanager.NewFromConfig(awsCfg)
-	mk := func(name, body string) string {
-		out, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(name), SecretString: aws.String(body)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return *out.ARN
-	}
-	good := mk("app", `{"username":"crawlq_app","password":"pw1"}`)
-	other := mk("other", `{"username":"someone","password":"pw2"}`)
-	env := map[string]string{"DATABASE_URL": u, "CRAWLQ_DB_APP_SECRET_ARN": good}
-	getenv := func(k string) string { return env[k] }
-
-	cfg, err := dbsetup.FromEnv(ctx, getenv, awsCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cfg.Pool.Close()
-	if pw, err := cfg.AppPassword(ctx); err != nil || pw != "pw1" {
-		t.Fatalf("password %q, %v", pw, err)
-	}
-	res, err := dbsetup.Handler(cfg)(ctx, nil)
-	if err != nil || res.AppRole != "crawlq_app" {
-		t.Fatalf("handler: %+v, %v", res, err)
-	}
-
-	env["CRAWLQ_DB_APP_SECRET_ARN"] = other
-	cfg2, err := dbsetup.FromEnv(ctx, getenv, awsCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cfg2.Pool.Close()
-	if _, err := dbsetup.Run(ctx, cfg2); !errors.Is(err, dbsetup.ErrConfig) || !strings.Contains(err.Error(), "CRAWLQ_DB_APP_USER") {
-		t.Fatalf("secret of another user: %v, want ErrConfig naming CRAWLQ_DB_APP_USER", err)
-	}
-
-	env["CRAWLQ_DB_APP_SECRET_ARN"] = good + "-missing"
-	cfg3, err := dbsetup.FromEnv(ctx, getenv, awsCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cfg3.Pool.Close()
-	if _, err := dbsetup.Run(ctx, cfg3); err == nil || !strings.Contains(err.Error(), "read database secret") {
-		t.Fatalf("missing secret: %v", err)
 	}
 }

@@ -46,7 +46,8 @@ var (
 	ErrNotStarted = errors.New("ecsrun: tasks not started")
 )
 
-// Launcher starts runner tasks. Fill it in (or use FromEnv), then call Launch.
+// Launcher starts runner tasks. Fill it in (envconfig.ECSLauncher reads it from the dispatch
+// function's environment), check it with Validate, then call Launch.
 type Launcher struct {
 	// Client talks to ECS. Required.
 	Client *ecs.Client
@@ -85,56 +86,6 @@ type Launcher struct {
 	Logger *slog.Logger
 }
 
-// FromEnv builds a launcher from CRAWLQ_ECS_CLUSTER, CRAWLQ_ECS_TASK_DEFINITION,
-// CRAWLQ_ECS_SUBNETS and CRAWLQ_ECS_SECURITY_GROUPS (comma-separated), CRAWLQ_ECS_MAX_TASKS
-// (default 10), CRAWLQ_ECS_CONTAINER (default "runner"), CRAWLQ_ECS_ASSIGN_PUBLIC_IP (true/false),
-// CRAWLQ_ECS_CAPACITY_PROVIDER, CRAWLQ_ECS_FALLBACK_PROVIDER, and the runner overrides
-// CRAWLQ_ECS_QUEUE, CRAWLQ_ECS_RUNNER_CONCURRENCY, CRAWLQ_ECS_RUNNER_MAX_JOBS,
-// CRAWLQ_ECS_RUNNER_MAX_MEMORY_MIB. getenv is os.Getenv in production.
-func FromEnv(client *ecs.Client, getenv func(string) string) (*Launcher, error) {
-	l := &Launcher{
-		Client: client, Cluster: getenv("CRAWLQ_ECS_CLUSTER"), TaskDefinition: getenv("CRAWLQ_ECS_TASK_DEFINITION"),
-		Container: getenv("CRAWLQ_ECS_CONTAINER"), Subnets: splitList(getenv("CRAWLQ_ECS_SUBNETS")),
-		SecurityGroups: splitList(getenv("CRAWLQ_ECS_SECURITY_GROUPS")), CapacityProvider: getenv("CRAWLQ_ECS_CAPACITY_PROVIDER"),
-		FallbackProvider: getenv("CRAWLQ_ECS_FALLBACK_PROVIDER"), Queue: getenv("CRAWLQ_ECS_QUEUE"),
-	}
-	ints := []struct {
-		name string
-		dst  *int
-	}{{"CRAWLQ_ECS_MAX_TASKS", &l.Max}, {"CRAWLQ_ECS_RUNNER_CONCURRENCY", &l.Concurrency},
-		{"CRAWLQ_ECS_RUNNER_MAX_JOBS", &l.MaxJobs}, {"CRAWLQ_ECS_RUNNER_MAX_MEMORY_MIB", &l.MaxMemoryMiB}}
-	for _, e := range ints {
-		if v := getenv(e.name); v != "" {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			if err != nil || n < 0 {
-				return nil, fmt.Errorf("%w: %s=%q is not a non-negative integer", ErrConfig, e.name, v)
-			}
-			*e.dst = n
-		}
-	}
-	if v := getenv("CRAWLQ_ECS_ASSIGN_PUBLIC_IP"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return nil, fmt.Errorf("%w: CRAWLQ_ECS_ASSIGN_PUBLIC_IP=%q is not true or false", ErrConfig, v)
-		}
-		l.AssignPublicIP = b
-	}
-	if err := l.validate(); err != nil {
-		return nil, err
-	}
-	return l, nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
 func (l *Launcher) withDefaults() Launcher {
 	c := *l
 	if c.Container == "" {
@@ -164,7 +115,8 @@ func (l *Launcher) withDefaults() Launcher {
 	return c
 }
 
-func (l *Launcher) validate() error {
+// Validate returns an ErrConfig naming the first missing or bad field.
+func (l *Launcher) Validate() error {
 	c := l.withDefaults()
 	bad := func(format string, a ...any) error { return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, a...)) }
 	switch {
@@ -223,7 +175,7 @@ func max0(n int) int {
 // compatible, awsvpc networking, an X86_64 runtime platform (or none, which means X86_64), and a
 // container named Container.
 func (l *Launcher) Check(ctx context.Context) error {
-	if err := l.validate(); err != nil {
+	if err := l.Validate(); err != nil {
 		return err
 	}
 	c := l.withDefaults()
@@ -264,7 +216,7 @@ func (l *Launcher) Check(ctx context.Context) error {
 // FallbackProvider. It returns how many started; when that is fewer than asked, err says why
 // (wrapping ErrNotStarted with ECS's failure reasons, or the API error).
 func (l *Launcher) Launch(ctx context.Context, n int) (int, error) {
-	if err := l.validate(); err != nil {
+	if err := l.Validate(); err != nil {
 		return 0, err
 	}
 	c := l.withDefaults()
@@ -340,7 +292,7 @@ func failureReasons(fs []types.Failure) string {
 // Input builds the RunTask call for count tasks on provider; Launch sends it. Exposed so the
 // call can be checked without ECS.
 func (l *Launcher) Input(provider string, count int) (*ecs.RunTaskInput, error) {
-	if err := l.validate(); err != nil {
+	if err := l.Validate(); err != nil {
 		return nil, err
 	}
 	if count < 1 || count > MaxPerCall {

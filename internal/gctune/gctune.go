@@ -24,15 +24,21 @@ type Settings struct {
 	Limit   int64
 }
 
-// Decide returns the settings for a process whose environment is getenv, reading cgroup files
+// Env is what of the process's environment Decide looks at (envconfig.GC reads it).
+type Env struct {
+	GOGC, GOMEMLIMIT string // the Go runtime's own settings: when set, they win
+	LambdaMemoryMiB  string // AWS_LAMBDA_FUNCTION_MEMORY_SIZE: a Lambda function's memory
+}
+
+// Decide returns the settings for a process whose environment is env, reading cgroup files
 // through readFile.
-func Decide(getenv func(string) string, readFile func(string) ([]byte, error)) Settings {
+func Decide(env Env, readFile func(string) ([]byte, error)) Settings {
 	var s Settings
-	if getenv("GOGC") == "" {
+	if env.GOGC == "" {
 		s.Percent = Percent
 	}
-	if getenv("GOMEMLIMIT") == "" {
-		if mem := containerMemory(getenv, readFile); mem > 0 {
+	if env.GOMEMLIMIT == "" {
+		if mem := containerMemory(env, readFile); mem > 0 {
 			s.Limit = int64(float64(mem) * limitShare)
 		}
 	}
@@ -40,8 +46,8 @@ func Decide(getenv func(string) string, readFile func(string) ([]byte, error)) S
 }
 
 // Apply sets the collector as Decide says and returns what it set.
-func Apply(getenv func(string) string, readFile func(string) ([]byte, error)) Settings {
-	s := Decide(getenv, readFile)
+func Apply(env Env, readFile func(string) ([]byte, error)) Settings {
+	s := Decide(env, readFile)
 	if s.Percent > 0 {
 		debug.SetGCPercent(s.Percent)
 	}
@@ -53,8 +59,8 @@ func Apply(getenv func(string) string, readFile func(string) ([]byte, error)) Se
 
 // containerMemory is the memory the process may use: a Lambda function's configured size, else the
 // cgroup (v2, then v1) limit; 0 when unknown or unlimited.
-func containerMemory(getenv func(string) string, readFile func(string) ([]byte, error)) int64 {
-	if mb, err := strconv.ParseInt(getenv("AWS_LAMBDA_FUNCTION_MEMORY_SIZE"), 10, 64); err == nil && mb > 0 {
+func containerMemory(env Env, readFile func(string) ([]byte, error)) int64 {
+	if mb, err := strconv.ParseInt(env.LambdaMemoryMiB, 10, 64); err == nil && mb > 0 {
 		return mb << 20
 	}
 	for _, f := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {

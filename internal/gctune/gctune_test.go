@@ -14,7 +14,9 @@ func TestDecide(t *testing.T) {
 			return nil, errors.New("no such file")
 		}
 	}
-	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	env := func(m map[string]string) Env {
+		return Env{GOGC: m["GOGC"], GOMEMLIMIT: m["GOMEMLIMIT"], LambdaMemoryMiB: m["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"]}
+	}
 	for _, tc := range []struct {
 		name  string
 		env   map[string]string

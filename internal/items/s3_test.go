@@ -22,7 +22,7 @@ func TestS3Sink(t *testing.T) {
 	awstest.Moto(t)
 	ctx := context.Background()
 	cfg := awstest.Config(t)
-	client := s3.NewFromConfig(cfg, awsx.S3Options()...)
+	client := s3.NewFromConfig(cfg, awsx.S3Options(cfg)...)
 	if _, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("items")}); err != nil {
 		t.Fatalf("create bucket: %v", err)
 	}

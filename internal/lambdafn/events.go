@@ -16,13 +16,13 @@ import (
 // judged against their monitors).
 const EventsOff = "off"
 
-// Events returns the run-event publisher the environment describes: to the EventBridge bus
-// CRAWLQ_EVENT_BUS (default "default"; "off": not published; file:PATH: JSON Lines appended to
-// PATH, see events.FilePutter), with the monitor metrics as EMF
-// lines on metricsOut in CRAWLQ_METRICS_NAMESPACE, and a line per event in the run's log.
+// Events returns the run-event publisher Config describes: to the EventBridge bus EventBus
+// ("off": not published; file:PATH: JSON Lines appended to PATH, see events.FilePutter), with
+// the monitor metrics as EMF lines on metricsOut in MetricsNamespace, and a line per event in the
+// run's log.
 func (d *Deps) Events(metricsOut io.Writer) (*events.Publisher, error) {
-	cfg := events.Config{Pool: d.Pool, Bus: envOr(d.Getenv, "CRAWLQ_EVENT_BUS", events.DefaultBus),
-		Monitors: d.Spiders.Monitors, Metrics: metricsOut, Namespace: d.Getenv("CRAWLQ_METRICS_NAMESPACE"), Logger: d.Logger,
+	cfg := events.Config{Pool: d.Pool, Bus: d.Config.EventBus,
+		Monitors: d.Spiders.Monitors, Metrics: metricsOut, Namespace: d.Config.MetricsNamespace, Logger: d.Logger,
 		Log: runlog.EventLog{Store: d.RunLog()}}
 	if path, ok := events.FileBus(cfg.Bus); ok {
 		fp, err := events.NewFilePutter(path)

@@ -17,7 +17,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"crawlq/internal/api"
@@ -60,7 +59,7 @@ func TestDispatchPublishesToEventBus(t *testing.T) {
 		t.Fatalf("messages %+v %v", m, err)
 	}
 
-	env["CRAWLQ_EVENT_BUS"] = "off"
+	d.Config.EventBus = "off"
 	if _, err := pool.Exec(ctx, `UPDATE crawlq_run SET state = 'cancelled'`); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"crawlq/internal/dbtest"
 	"crawlq/internal/dispatch"
 	"crawlq/internal/ecsrun"
+	"crawlq/internal/envconfig"
 	"crawlq/internal/lambdafn"
 	"crawlq/internal/queue"
 )
@@ -93,7 +94,15 @@ func TestRouteCrawlQueue(t *testing.T) {
 		t.Fatalf("invoked %d workers, launches asked %v, launched %d; want 0 workers and ceil(25/10)=3 crawl runners", inv.calls, fake.asked, res.Launched)
 	}
 
+	reload := func() error {
+		var err error
+		d.Config, err = lambdafn.LoadConfig(envconfig.Map(env))
+		return err
+	}
 	env["CRAWLQ_CRAWL_LAMBDA_BURST"] = "2"
+	if err := reload(); err != nil {
+		t.Fatal(err)
+	}
 	cfgB, err := d.DispatchConfig(inv, runners)
 	if err != nil {
 		t.Fatal(err)
@@ -102,12 +111,15 @@ func TestRouteCrawlQueue(t *testing.T) {
 		t.Fatalf("burst 2: %v, fleets %+v", err, cfgB.Fleets)
 	}
 	env["CRAWLQ_CRAWL_LAMBDA_BURST"] = "some"
-	if err := d.RouteCrawlQueue(&cfgB, runners); err == nil || !strings.Contains(err.Error(), "CRAWLQ_CRAWL_LAMBDA_BURST") {
+	if err := reload(); err == nil || !strings.Contains(err.Error(), "CRAWLQ_CRAWL_LAMBDA_BURST") {
 		t.Fatalf("bad burst: %v", err)
 	}
 	delete(env, "CRAWLQ_CRAWL_LAMBDA_BURST")
 
 	env["CRAWLQ_CRAWL_RUNTIME"] = "lambda"
+	if err := reload(); err != nil {
+		t.Fatal(err)
+	}
 	cfg2, err := d.DispatchConfig(inv, runners)
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +128,7 @@ func TestRouteCrawlQueue(t *testing.T) {
 		t.Fatalf("lambda runtime: %v %v %v", err, cfg2.LambdaQueues, cfg2.Fleets)
 	}
 	env["CRAWLQ_CRAWL_RUNTIME"] = "ec2"
-	if err := d.RouteCrawlQueue(&cfg2, runners); err == nil || !strings.Contains(err.Error(), "CRAWLQ_CRAWL_RUNTIME") {
+	if err := reload(); err == nil || !strings.Contains(err.Error(), "CRAWLQ_CRAWL_RUNTIME") {
 		t.Fatalf("bad runtime: %v", err)
 	}
 }

@@ -197,7 +197,7 @@ func New(cfg Config) (*Stack, error) {
 	}
 	worker := d.Worker(cfg.Worker)
 	dispatchFn := lambdafn.Dispatch(dp)
-	metrics := d.Metrics(cfg.Metrics, d.Getenv("CRAWLQ_METRICS_NAMESPACE"))
+	metrics := d.Metrics(cfg.Metrics, d.Config.MetricsNamespace)
 	s.fns = map[string]function{
 		cfg.Prefix + "-api": {timeout: cfg.APITimeout, h: func(ctx context.Context, p []byte) ([]byte, error) {
 			return a.HandleJSON(ctx, p), nil

@@ -31,7 +31,6 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -145,70 +144,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: Batch %d: want 1..100000", ErrInvalid, c.Batch)
 	}
 	return nil
-}
-
-// Environment variables FromEnv reads (Terraform sets them on the dispatch function).
-const (
-	EnvEnabled   = "CRAWLQ_MAINTAIN"          // "off" turns automatic maintenance off; default on
-	EnvSucceeded = "CRAWLQ_RETAIN_SUCCEEDED"  // Config.Succeeded, a Go duration ("24h")
-	EnvCancelled = "CRAWLQ_RETAIN_CANCELLED"  // Config.Cancelled
-	EnvDead      = "CRAWLQ_RETAIN_DEAD"       // Config.Dead
-	EnvRunData   = "CRAWLQ_RETAIN_RUN_DATA"   // Config.RunData
-	EnvIdleHosts = "CRAWLQ_RETAIN_IDLE_HOSTS" // Config.IdleHosts
-	EnvInterval  = "CRAWLQ_MAINTAIN_INTERVAL" // Config.Interval
-	EnvBatch     = "CRAWLQ_MAINTAIN_BATCH"    // Config.Batch
-	EnvBudget    = "CRAWLQ_MAINTAIN_BUDGET"   // Config.Budget
-)
-
-// FromEnv reads a Config from the environment; ok is false when CRAWLQ_MAINTAIN is "off". Unset
-// variables take the defaults; a bad value is an error naming its variable.
-func FromEnv(getenv func(string) string) (cfg Config, ok bool, err error) {
-	switch v := strings.TrimSpace(getenv(EnvEnabled)); v {
-	case "", "on", "true", "1":
-	case "off", "false", "0":
-		return Config{}, false, nil
-	default:
-		return Config{}, false, fmt.Errorf("%w: %s %q: want on or off", ErrInvalid, EnvEnabled, v)
-	}
-	durs := []struct {
-		env string
-		dst *time.Duration
-	}{
-		{EnvSucceeded, &cfg.Succeeded}, {EnvCancelled, &cfg.Cancelled}, {EnvDead, &cfg.Dead},
-		{EnvRunData, &cfg.RunData}, {EnvIdleHosts, &cfg.IdleHosts}, {EnvInterval, &cfg.Interval}, {EnvBudget, &cfg.Budget},
-	}
-	for _, d := range durs {
-		v := strings.TrimSpace(getenv(d.env))
-		if v == "" {
-			continue
-		}
-		t, perr := time.ParseDuration(v)
-		if perr != nil || t <= 0 {
-			return Config{}, false, fmt.Errorf("%w: %s %q: want a positive duration such as 24h", ErrInvalid, d.env, v)
-		}
-		*d.dst = t
-	}
-	if v := strings.TrimSpace(getenv(EnvBatch)); v != "" {
-		if _, serr := fmt.Sscan(v, &cfg.Batch); serr != nil || cfg.Batch <= 0 || fmt.Sprint(cfg.Batch) != v {
-			return Config{}, false, fmt.Errorf("%w: %s %q: want a positive integer", ErrInvalid, EnvBatch, v)
-		}
-	}
-	if err := cfg.WithDefaults().Validate(); err != nil {
-		return Config{}, false, envName(err)
-	}
-	return cfg, true, nil
-}
-
-// envName rewrites a Validate error to name the variable rather than the field.
-func envName(err error) error {
-	s := err.Error()
-	for field, env := range map[string]string{"Succeeded": EnvSucceeded, "Cancelled": EnvCancelled, "Dead": EnvDead,
-		"RunData": EnvRunData, "IdleHosts": EnvIdleHosts, "Interval": EnvInterval, "Batch": EnvBatch, "Budget": EnvBudget} {
-		if strings.HasPrefix(s, ErrInvalid.Error()+": "+field+" ") {
-			return fmt.Errorf("%w: %s%s", ErrInvalid, env, strings.TrimPrefix(s, ErrInvalid.Error()+": "+field))
-		}
-	}
-	return err
 }
 
 // leaseName is the crawlq_leader row of the maintenance pass.

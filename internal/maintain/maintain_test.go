@@ -50,31 +50,6 @@ func TestConfigRejectsBadValues(t *testing.T) {
 	if _, err := maintain.New(nil, nil, maintain.Config{}); !errors.Is(err, maintain.ErrInvalid) {
 		t.Errorf("New without a queue client: %v", err)
 	}
-
-	for env, val := range map[string]string{
-		maintain.EnvEnabled: "maybe", maintain.EnvSucceeded: "1 day", maintain.EnvCancelled: "-1h", maintain.EnvDead: "0s",
-		maintain.EnvRunData: "10s", maintain.EnvIdleHosts: "5m", maintain.EnvInterval: "soon", maintain.EnvBatch: "12x",
-		maintain.EnvBudget: "0",
-	} {
-		_, _, err := maintain.FromEnv(func(k string) string {
-			if k == env {
-				return val
-			}
-			return ""
-		})
-		if !errors.Is(err, maintain.ErrInvalid) || !strings.Contains(err.Error(), env) {
-			t.Errorf("%s=%q: got %v, want ErrInvalid naming the variable", env, val, err)
-		}
-	}
-	cfg, on, err := maintain.FromEnv(func(k string) string {
-		return map[string]string{maintain.EnvSucceeded: "2h", maintain.EnvDead: "720h", maintain.EnvBatch: "500"}[k]
-	})
-	if err != nil || !on || cfg.Succeeded != 2*time.Hour || cfg.Dead != 720*time.Hour || cfg.Batch != 500 {
-		t.Errorf("FromEnv: %+v %v %v", cfg, on, err)
-	}
-	if _, on, err := maintain.FromEnv(func(k string) string { return map[string]string{maintain.EnvEnabled: "off"}[k] }); on || err != nil {
-		t.Errorf("CRAWLQ_MAINTAIN=off: on=%v err=%v", on, err)
-	}
 }
 
 // site is a small site of three pages and two item pages; home links to the extra links, the

@@ -231,13 +231,19 @@ func (c *capRecorder) WriteString(s string) (int, error) { return c.Write([]byte
 
 var errAnswerTooLarge = errors.New("answer larger than a function URL answer holds")
 
-// Credentials reads basic auth credentials: CRAWLQ_SCRAPYD_SECRET_ARN names a Secrets Manager
-// secret holding {"username":...,"password":...}; else CRAWLQ_SCRAPYD_USERNAME and
-// CRAWLQ_SCRAPYD_PASSWORD. None of them: no auth ("", "").
-func Credentials(ctx context.Context, getenv func(string) string, awsCfg *aws.Config) (user, pass string, err error) {
-	if arn := getenv("CRAWLQ_SCRAPYD_SECRET_ARN"); arn != "" {
+// CredentialSource says where the basic auth credentials come from: a Secrets Manager secret
+// holding {"username":...,"password":...} (SecretARN, CRAWLQ_SCRAPYD_SECRET_ARN), else Username
+// and Password (CRAWLQ_SCRAPYD_USERNAME, CRAWLQ_SCRAPYD_PASSWORD). None: no auth.
+type CredentialSource struct {
+	SecretARN          string
+	Username, Password string
+}
+
+// Credentials reads the basic auth credentials src names ("", "" for none).
+func Credentials(ctx context.Context, src CredentialSource, awsCfg *aws.Config) (user, pass string, err error) {
+	if arn := src.SecretARN; arn != "" {
 		if awsCfg == nil {
-			return "", "", fmt.Errorf("CRAWLQ_SCRAPYD_SECRET_ARN is set but there is no AWS config")
+			return "", "", fmt.Errorf("read scrapyd credentials: secret %s: there is no AWS config", arn)
 		}
 		out, err := secretsmanager.NewFromConfig(*awsCfg).GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(arn)})
 		if err != nil {
@@ -249,11 +255,10 @@ func Credentials(ctx context.Context, getenv func(string) string, awsCfg *aws.Co
 		}
 		return c.Username, c.Password, nil
 	}
-	user, pass = getenv("CRAWLQ_SCRAPYD_USERNAME"), getenv("CRAWLQ_SCRAPYD_PASSWORD")
-	if (user == "") != (pass == "") {
-		return "", "", fmt.Errorf("set both CRAWLQ_SCRAPYD_USERNAME and CRAWLQ_SCRAPYD_PASSWORD, or neither")
+	if (src.Username == "") != (src.Password == "") {
+		return "", "", errors.New("scrapyd credentials: a username without a password, or a password without a username")
 	}
-	return user, pass, nil
+	return src.Username, src.Password, nil
 }
 
 // Unavailable answers every request with 503 and Scrapyd's error shape: what the api function

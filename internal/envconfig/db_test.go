@@ -1,4 +1,4 @@
-package db_test
+package envconfig_test
 
 import (
 	"context"
@@ -12,11 +12,10 @@ import (
 	"crawlq/internal/awstest"
 	"crawlq/internal/db"
 	"crawlq/internal/dbtest"
+	"crawlq/internal/envconfig"
 )
 
-func getenv(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
-
-func TestFromEnvErrors(t *testing.T) {
+func TestDBErrors(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	cfg := aws.Config{Region: "us-east-1"}
@@ -28,23 +27,23 @@ func TestFromEnvErrors(t *testing.T) {
 		"CRAWLQ_DB_IAM_AUTH":     {"CRAWLQ_DB_HOST": "h", "CRAWLQ_DB_IAM_AUTH": "maybe"},
 		"CRAWLQ_DB_USER":         {"CRAWLQ_DB_HOST": "h", "CRAWLQ_DB_IAM_AUTH": "true"},
 	} {
-		if _, err := db.FromEnv(ctx, getenv(want), cfg); err == nil || !strings.Contains(err.Error(), env) {
+		if _, err := envconfig.DB(ctx, envconfig.Map(want), cfg); err == nil || !strings.Contains(err.Error(), env) {
 			t.Errorf("%v: got %v, want an error mentioning %s", want, err, env)
 		}
 	}
-	c, err := db.FromEnv(ctx, getenv(map[string]string{"DATABASE_URL": "postgres://u@h/d", "CRAWLQ_DB_EXEC_MODE": "simple"}), cfg)
+	c, err := envconfig.DB(ctx, envconfig.Map(map[string]string{"DATABASE_URL": "postgres://u@h/d", "CRAWLQ_DB_EXEC_MODE": "simple"}), cfg)
 	if err != nil || c.URL != "postgres://u@h/d" || c.ExecMode != "simple" {
 		t.Fatalf("URL config: %+v, %v", c, err)
 	}
 }
 
-func TestFromEnvIAM(t *testing.T) {
+func TestDBIAM(t *testing.T) {
 	t.Parallel()
 	cfg := aws.Config{Region: "eu-west-1", Credentials: aws.AnonymousCredentials{}}
 	cfg.Credentials = aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
 		return aws.Credentials{AccessKeyID: "AKID", SecretAccessKey: "secret"}, nil
 	})
-	c, err := db.FromEnv(context.Background(), getenv(map[string]string{"CRAWLQ_DB_HOST": "proxy.example", "CRAWLQ_DB_PORT": "6432",
+	c, err := envconfig.DB(context.Background(), envconfig.Map(map[string]string{"CRAWLQ_DB_HOST": "proxy.example", "CRAWLQ_DB_PORT": "6432",
 		"CRAWLQ_DB_USER": "app", "CRAWLQ_DB_IAM_AUTH": "true", "CRAWLQ_DB_SECRET_ARN": "arn:ignored"}), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -65,9 +64,9 @@ func TestFromEnvIAM(t *testing.T) {
 	}
 }
 
-// TestFromEnvSecret reads credentials from a Secrets Manager secret in moto and connects to the
+// TestDBSecret reads credentials from a Secrets Manager secret in moto and connects to the
 // test Postgres with them.
-func TestFromEnvSecret(t *testing.T) {
+func TestDBSecret(t *testing.T) {
 	_, schemaURL := dbtest.Schema(t)
 	awstest.Moto(t)
 	ctx := context.Background()
@@ -86,7 +85,7 @@ func TestFromEnvSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := db.FromEnv(ctx, getenv(map[string]string{"CRAWLQ_DB_HOST": u.Hostname(), "CRAWLQ_DB_SECRET_ARN": aws.ToString(out.ARN),
+	c, err := envconfig.DB(ctx, envconfig.Map(map[string]string{"CRAWLQ_DB_HOST": u.Hostname(), "CRAWLQ_DB_SECRET_ARN": aws.ToString(out.ARN),
 		"CRAWLQ_DB_TLS": "false"}), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -103,8 +102,17 @@ func TestFromEnvSecret(t *testing.T) {
 	if err := pool.QueryRow(ctx, "select 1").Scan(&one); err != nil || one != 1 {
 		t.Fatalf("query: %v", err)
 	}
-	if _, err := db.FromEnv(ctx, getenv(map[string]string{"CRAWLQ_DB_HOST": "h", "CRAWLQ_DB_SECRET_ARN": "missing"}), cfg); err == nil ||
+	if _, err := envconfig.DB(ctx, envconfig.Map(map[string]string{"CRAWLQ_DB_HOST": "h", "CRAWLQ_DB_SECRET_ARN": "missing"}), cfg); err == nil ||
 		!strings.Contains(err.Error(), "secret") {
 		t.Fatalf("missing secret: %v", err)
+	}
+}
+
+func TestDBCAFileMissing(t *testing.T) {
+	t.Parallel()
+	_, err := envconfig.DB(context.Background(), envconfig.Map(map[string]string{"CRAWLQ_DB_HOST": "h", "CRAWLQ_DB_IAM_AUTH": "true",
+		"CRAWLQ_DB_USER": "u", "CRAWLQ_DB_CA_FILE": "/nonexistent/ca.pem"}), aws.Config{Region: "eu-west-1", Credentials: aws.AnonymousCredentials{}})
+	if err == nil || !strings.Contains(err.Error(), "CRAWLQ_DB_CA_FILE") {
+		t.Fatalf("got %v, want an error naming CRAWLQ_DB_CA_FILE", err)
 	}
 }

@@ -1,0 +1,48 @@
+package envconfig
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"crawlq/internal/db"
+	"crawlq/internal/dbsetup"
+)
+
+// DBSetup builds the migrate function's config from its environment (terraform/main.tf): the
+// database variables of DB (CRAWLQ_DB_USER is the master user there),
+// CRAWLQ_DB_APP_USER (default DefaultAppRole) and CRAWLQ_DB_APP_SECRET_ARN, the application
+// role's secret (unset: the role's login is left alone). It opens the pool.
+func DBSetup(ctx context.Context, env Env, awsCfg aws.Config) (dbsetup.Config, error) {
+	dc, err := DB(ctx, env, awsCfg)
+	if err != nil {
+		return dbsetup.Config{}, err
+	}
+	dc.MaxConns = 2
+	dc.AppName = "crawlq-migrate"
+	pool, err := db.Open(ctx, dc)
+	if err != nil {
+		return dbsetup.Config{}, err
+	}
+	cfg := dbsetup.Config{Pool: pool, AppRole: env.String("CRAWLQ_DB_APP_USER")}
+	if arn := env.String("CRAWLQ_DB_APP_SECRET_ARN"); arn != "" {
+		sm := secretsmanager.NewFromConfig(awsCfg)
+		role := cfg.AppRole
+		if role == "" {
+			role = dbsetup.DefaultAppRole
+		}
+		cfg.AppPassword = func(ctx context.Context) (string, error) {
+			user, pw, err := db.ReadCredentials(ctx, sm, arn)
+			if err != nil {
+				return "", err
+			}
+			if user != "" && user != role {
+				return "", fmt.Errorf("%w: CRAWLQ_DB_APP_SECRET_ARN holds user %q, want %q (CRAWLQ_DB_APP_USER)", dbsetup.ErrConfig, user, role)
+			}
+			return pw, nil
+		}
+	}
+	return cfg, nil
+}
