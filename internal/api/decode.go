@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -149,100 +150,25 @@ var aliases = map[string]string{"setting": "settings", "idempotency_key": "uniqu
 // types, unknown fields, the action, and each field's range. It never panics; every error
 // wraps ErrBadRequest with a message meant for the caller.
 func Decode(data []byte) (*Request, error) {
-	if len(data) > MaxAddVersionBytes {
-		return nil, badf("request is %d bytes; the limit is %d", len(data), MaxAddVersionBytes)
+	if err := checkEnvelope(data); err != nil {
+		return nil, err
 	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, badf("empty request: send a JSON object such as {\"action\":\"listspiders\"}")
-	}
-	if !utf8.Valid(data) {
-		return nil, badf("request is not valid UTF-8")
-	}
-	// First pass: which keys are present, so that unused fields can be named.
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(data, &keys); err != nil {
-		return nil, jsonErr(err)
-	}
-	if keys == nil {
-		return nil, badf("request must be a JSON object, not null")
-	}
-	var w wire
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&w); err != nil {
-		return nil, jsonErr(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, badf("unexpected data after the JSON object")
+	keys, w, err := decodeObject(data)
+	if err != nil {
+		return nil, err
 	}
 	r := &w.Request
-	r.Action = strings.TrimSpace(r.Action)
-	if r.Action == "" {
-		return nil, badf("missing action: want one of %s", strings.Join(actions, ", "))
+	if err := checkAction(r, len(data)); err != nil {
+		return nil, err
 	}
-	allowed, ok := fields[r.Action]
-	if !ok {
-		return nil, badf("unknown action %q: want one of %s", clip(r.Action), strings.Join(actions, ", "))
+	if err := checkKeys(r.Action, keys); err != nil {
+		return nil, err
 	}
-	if r.Action != ActAddVersion && len(data) > MaxRequestBytes {
-		return nil, badf("request is %d bytes; the limit is %d", len(data), MaxRequestBytes)
+	if err := mergeAliases(w, r); err != nil {
+		return nil, err
 	}
-	for k := range keys {
-		if k == "action" || k == "project" || k == "source" {
-			continue
-		}
-		name := k
-		if a, ok := aliases[k]; ok && !(k == "jobid" && r.Action == ActSchedule) {
-			name = a // (schedule's jobid is the new run's id, chosen by the client)
-		}
-		found := false
-		for _, f := range allowed {
-			found = found || f == name
-		}
-		if !found {
-			return nil, badf("action %s does not take %q", r.Action, k)
-		}
-	}
-	if len(w.Setting) > 0 && string(w.Setting) != "null" {
-		if r.Settings != nil {
-			return nil, badf("give settings or setting, not both")
-		}
-		if err := decodeSetting(w.Setting, r); err != nil {
-			return nil, err
-		}
-	}
-	if w.UVersion != "" {
-		if r.Version != "" {
-			return nil, badf("give version or _version, not both")
-		}
-		r.Version = w.UVersion
-	}
-	if w.IdempotencyKey != "" {
-		if r.UniqueKey != "" {
-			return nil, badf("give unique_key or idempotency_key, not both")
-		}
-		r.UniqueKey = w.IdempotencyKey
-	}
-	jobRaw := w.JobRaw
-	if r.Action == ActSchedule && len(w.JobIDRaw) > 0 {
-		if err := json.Unmarshal(w.JobIDRaw, &r.JobID); err != nil {
-			return nil, badf("field jobid: want a string")
-		}
-		if err := checkJobID(r.JobID); err != nil { // "" too: given, but empty
-			return nil, err
-		}
-	} else if len(w.JobIDRaw) > 0 {
-		if len(jobRaw) > 0 {
-			return nil, badf("give job or jobid, not both")
-		}
-		jobRaw = w.JobIDRaw
-	}
-	if r.Action == ActCancel || r.Action == ActStatus || r.Action == ActRedrive {
-		id, ref, err := parseJob(jobRaw)
-		if err != nil {
-			return nil, err
-		}
-		r.Job, r.JobRef = id, ref
+	if err := resolveJob(w, r); err != nil {
+		return nil, err
 	}
 	if err := r.Validate(); err != nil {
 		return nil, err
@@ -250,12 +176,146 @@ func Decode(data []byte) (*Request, error) {
 	return r, nil
 }
 
+// checkEnvelope checks what can be checked before parsing: size, emptiness, encoding.
+func checkEnvelope(data []byte) error {
+	if len(data) > MaxAddVersionBytes {
+		return badf("request is %d bytes; the limit is %d", len(data), MaxAddVersionBytes)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return badf("empty request: send a JSON object such as {\"action\":\"listspiders\"}")
+	}
+	if !utf8.Valid(data) {
+		return badf("request is not valid UTF-8")
+	}
+	return nil
+}
+
+// decodeObject parses data twice: once for the keys present (so that unused fields can be
+// named), once strictly into the wire form (unknown fields and trailing data refused).
+func decodeObject(data []byte) (map[string]json.RawMessage, *wire, error) {
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(data, &keys); err != nil {
+		return nil, nil, jsonErr(err)
+	}
+	if keys == nil {
+		return nil, nil, badf("request must be a JSON object, not null")
+	}
+	var w wire
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return nil, nil, jsonErr(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, nil, badf("unexpected data after the JSON object")
+	}
+	return keys, &w, nil
+}
+
+// checkAction requires a known action, and the smaller size limit of every action but
+// addversion.
+func checkAction(r *Request, size int) error {
+	r.Action = strings.TrimSpace(r.Action)
+	if r.Action == "" {
+		return badf("missing action: want one of %s", strings.Join(actions, ", "))
+	}
+	if _, ok := fields[r.Action]; !ok {
+		return badf("unknown action %q: want one of %s", clip(r.Action), strings.Join(actions, ", "))
+	}
+	if r.Action != ActAddVersion && size > MaxRequestBytes {
+		return badf("request is %d bytes; the limit is %d", size, MaxRequestBytes)
+	}
+	return nil
+}
+
+// checkKeys refuses a field (or alias) the action does not take.
+func checkKeys(action string, keys map[string]json.RawMessage) error {
+	allowed := fields[action]
+	for k := range keys {
+		if k == "action" || k == "project" || k == "source" {
+			continue
+		}
+		name := k
+		if a, ok := aliases[k]; ok && !(k == "jobid" && action == ActSchedule) {
+			name = a // (schedule's jobid is the new run's id, chosen by the client)
+		}
+		if !slices.Contains(allowed, name) {
+			return badf("action %s does not take %q", action, k)
+		}
+	}
+	return nil
+}
+
+// mergeAliases moves setting, _version and idempotency_key into their fields, refusing a field
+// given under both names.
+func mergeAliases(w *wire, r *Request) error {
+	if len(w.Setting) > 0 && string(w.Setting) != "null" {
+		if r.Settings != nil {
+			return badf("give settings or setting, not both")
+		}
+		if err := decodeSetting(w.Setting, r); err != nil {
+			return err
+		}
+	}
+	if w.UVersion != "" {
+		if r.Version != "" {
+			return badf("give version or _version, not both")
+		}
+		r.Version = w.UVersion
+	}
+	if w.IdempotencyKey != "" {
+		if r.UniqueKey != "" {
+			return badf("give unique_key or idempotency_key, not both")
+		}
+		r.UniqueKey = w.IdempotencyKey
+	}
+	return nil
+}
+
+// resolveJob reads the run a request names: schedule's jobid is the new run's id, chosen by the
+// client; cancel, status and redrive name an existing run by job (or its alias jobid).
+func resolveJob(w *wire, r *Request) error {
+	jobRaw := w.JobRaw
+	if r.Action == ActSchedule && len(w.JobIDRaw) > 0 {
+		if err := json.Unmarshal(w.JobIDRaw, &r.JobID); err != nil {
+			return badf("field jobid: want a string")
+		}
+		if err := checkJobID(r.JobID); err != nil { // "" too: given, but empty
+			return err
+		}
+	} else if len(w.JobIDRaw) > 0 {
+		if len(jobRaw) > 0 {
+			return badf("give job or jobid, not both")
+		}
+		jobRaw = w.JobIDRaw
+	}
+	if r.Action == ActCancel || r.Action == ActStatus || r.Action == ActRedrive {
+		id, ref, err := parseJob(jobRaw)
+		if err != nil {
+			return err
+		}
+		r.Job, r.JobRef = id, ref
+	}
+	return nil
+}
+
 // Validate checks a request's fields (Decode calls it; the Scrapyd HTTP API, which builds
-// requests from forms, too).
+// requests from forms, too), reporting the first mistake.
 func (r *Request) Validate() error {
 	if _, ok := fields[r.Action]; !ok {
 		return badf("unknown action %q: want one of %s", clip(r.Action), strings.Join(actions, ", "))
 	}
+	for _, check := range []func() error{r.checkSpiderArgs, r.checkRunOptions, r.checkLimit, r.checkScheduleName,
+		r.checkProject, r.checkRequired} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkSpiderArgs bounds the spider's name and its arguments.
+func (r *Request) checkSpiderArgs() error {
 	if len(r.Spider) > MaxNameLen {
 		return badf("spider name longer than %d bytes", MaxNameLen)
 	}
@@ -275,6 +335,12 @@ func (r *Request) Validate() error {
 	if n > MaxArgsBytes {
 		return badf("args are %d bytes; the limit is %d", n, MaxArgsBytes)
 	}
+	return nil
+}
+
+// checkRunOptions checks how a run is to be started and stopped: priority, cancel signal, the
+// client's jobid, when, and its idempotency key.
+func (r *Request) checkRunOptions() error {
 	if r.Priority != nil && (*r.Priority < -1000 || *r.Priority > 1000) {
 		return badf("priority %d out of range: want -1000..1000", *r.Priority)
 	}
@@ -288,6 +354,17 @@ func (r *Request) Validate() error {
 			return err
 		}
 	}
+	if err := r.checkWhen(); err != nil {
+		return err
+	}
+	if len(r.UniqueKey) > MaxNameLen {
+		return badf("unique_key longer than %d bytes", MaxNameLen)
+	}
+	return nil
+}
+
+// checkWhen bounds delay_seconds and at, of which a request gives at most one.
+func (r *Request) checkWhen() error {
 	if r.DelaySeconds != nil {
 		d := *r.DelaySeconds
 		if math.IsNaN(d) || d < 0 || d > MaxDelay.Seconds() {
@@ -306,18 +383,30 @@ func (r *Request) Validate() error {
 			return badf("at %s is more than %s ahead", r.At, MaxDelay)
 		}
 	}
-	if len(r.UniqueKey) > MaxNameLen {
-		return badf("unique_key longer than %d bytes", MaxNameLen)
-	}
+	return nil
+}
+
+// checkLimit bounds a listing's page.
+func (r *Request) checkLimit() error {
 	if r.Limit < 0 || r.Limit > 1000 {
 		return badf("limit %d out of range: want 1..1000 (0 means 100)", r.Limit)
 	}
+	return nil
+}
+
+// checkScheduleName requires delschedule's name and checks any schedule name's spelling.
+func (r *Request) checkScheduleName() error {
 	if r.Action == ActDelSchedule && r.Name == "" {
 		return badf("missing name: the schedule to delete (see listschedules)")
 	}
 	if r.Name != "" && !validScheduleName(r.Name) {
 		return badf("schedule name %q: want 1-64 of A-Z a-z 0-9 - _ .", clip(r.Name))
 	}
+	return nil
+}
+
+// checkProject requires the project, version and egg of the project actions.
+func (r *Request) checkProject() error {
 	if len(r.Version) > MaxNameLen || len(r.Project) > MaxNameLen {
 		return badf("version or project longer than %d bytes", MaxNameLen)
 	}
@@ -336,6 +425,12 @@ func (r *Request) Validate() error {
 	if r.Action == ActAddVersion && len(r.Egg) == 0 {
 		return badf("missing egg: the project's egg, base64-encoded")
 	}
+	return nil
+}
+
+// checkRequired requires what the spider and schedule actions act on, and bounds cron and
+// timezone.
+func (r *Request) checkRequired() error {
 	if r.Action == ActPushSpider && strings.TrimSpace(r.Spec) == "" {
 		return badf("missing spec: a spider spec, YAML or JSON text")
 	}
