@@ -69,15 +69,6 @@ type SoakReport struct {
 	Maintenance maintain.Result
 }
 
-func (r SoakReport) table(name string) TableSize {
-	for _, t := range r.Tables {
-		if t.Name == name {
-			return t
-		}
-	}
-	return TableSize{Name: name}
-}
-
 func (c *SoakConfig) defaults() {
 	if c.Spider == "" {
 		c.Spider = "benchsite"
