@@ -37,8 +37,8 @@ func main() {
 	// past the function URL's 6 MB are kept in the bucket and the client redirected there.
 	var itemReader items.Reader = items.PostgresReader{Pool: deps.Pool}
 	var spill scrapyd.Spill
-	if bucket := os.Getenv("CRAWLQ_ITEMS_BUCKET"); bucket != "" {
-		s3c := s3.NewFromConfig(deps.AWS, awsx.S3Options()...)
+	if bucket := deps.Config.ItemsBucket; bucket != "" {
+		s3c := s3.NewFromConfig(deps.AWS, awsx.S3Options(deps.AWS)...)
 		itemReader = items.Readers{itemReader, items.S3Reader{Client: s3c, Bucket: bucket, Prefix: "items/"}}
 		spill = scrapyd.S3Spill{Client: s3c, Bucket: bucket, Prefix: scrapyd.SpillPrefix}
 	}

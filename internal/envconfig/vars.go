@@ -116,6 +116,8 @@ var Vars = []Var{
 	{"CRAWLQ_STOP_GRACE", "100s", "After SIGTERM, how long crawlq runner's running jobs may finish (--grace wins).", "Runner", []Process{Runner}},
 	{"CRAWLQ_SPIDER_DIR", "", "Directory of extra spider specs crawlq runner loads (--spiders wins).", "Runner", []Process{Runner}},
 
+	{"CRAWLQ_PROXY_*", "", "Proxy credentials a spider spec names as ${CRAWLQ_PROXY_...} in its proxies (only this prefix is filled in, so a spec cannot send other variables to a proxy).", "Runner", []Process{Worker, Runner, CLI}},
+
 	// CLI.
 	{"CRAWLQ_API", "", "Api function the remote-capable commands go through (as --api FUNCTION); unset: the database.", "CLI", []Process{CLI}},
 	{"TF_CLI_CONFIG_FILE", "scripts/tfrc.sh's provider mirror, when the repository has one", "Terraform CLI configuration crawlq deploy runs terraform with.", "CLI", []Process{CLI}},

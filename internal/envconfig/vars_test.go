@@ -84,6 +84,9 @@ func TestVarsMatchTheCode(t *testing.T) {
 			switch n := n.(type) {
 			case *ast.BasicLit:
 				if s, err := strconv.Unquote(n.Value); n.Kind == token.STRING && err == nil && crawlqName.MatchString(s) {
+					if strings.HasSuffix(s, "_") { // a prefix: a family of variables
+						s += "*"
+					}
 					read[s] = path
 				}
 			case *ast.CallExpr:
@@ -126,10 +129,12 @@ func TestVarsMatchTheCode(t *testing.T) {
 	}
 }
 
-// passThrough are the files that hand their process's environment on to a child process
-// (terraform, a spider's command, scrapy list) without reading configuration from it.
+// passThrough are the files that hand variables of their process's environment on (to a child
+// process: terraform, a spider's command, scrapy list; or a spec's proxy credentials,
+// CRAWLQ_PROXY_*, when the process left crawl.Config.LookupEnv unset) without reading
+// configuration from it.
 var passThrough = []string{"internal/command/command.go", "internal/command/scrapy.go", "internal/deploy/deploy.go",
-	"internal/spiderstore/egg.go"}
+	"internal/spiderstore/egg.go", "internal/crawl/proxies.go"}
 
 // TestEnvironmentReadAtTheEdges: os.Getenv, os.LookupEnv and os.Environ appear only in cmd/,
 // functions/, internal/cli, lambdafn's Setup and the pass-through files; every other package

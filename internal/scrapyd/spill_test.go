@@ -28,7 +28,8 @@ import (
 func TestLargeItemsThroughFunctionURL(t *testing.T) {
 	endpoint := awstest.Moto(t)
 	ctx := context.Background()
-	s3c := s3.NewFromConfig(awstest.Config(t), awsx.S3Options()...)
+	cfg := awstest.Config(t)
+	s3c := s3.NewFromConfig(cfg, awsx.S3Options(cfg)...)
 	const bucket = "crawlq-items-test"
 	if _, err := s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
 		t.Fatal(err)
