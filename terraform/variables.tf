@@ -159,7 +159,7 @@ variable "db_skip_final_snapshot" {
 
 # Reserved concurrency is off by default: AWS keeps 100 units of an account's concurrency
 # unreserved, so a new account (whose quota starts at 10) rejects any reservation, and the apply
-# with it. Reserve only where the account's quota leaves room (README, "Quotas").
+# with it. Reserve only where the account's quota leaves room (docs/operations.md, "Quotas").
 
 variable "api_reserved_concurrency" {
   description = "Reserved concurrency of the api function; null (default) reserves none."
@@ -310,7 +310,7 @@ variable "alarm_lambda_errors" {
   default     = 0
 }
 
-# --- storage over time (internal/maintain; see the README, "Storage over time") ---
+# --- storage over time (internal/maintain; see docs/operations.md, "Maintenance") ---
 
 variable "maintain" {
   description = "CRAWLQ_MAINTAIN: automatic maintenance (retention) in the dispatch tick and in runners; false turns it off."

@@ -63,7 +63,7 @@ var actions = []string{ActSchedule, ActCancel, ActStatus, ActListJobs, ActListSp
 var ErrBadRequest = errors.New("bad request")
 
 // Request is one decoded api call. Which fields an action reads is in fields below and in the
-// README's reference of the actions (reference_test.go keeps the two in step); a field an action
+// docs/api.md's reference of the actions (reference_test.go keeps the two in step); a field an action
 // does not use is rejected, so a typo never silently does nothing.
 type Request struct {
 	Action string `json:"action"`

@@ -144,7 +144,7 @@ func TestProjectsThroughTheJSONAPI(t *testing.T) {
 
 // A command spec pushed with pushspider, with no runtime or queue (the runners' long queue) or
 // with runtime ecs, is scheduled to the long queue; one declared for the Lambda workers is
-// refused at push, as the README says.
+// refused at push, as docs/guide.md says.
 func TestPushedCommandSpecSchedules(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)

@@ -14,7 +14,7 @@ import (
 
 // What retention costs per finished job: deleting in the batches maintenance uses (and the
 // VACUUM that makes the space reusable), against dropping a partition that holds the same rows
-// with the same indexes. It reports rows/s and WAL bytes per row; the README quotes a run.
+// with the same indexes. It reports rows/s and WAL bytes per row; docs/operations.md quotes a run.
 //
 //	go test -run XXX -bench Retention -benchtime 3x ./internal/maintain
 func BenchmarkRetention(b *testing.B) {
