@@ -130,7 +130,8 @@ type Crawler struct {
 	rotations  map[string]*proxy.Rotation
 	proxyTries map[int64]int
 	banTries   map[int64]int
-	runs       map[int64]*runInfo // immutable facts of runs this process has seen
+	retired    map[sessionKey]bool // sessions retired here (sessions.go)
+	runs       map[int64]*runInfo  // immutable facts of runs this process has seen
 	command    CommandRunner
 	// active counts, per run, the pages being handled in this process (see settle).
 	active    map[int64]int
@@ -170,7 +171,7 @@ func New(cfg Config) (*Crawler, error) {
 		cfg.RunLog = runlog.Postgres{Pool: cfg.Pool}
 	}
 	return &Crawler{cfg: cfg, db: dbsqlc.New(cfg.Pool), log: cfg.Logger, robots: robots.NewCache(4096),
-		fetchers: map[fetcherKey]*fetch.Fetcher{}, browsers: map[browserKey]*browser.Pool{}, crashes: map[int64]int{}, rotations: map[string]*proxy.Rotation{}, proxyTries: map[int64]int{}, banTries: map[int64]int{}, runs: map[int64]*runInfo{}, active: map[int64]int{}, seen: newSeenCache(seenCacheSize), cancelled: map[int64]bool{}, hosts: newHostSlots(), health: newHostHealth(),
+		fetchers: map[fetcherKey]*fetch.Fetcher{}, browsers: map[browserKey]*browser.Pool{}, crashes: map[int64]int{}, rotations: map[string]*proxy.Rotation{}, proxyTries: map[int64]int{}, banTries: map[int64]int{}, retired: map[sessionKey]bool{}, runs: map[int64]*runInfo{}, active: map[int64]int{}, seen: newSeenCache(seenCacheSize), cancelled: map[int64]bool{}, hosts: newHostSlots(), health: newHostHealth(),
 		closed: make(chan struct{}), finishersDone: make(chan struct{})}, nil
 }
 

@@ -143,11 +143,12 @@ func banRegexp(pattern string) *regexp.Regexp {
 	return re
 }
 
-// bannedPage handles a page the site banned: its proxy rests, and the page goes back for
-// another proxy without counting an attempt, up to Ban.Retries times; then it is retried as a
+// bannedPage handles a page the site banned: its proxy rests and its session is retired, and
+// the page goes back for another proxy (and a new session) without counting an attempt, up to Ban.Retries times; then it is retried as a
 // retryable failure, with the spider's backoff, and dies when out of attempts.
-func (c *Crawler) bannedPage(ctx context.Context, job *queue.Job, ri *runInfo, v *via, why string) error {
+func (c *Crawler) bannedPage(ctx context.Context, job *queue.Job, ri *runInfo, v *via, sa *sessionArgs, why string) error {
 	s := ri.settings
+	c.retireSession(ri.id, sa, why)
 	if v != nil {
 		c.rest(ctx, ri.id, v, why)
 	} else {

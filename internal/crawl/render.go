@@ -75,10 +75,11 @@ func (c *Crawler) closeBrowsers() {
 var errNoBrowser = errors.New("this process renders no browser pages")
 
 // get fetches a page as its spider says: a plain fetch, or a render by Chromium.
-// px is the page's proxy (nil: direct); f already goes through it.
-func (c *Crawler) get(ctx context.Context, f *fetch.Fetcher, job *queue.Job, s spider.Settings, u string, px *proxy.Proxy) (*fetch.Result, error) {
+// px is the page's proxy (nil: direct); f already goes through it. cookies are its session's
+// (plain fetches only: a rendered page starts without them).
+func (c *Crawler) get(ctx context.Context, f *fetch.Fetcher, job *queue.Job, s spider.Settings, u string, px *proxy.Proxy, cookies []*http.Cookie) (*fetch.Result, error) {
 	if s.Render != spider.RenderBrowser {
-		return f.Fetch(ctx, u)
+		return f.FetchWith(ctx, u, fetch.Validators{}, cookies)
 	}
 	pool, err := c.browserPool(s)
 	if err != nil {

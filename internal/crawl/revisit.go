@@ -57,11 +57,11 @@ func (rv *revisit) conditional() bool {
 }
 
 // revisitGet fetches the page, conditionally when it has validators.
-func (c *Crawler) revisitGet(ctx context.Context, f *fetch.Fetcher, job *queue.Job, s spider.Settings, u string, px *proxy.Proxy, rv *revisit) (*fetch.Result, error) {
+func (c *Crawler) revisitGet(ctx context.Context, f *fetch.Fetcher, job *queue.Job, s spider.Settings, u string, px *proxy.Proxy, rv *revisit, cookies []*http.Cookie) (*fetch.Result, error) {
 	if !rv.conditional() {
-		return c.get(ctx, f, job, s, u, px)
+		return c.get(ctx, f, job, s, u, px, cookies)
 	}
-	return f.FetchIf(ctx, u, fetch.Validators{ETag: rv.prev.ETag, LastModified: rv.prev.LastModified})
+	return f.FetchWith(ctx, u, fetch.Validators{ETag: rv.prev.ETag, LastModified: rv.prev.LastModified}, cookies)
 }
 
 // unchanged reports whether res says the page is as it was: a 304, or the same body.

@@ -38,6 +38,8 @@ type pageArgs struct {
 	Depth int    `json:"depth"`
 	// Hops counts redirects followed to reach URL; a chain longer than maxHops is an error.
 	Hops int `json:"hops,omitempty"`
+	// Session is the page's session (sessions.go); nil for a spider without sessions.
+	Session *sessionArgs `json:"session,omitempty"`
 }
 
 // maxHops bounds a redirect chain (each hop is its own page job).
@@ -80,7 +82,7 @@ func (c *Crawler) workRun(ctx context.Context, job *queue.Job) error {
 		if err := c.recordVersion(ctx, db, ri); err != nil {
 			return err
 		}
-		n, err := c.addPages(ctx, tx, ri, toPages(reqs))
+		n, err := c.addPages(ctx, tx, ri, dealSessions(ri.settings, toPages(reqs)))
 		if err != nil {
 			return err
 		}
@@ -306,7 +308,7 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 		// The host is down: wait for its pause to end without counting an attempt (hostpause.go).
 		return queue.Snooze(d + time.Duration(mrand.Int64N(int64(min(d/4, time.Second))+1)))
 	}
-	v, err := c.pickProxy(s)
+	v, err := c.session(ri, &a)
 	if err != nil {
 		return err
 	}
@@ -360,14 +362,14 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 		release = r
 	}
 	start := time.Now()
-	res, ferr := c.revisitGet(ctx, fetcher, job, s, a.URL, v.proxy(), rv)
+	res, ferr := c.revisitGet(ctx, fetcher, job, s, a.URL, v.proxy(), rv, cookies(a.Session, a.URL))
 	free()
 	if release != nil {
 		release()
 	}
 	if ctx.Err() == nil && !queue.Decided(ferr) {
 		if why := banned(s.Ban, res); why != "" {
-			return c.bannedPage(ctx, job, ri, v, why)
+			return c.bannedPage(ctx, job, ri, v, a.Session, why)
 		}
 	}
 	if ferr != nil {
@@ -422,7 +424,7 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 	}
 	if c.cfg.TxSink != nil {
 		// The items commit with the page (finish.go).
-		return c.finishPageItems(ctx, job, ri, outcome{pages: 1, items: len(its), bytes: res.Bytes, state: state}, toPages(result.Follow), its)
+		return c.finishPageItems(ctx, job, ri, outcome{pages: 1, items: len(its), bytes: res.Bytes, state: state}, follows(a, res, result.Follow), its)
 	}
 	if len(its) > 0 {
 		wctx, cancel := context.WithTimeout(ctx, c.cfg.ItemTimeout)
@@ -436,7 +438,7 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 			return err
 		}
 	}
-	return c.finishPage(ctx, job, ri, outcome{pages: 1, items: len(its), bytes: res.Bytes, state: state}, toPages(result.Follow))
+	return c.finishPage(ctx, job, ri, outcome{pages: 1, items: len(its), bytes: res.Bytes, state: state}, follows(a, res, result.Follow))
 }
 
 // fetchFailed decides the fate of a page whose fetch (or its site's robots.txt fetch) failed.
@@ -551,7 +553,7 @@ func (c *Crawler) redirect(ctx context.Context, job *queue.Job, ri *runInfo, a p
 		o.kind = "redirect_offsite"
 		return c.finishPage(ctx, job, ri, o, nil)
 	}
-	return c.finishPage(ctx, job, ri, o, []pageArgs{{URL: target, Depth: a.Depth, Hops: a.Hops + 1}})
+	return c.finishPage(ctx, job, ri, o, []pageArgs{{URL: target, Depth: a.Depth, Hops: a.Hops + 1, Session: a.Session.after(a.URL, res.Header)}})
 }
 
 // fetcher returns the shared fetcher for a spider's user agent and address policy.

@@ -239,7 +239,7 @@ func checkScheme(u *url.URL) error {
 // *StatusError. Any other error comes with a
 // nil Result; classify it with Retryable, RetryAfter and Kind.
 func (f *Fetcher) Fetch(ctx context.Context, rawURL string) (*Result, error) {
-	return f.fetch(ctx, rawURL, Validators{})
+	return f.fetch(ctx, rawURL, Validators{}, nil)
 }
 
 // Validators are what a page's last answer said of its version (its ETag and Last-Modified
@@ -253,10 +253,16 @@ type Validators struct {
 // answer is a Result with Status 304 (http.StatusNotModified), no body and no error: the page has
 // not changed since the answer v came from.
 func (f *Fetcher) FetchIf(ctx context.Context, rawURL string, v Validators) (*Result, error) {
-	return f.fetch(ctx, rawURL, v)
+	return f.fetch(ctx, rawURL, v, nil)
 }
 
-func (f *Fetcher) fetch(ctx context.Context, rawURL string, v Validators) (*Result, error) {
+// FetchWith is FetchIf sending cookies too (a session's: the caller keeps the jar and reads
+// what the response set from Result.Header's Set-Cookie).
+func (f *Fetcher) FetchWith(ctx context.Context, rawURL string, v Validators, cookies []*http.Cookie) (*Result, error) {
+	return f.fetch(ctx, rawURL, v, cookies)
+}
+
+func (f *Fetcher) fetch(ctx context.Context, rawURL string, v Validators, cookies []*http.Cookie) (*Result, error) {
 	start := time.Now()
 	reqCtx, cancel := context.WithTimeoutCause(ctx, f.cfg.ReadTimeout, ErrTimeout)
 	defer cancel()
@@ -281,6 +287,9 @@ func (f *Fetcher) fetch(ctx context.Context, rawURL string, v Validators) (*Resu
 	}
 	if v.LastModified != "" {
 		req.Header.Set("If-Modified-Since", v.LastModified)
+	}
+	for _, ck := range cookies {
+		req.AddCookie(ck)
 	}
 
 	resp, err := f.client.Do(req)

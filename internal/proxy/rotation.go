@@ -126,3 +126,30 @@ func (r *Rotation) States() []State {
 	}
 	return out
 }
+
+// Index is p's place in the list given to NewRotation, or -1: what a session keeps to come back
+// to the same proxy (At), in another process too.
+func (r *Rotation) Index(p *Proxy) int {
+	for i, e := range r.entries {
+		if e.p == p {
+			return i
+		}
+	}
+	return -1
+}
+
+// At returns the proxy at index i, and whether it is in turn (not resting) at now; nil when i
+// is out of range.
+func (r *Rotation) At(i int, now time.Time) (*Proxy, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if i < 0 || i >= len(r.entries) {
+		return nil, false
+	}
+	e := r.entries[i]
+	if !e.until.After(now) {
+		e.uses++
+		return e.p, true
+	}
+	return e.p, false
+}

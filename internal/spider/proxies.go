@@ -19,6 +19,9 @@ type Ban struct {
 	Retries  int    // banned fetches of a page retried without counting an attempt; default 5, at most 100
 }
 
+// MaxSessions bounds Settings.Sessions.
+const MaxSessions = 10000
+
 // DefaultBanRetries is Ban.Retries' default.
 const DefaultBanRetries = 5
 

@@ -27,6 +27,9 @@ func TestProxiesAndBanAreChecked(t *testing.T) {
 		{"ban: {status: [403], retries: 101}\n", "ban.retries"},
 		{"ban: {retries: 3}\n", "ban"},
 		{"ban: {status: 403}\n", "ban.status"},
+		{"sessions: 8\nproxies: [http://h:1]\n", ""},
+		{"sessions: -1\n", "sessions"},
+		{"sessions: 10001\n", "sessions"},
 	} {
 		s, err := spider.ParseSpec([]byte(base+tc.spec), "p.yaml")
 		var st spider.Settings

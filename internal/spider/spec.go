@@ -56,6 +56,9 @@ type Spec struct {
 	// Proxies are the proxies the spider's requests rotate through (http://, https://,
 	// socks5://; credentials as ${CRAWLQ_PROXY_...} from the runner's environment); default none.
 	Proxies []string `yaml:"proxies"`
+	// Sessions, when set, crawls as that many visitors, each with its own cookies (and proxy);
+	// see Settings.Sessions. Default 0: no cookies kept.
+	Sessions int `yaml:"sessions"`
 	// Ban is what a banned page looks like; see Ban.
 	Ban      *BanSpec  `yaml:"ban"`
 	Monitors *Monitors `yaml:"monitors"` // checks on each run's outcome (monitors.go); default none
@@ -259,6 +262,7 @@ func (s *Spec) settings() Settings {
 		Scroll:         s.Scroll,
 		Proxies:        append([]string(nil), s.Proxies...),
 		Ban:            s.Ban.ban(),
+		Sessions:       s.Sessions,
 	}
 	s.revisitSettings(&st)
 	if s.Render == RenderBrowser && st.Runtime == "" {
@@ -358,7 +362,7 @@ func (s *Spec) validate() []FieldError {
 		AllowedDomains: s.AllowedDomains, MaxPages: s.MaxPages, MaxDepth: s.MaxDepth,
 		Concurrency: s.Concurrency, UserAgent: s.UserAgent, Runtime: s.Runtime, Queue: s.Queue,
 		AllowPrivate: s.AllowPrivate, Render: s.Render, WaitFor: s.WaitFor, Scroll: s.Scroll,
-		Proxies: s.Proxies, Ban: s.Ban.ban(),
+		Proxies: s.Proxies, Ban: s.Ban.ban(), Sessions: s.Sessions,
 	}
 	if dur := s.specRevisitErrors(); len(dur) > 0 {
 		errs = append(errs, dur...)

@@ -94,6 +94,7 @@ type Settings struct {
 	WaitFor        string        // with Render browser: "" (load), "networkidle", a duration or a CSS selector
 	Scroll         bool          // with Render browser: scroll each page to its bottom (lazy lists) first
 	Proxies        []string      // proxy URLs requests rotate through (internal/proxy; ${CRAWLQ_PROXY_...} filled from the runner's environment); default none: direct
+	Sessions       int           // visitors the crawl is split into, each a cookie jar (and proxy) its pages' follow-ups keep; a banned one is retired; default 0: no cookies kept, at most MaxSessions
 	Ban            Ban           // what a banned page looks like, retried through another proxy (proxies.go); default: nothing is a ban
 	Revisit        string        // "always" (default, also ""), "changed_only" or "adaptive" (revisit.go)
 	RevisitMin     time.Duration // with Revisit adaptive: the shortest revisit interval; default 1h
@@ -188,6 +189,9 @@ func (s Settings) fieldErrors(prefix string) []FieldError {
 		add("render", fmt.Sprintf("%q is not one of http, browser", s.Render))
 	}
 	proxiesErrors(s.Proxies, s.AllowPrivate, add)
+	if s.Sessions < 0 || s.Sessions > MaxSessions {
+		add("sessions", fmt.Sprintf("%d out of range 0..%d", s.Sessions, MaxSessions))
+	}
 	s.Ban.fieldErrors(add)
 	errs = append(errs, s.Retry.fieldErrors(prefix+"retry.")...)
 	errs = append(errs, revisitErrors(s, prefix)...)

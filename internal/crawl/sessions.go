@@ -1,0 +1,160 @@
+package crawl
+
+import (
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"time"
+
+	"crawlq/internal/fetch"
+	"crawlq/internal/queue"
+	"crawlq/internal/spider"
+)
+
+// A spider with sessions (Settings.Sessions = N) crawls as N visitors: its start pages are dealt
+// to sessions 1..N, and each page's follow-ups (and redirects) stay in its session. A session is
+// a cookie jar and, for a spider with proxies, one proxy: both travel in the page jobs' args, so
+// a follow-up taken by another worker process, or after a crash, is still in its session. A
+// session whose page is banned, or whose proxy rests, is retired: the page goes on in a new
+// session (no cookies, the next proxy in turn), said in the process log.
+//
+// Cookies are kept as the Set-Cookie lines received with the URL they came with, replayed into a
+// cookie jar (net/http/cookiejar: its domain, path, expiry and secure rules) for each request;
+// the most recent maxSessionCookies are kept.
+
+// maxSessionCookies bounds the cookies a session carries in each page job's args.
+const maxSessionCookies = 32
+
+// sessionArgs is a page's session, in its job's args.
+type sessionArgs struct {
+	ID      int64           `json:"id"`
+	Proxy   int             `json:"proxy,omitempty"` // 1 + index in the spider's proxies; 0: none chosen yet
+	Cookies []sessionCookie `json:"cookies,omitempty"`
+}
+
+type sessionCookie struct {
+	URL string `json:"u"` // the URL whose response set it
+	Set string `json:"c"` // the Set-Cookie line
+}
+
+// dealSessions gives start pages their sessions, 1..N in turn.
+func dealSessions(s spider.Settings, ps []pageArgs) []pageArgs {
+	if s.Sessions <= 0 {
+		return ps
+	}
+	for i := range ps {
+		ps[i].Session = &sessionArgs{ID: int64(i%s.Sessions) + 1}
+	}
+	return ps
+}
+
+// jar rebuilds a session's cookie jar.
+func (sa *sessionArgs) jar() http.CookieJar {
+	j, _ := cookiejar.New(nil) // no options, no error
+	for _, sc := range sa.Cookies {
+		u, err := url.Parse(sc.URL)
+		if err != nil {
+			continue
+		}
+		if ck, err := http.ParseSetCookie(sc.Set); err == nil {
+			j.SetCookies(u, []*http.Cookie{ck})
+		}
+	}
+	return j
+}
+
+// after returns the session a page's follow-ups carry: its cookies with those the page's
+// response (from pageURL, with header h) set, and its proxy.
+func (sa *sessionArgs) after(pageURL string, h http.Header) *sessionArgs {
+	if sa == nil {
+		return nil
+	}
+	next := &sessionArgs{ID: sa.ID, Proxy: sa.Proxy, Cookies: append([]sessionCookie(nil), sa.Cookies...)}
+	for _, line := range h.Values("Set-Cookie") {
+		next.Cookies = append(next.Cookies, sessionCookie{URL: pageURL, Set: line})
+	}
+	if n := len(next.Cookies); n > maxSessionCookies {
+		next.Cookies = next.Cookies[n-maxSessionCookies:]
+	}
+	return next
+}
+
+// follows are a page's follow-ups, in its session (with the cookies its response set).
+func follows(a pageArgs, res *fetch.Result, reqs []spider.Request) []pageArgs {
+	ps := toPages(reqs)
+	if a.Session == nil {
+		return ps
+	}
+	sa := a.Session.after(res.URL, res.Header)
+	for i := range ps {
+		ps[i].Session = sa
+	}
+	return ps
+}
+
+// sessionKey names a session of a run in this process.
+type sessionKey struct {
+	run, id int64
+}
+
+// retireSession ends a run's session in this process: its pages go on in new sessions.
+func (c *Crawler) retireSession(runID int64, sa *sessionArgs, why string) {
+	if sa == nil {
+		return
+	}
+	c.mu.Lock()
+	if len(c.retired) >= maxSoft {
+		clear(c.retired)
+	}
+	c.retired[sessionKey{runID, sa.ID}] = true
+	c.mu.Unlock()
+	c.log.Info("session retired", "run", runID, "session", sa.ID, "cause", why)
+}
+
+// session returns the session a page is fetched in, and its proxy (via, nil without proxies):
+// its own, or a new one when it was retired or its proxy rests. err is a snooze while every
+// proxy rests, or a spider whose proxies cannot be read.
+func (c *Crawler) session(ri *runInfo, a *pageArgs) (*via, error) {
+	s := ri.settings
+	if s.Sessions <= 0 || a.Session == nil {
+		return c.pickProxy(s)
+	}
+	c.mu.Lock()
+	retired := c.retired[sessionKey{ri.id, a.Session.ID}]
+	c.mu.Unlock()
+	if retired {
+		a.Session = &sessionArgs{ID: randToken()}
+	}
+	if len(s.Proxies) == 0 {
+		return nil, nil
+	}
+	if a.Session.Proxy > 0 {
+		rot, err := c.rotation(s)
+		if err != nil {
+			return nil, queue.Permanent(err)
+		}
+		px, inTurn := rot.At(a.Session.Proxy-1, time.Now())
+		if inTurn {
+			return &via{rot: rot, px: px}, nil
+		}
+		c.retireSession(ri.id, a.Session, "its proxy rests")
+		a.Session = &sessionArgs{ID: randToken()}
+	}
+	v, err := c.pickProxy(s)
+	if v != nil {
+		a.Session.Proxy = v.rot.Index(v.px) + 1
+	}
+	return v, err
+}
+
+// cookies are what a page's request carries from its session.
+func cookies(sa *sessionArgs, rawURL string) []*http.Cookie {
+	if sa == nil || len(sa.Cookies) == 0 {
+		return nil
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil
+	}
+	return sa.jar().Cookies(u)
+}
