@@ -172,4 +172,10 @@ func TestUsageAndDocsNameRealFlags(t *testing.T) {
 			}
 		}
 	}
+	section := readme[start : start+1+end]
+	for _, c := range commands() {
+		if !regexp.MustCompile("`crawlq " + regexp.QuoteMeta(c.Name) + "[ `]").MatchString(section) {
+			t.Errorf("docs/cli.md's table of commands does not name crawlq %s", c.Name)
+		}
+	}
 }
