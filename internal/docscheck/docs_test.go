@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,6 +64,15 @@ func TestDocLinksResolve(t *testing.T) {
 func TestDocCommandsRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds crawlq and runs the docs' commands")
+	}
+	// The docs use crawlq's default addresses, as a reader would: another process on one of
+	// them would fail a block with a less clear error.
+	for _, addr := range []string{"127.0.0.1:8088", "127.0.0.1:6800", "127.0.0.1:3001"} {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatalf("%s is in use by another process, and the docs' commands serve on it (crawlq demo-site, crawlq local): stop it first: %v", addr, err)
+		}
+		l.Close()
 	}
 	bin := t.TempDir()
 	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(bin, "crawlq"), "./cmd/crawlq")
