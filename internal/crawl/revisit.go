@@ -34,8 +34,8 @@ type revisit struct {
 
 // revisitLoad returns the revisit of page a of run ri, or nil when its spider keeps no URL state.
 func (c *Crawler) revisitLoad(ctx context.Context, ri *runInfo, a pageArgs) (*revisit, error) {
-	if !ri.settings.KeepsState() {
-		return nil, nil
+	if !ri.settings.KeepsState() || a.Sitemap != "" {
+		return nil, nil // a sitemap is read whole every run: its lastmods are the change signal
 	}
 	rv := &revisit{key: urlstate.Key{Spider: ri.name, Line: spider.StateLine(ri.spider), URL: a.URL}, s: ri.settings}
 	prev, err := urlstate.Load(ctx, c.db, rv.key)
@@ -204,6 +204,9 @@ func (c *Crawler) sweepGone(ctx context.Context, runID int64, dead int64) error 
 	ri, err := c.runInfo(ctx, runID)
 	if err != nil || ri.spider == nil || !ri.settings.KeepsState() || dead > 0 || c.isCancelled(runID) {
 		return nil // a run that cannot be read is finished by FinishRun alone
+	}
+	if ri.settings.SitemapSince != "" {
+		return nil // it schedules only what its sitemaps say changed: the rest was not looked for
 	}
 	r, err := c.getRun(ctx, runID)
 	if err != nil {

@@ -40,6 +40,10 @@ type pageArgs struct {
 	Hops int `json:"hops,omitempty"`
 	// Session is the page's session (sessions.go); nil for a spider without sessions.
 	Session *sessionArgs `json:"session,omitempty"`
+	// Sitemap marks a sitemap file or a robots.txt read for its Sitemap: lines (sitemap.go).
+	Sitemap string `json:"sitemap,omitempty"`
+	// Since, with Sitemap: only the URLs whose lastmod is later (Unix nanoseconds; 0: all).
+	Since int64 `json:"since,omitempty"`
 }
 
 // maxHops bounds a redirect chain (each hop is its own page job).
@@ -71,6 +75,10 @@ func (c *Crawler) workRun(ctx context.Context, job *queue.Job) error {
 		c.recordRunError(ctx, ri.id, fmt.Errorf("start requests: %w", err))
 		return queue.Permanent(err)
 	}
+	starts, err := c.sitemapStarts(ctx, ri, reqs)
+	if err != nil {
+		return err
+	}
 	added := 0
 	err = c.inTx(ctx, func(tx pgx.Tx) error {
 		db := c.db.WithTx(tx)
@@ -82,7 +90,7 @@ func (c *Crawler) workRun(ctx context.Context, job *queue.Job) error {
 		if err := c.recordVersion(ctx, db, ri); err != nil {
 			return err
 		}
-		n, err := c.addPages(ctx, tx, ri, dealSessions(ri.settings, toPages(reqs)))
+		n, err := c.addPages(ctx, tx, ri, append(dealSessions(ri.settings, toPages(reqs)), starts...))
 		if err != nil {
 			return err
 		}
@@ -339,6 +347,9 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 			return c.finishPage(ctx, job, ri, outcome{kind: "robots_disallowed"}, nil)
 		}
 	}
+	if a.Sitemap == sitemapRobots {
+		return c.robotsSitemaps(ctx, job, ri, fetcher, host, a)
+	}
 	if rv.notDue(time.Now()) {
 		return c.revisitSame(ctx, job, ri, a, rv, nil)
 	}
@@ -391,6 +402,9 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 	c.hostAnswered(ctx, ri.id, host, start)
 	if res.Location != "" {
 		return c.redirect(ctx, job, ri, a, res)
+	}
+	if a.Sitemap != "" {
+		return c.sitemapFetched(ctx, job, ri, a, res)
 	}
 	if rv.unchanged(res) {
 		return c.revisitSame(ctx, job, ri, a, rv, res)
@@ -553,7 +567,7 @@ func (c *Crawler) redirect(ctx context.Context, job *queue.Job, ri *runInfo, a p
 		o.kind = "redirect_offsite"
 		return c.finishPage(ctx, job, ri, o, nil)
 	}
-	return c.finishPage(ctx, job, ri, o, []pageArgs{{URL: target, Depth: a.Depth, Hops: a.Hops + 1, Session: a.Session.after(a.URL, res.Header)}})
+	return c.finishPage(ctx, job, ri, o, []pageArgs{{URL: target, Depth: a.Depth, Hops: a.Hops + 1, Session: a.Session.after(a.URL, res.Header), Sitemap: a.Sitemap, Since: a.Since}})
 }
 
 // fetcher returns the shared fetcher for a spider's user agent and address policy.

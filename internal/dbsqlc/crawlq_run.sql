@@ -183,3 +183,9 @@ WHERE id = @id AND finished_at IS NOT NULL AND state NOT IN ('pending', 'running
 -- Whether any page of a run has been fetched: until one has, its hosts' shorter start down limit
 -- applies (crawl's hostpause.go). Index: crawlq_run_stat_run.
 SELECT EXISTS (SELECT 1 FROM crawlq_run_stat WHERE run_id = @run_id AND pages > 0) AS fetched;
+
+-- name: LastGoodRunStart :one
+-- When the spider's last succeeded run before run before_id started (the epoch: none): a sitemap's
+-- since: last_run schedules only the URLs changed after it. Index: crawlq_run_spider.
+SELECT COALESCE(max(started_at), 'epoch'::timestamptz)::timestamptz AS started_at FROM crawlq_run
+WHERE spider = @spider AND id < @before_id AND state = 'succeeded';

@@ -176,6 +176,25 @@ func (q *Queries) InsertRun(ctx context.Context, arg InsertRunParams) (InsertRun
 	return i, err
 }
 
+const LastGoodRunStart = `-- name: LastGoodRunStart :one
+SELECT COALESCE(max(started_at), 'epoch'::timestamptz)::timestamptz AS started_at FROM crawlq_run
+WHERE spider = $1 AND id < $2 AND state = 'succeeded'
+`
+
+type LastGoodRunStartParams struct {
+	Spider   string
+	BeforeID int64
+}
+
+// When the spider's last succeeded run before run before_id started (the epoch: none): a sitemap's
+// since: last_run schedules only the URLs changed after it. Index: crawlq_run_spider.
+func (q *Queries) LastGoodRunStart(ctx context.Context, arg LastGoodRunStartParams) (time.Time, error) {
+	row := q.db.QueryRow(ctx, LastGoodRunStart, arg.Spider, arg.BeforeID)
+	var started_at time.Time
+	err := row.Scan(&started_at)
+	return started_at, err
+}
+
 const ListRuns = `-- name: ListRuns :many
 SELECT id, spider, args, settings, priority, queue, state, idempotency_key, cancel_requested, error, page_budget, created_at, run_at, started_at, finished_at, pages, items, bytes, errors, retries, errors_by_kind, dead_pages, failed_pages, max_dead_share, purged_at FROM crawlq_run
 WHERE ($1::text = '' OR spider = $1::text)

@@ -269,17 +269,17 @@ func (s *Site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case path == SitemapPath || strings.HasPrefix(path, sitemapDir):
 		s.sitemap(w, r)
 	case path == "/":
-		s.serve(w, r, s.home(), modTime(0))
+		s.serve(w, r, s.home(), s.modTime(0))
 	case path == RedirectPath:
 		http.Redirect(w, r, FeaturedPath, http.StatusMovedPermanently)
 	case path == FeaturedPath:
-		s.serve(w, r, s.featured(), modTime(0))
+		s.serve(w, r, s.featured(), s.modTime(0))
 	case strings.HasPrefix(path, PrivatePrefix):
-		s.serve(w, r, page("Private", `<h1>Members only</h1><p>A crawler that obeys robots.txt never sees this.</p>`), modTime(0))
+		s.serve(w, r, page("Private", `<h1>Members only</h1><p>A crawler that obeys robots.txt never sees this.</p>`), s.modTime(0))
 	default:
 		if n, ok := number(path, "/catalogue/page-", ".html"); ok && n <= s.listings {
 			body, gen := s.listing(r, n)
-			s.serve(w, r, body, modTime(gen))
+			s.serve(w, r, body, s.modTime(gen))
 			return
 		}
 		if k, ok := number(path, "/catalogue/item-", ".html"); ok && k <= s.cfg.Items && s.live(k) {
@@ -293,7 +293,7 @@ func (s *Site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 			body, gen := s.item(k, s.Markup())
-			s.serve(w, r, body, modTime(gen))
+			s.serve(w, r, body, s.modTime(gen))
 			return
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")

@@ -14,15 +14,21 @@ import (
 // maxGeneration bounds Config.Generation.
 const maxGeneration = 10_000
 
-// baseModTime is the Last-Modified of every page at generation 0; generation g is g hours later.
-var baseModTime = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-func modTime(gen int) time.Time { return baseModTime.Add(time.Duration(gen) * time.Hour) }
+// modTime is when generation gen began: the Last-Modified of the pages it last changed, and
+// their sitemap lastmod. Generation 0 began when the site was made (so did those New advanced
+// to Config.Generation); each later one when Advance made it. Wall-clock times, so a crawler
+// comparing lastmod with the start of its last run sees exactly the items changed since.
+func (s *Site) modTime(gen int) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gen.at[gen]
+}
 
 // generations is the catalogue's history: per item (index k-1), how many times it changed, the
 // generation that last changed or deleted it, and whether it is deleted.
 type generations struct {
-	n       int // the current generation
+	n       int         // the current generation
+	at      []time.Time // when each generation began
 	rev     []uint16
 	changed []int
 	deleted []bool
@@ -30,7 +36,7 @@ type generations struct {
 }
 
 func newGenerations(items int) generations {
-	return generations{rev: make([]uint16, items), changed: make([]int, items), deleted: make([]bool, items)}
+	return generations{rev: make([]uint16, items), changed: make([]int, items), deleted: make([]bool, items), at: []time.Time{time.Now()}}
 }
 
 // Changes is what one generation step did, by SKU, sorted.
@@ -52,6 +58,11 @@ func (s *Site) Advance() Changes {
 func (s *Site) advance() Changes {
 	g := &s.gen
 	g.n++
+	at := time.Now()
+	if s.cfg.Generation >= g.n { // New advancing to Config.Generation: one catalogue, one time
+		at = g.at[0]
+	}
+	g.at = append(g.at, at)
 	live := make([]int, 0, len(g.deleted))
 	for i, d := range g.deleted {
 		if !d {

@@ -45,16 +45,16 @@ func (s *Site) sitemap(w http.ResponseWriter, r *http.Request) {
 	var doc any
 	switch {
 	case path == SitemapPath:
-		idx := sitemapIndex{Sitemaps: []urlEntry{{Loc: base + sitemapDir + "pages.xml.gz", LastMod: lastmod(s.Generation())}}}
+		idx := sitemapIndex{Sitemaps: []urlEntry{{Loc: base + sitemapDir + "pages.xml.gz", LastMod: lastmod(s.modTime(s.Generation()))}}}
 		for i := 1; i <= s.sitemapChildren(); i++ {
-			idx.Sitemaps = append(idx.Sitemaps, urlEntry{Loc: fmt.Sprintf("%s%sitems-%d.xml.gz", base, sitemapDir, i), LastMod: lastmod(s.Generation())})
+			idx.Sitemaps = append(idx.Sitemaps, urlEntry{Loc: fmt.Sprintf("%s%sitems-%d.xml.gz", base, sitemapDir, i), LastMod: lastmod(s.modTime(s.Generation()))})
 		}
 		doc = idx
 	case path == sitemapDir+"pages.xml.gz":
-		set := urlSet{URLs: []urlEntry{{Loc: base + "/", LastMod: lastmod(0)}}}
+		set := urlSet{URLs: []urlEntry{{Loc: base + "/", LastMod: lastmod(s.modTime(0))}}}
 		for n := 1; n <= s.listings; n++ {
 			_, gen := s.listing(r, n)
-			set.URLs = append(set.URLs, urlEntry{Loc: base + listingPath(n), LastMod: lastmod(gen)})
+			set.URLs = append(set.URLs, urlEntry{Loc: base + listingPath(n), LastMod: lastmod(s.modTime(gen))})
 		}
 		doc = set
 	default:
@@ -67,7 +67,7 @@ func (s *Site) sitemap(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		for k := (i-1)*s.cfg.SitemapSize + 1; k <= min(i*s.cfg.SitemapSize, s.cfg.Items); k++ {
 			if !s.gen.deleted[k-1] {
-				set.URLs = append(set.URLs, urlEntry{Loc: base + itemPath(k), LastMod: lastmod(s.gen.changed[k-1])})
+				set.URLs = append(set.URLs, urlEntry{Loc: base + itemPath(k), LastMod: lastmod(s.gen.at[s.gen.changed[k-1]])})
 			}
 		}
 		s.mu.Unlock()
@@ -90,4 +90,6 @@ func (s *Site) sitemap(w http.ResponseWriter, r *http.Request) {
 	_ = zw.Close()
 }
 
-func lastmod(gen int) string { return modTime(gen).Format(time.RFC3339) }
+// lastmod is t as a sitemap lastmod, to the nanosecond (W3C datetimes allow fractions): a
+// generation made within the second a crawl started must still read as later.
+func lastmod(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

@@ -52,3 +52,26 @@ func TestStateLineFollowsExtraction(t *testing.T) {
 		t.Errorf("lines %q %q %q: want the first two equal and the third not", a, b, c)
 	}
 }
+
+// A bad sitemaps block is refused naming its field.
+func TestSitemapsAreChecked(t *testing.T) {
+	base := "name: r\nstart_urls: [\"http://example.com/\"]\n"
+	for _, tc := range []struct{ yaml, want string }{
+		{"sitemaps: {since: last_run}\n", "sitemaps: needs urls or from_robots: true"},
+		{"sitemaps: {urls: [\"ftp://x/s.xml\"]}\n", `sitemaps.urls[0]: "ftp://x/s.xml" is not an absolute http(s) URL`},
+		{"sitemaps: {from_robots: true, since: yesterday}\n", `sitemaps.since: "yesterday" is not last_run`},
+	} {
+		_, err := ParseSpec([]byte(base+tc.yaml), "r.yaml")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: err %v; want one containing %q", tc.yaml, err, tc.want)
+		}
+	}
+	spec, err := ParseSpec([]byte(base+"sitemaps: {urls: [\"HTTP://example.com/s.xml\"], from_robots: true, since: last_run}\n"), "r.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := spec.Settings()
+	if len(st.Sitemaps) != 1 || st.Sitemaps[0] != "http://example.com/s.xml" || !st.SitemapsFromRobots || st.SitemapSince != SinceLastRun {
+		t.Errorf("settings %+v", st)
+	}
+}

@@ -69,6 +69,8 @@ type Spec struct {
 	RevisitInterval *RevisitSpec `yaml:"revisit_interval"`
 	// StateTTL is how long a URL's state is kept when no run reaches it (Go duration); default 720h.
 	StateTTL string `yaml:"state_ttl"`
+	// Sitemaps are start points besides start_urls (sitemaps.go); default none.
+	Sitemaps *SitemapSpec `yaml:"sitemaps"`
 
 	// Command spiders only.
 	Command []string          `yaml:"command"` // argv; "{spider}" is replaced by the name
@@ -265,6 +267,7 @@ func (s *Spec) settings() Settings {
 		Sessions:       s.Sessions,
 	}
 	s.revisitSettings(&st)
+	s.sitemapSettings(&st)
 	if s.Render == RenderBrowser && st.Runtime == "" {
 		st.Runtime = RuntimeECS // Chromium runs on the runners only
 	}
@@ -370,6 +373,7 @@ func (s *Spec) validate() []FieldError {
 		s.revisitSettings(&st)
 	}
 	errs = append(errs, st.fieldErrors("")...)
+	errs = append(errs, s.Sitemaps.validate()...)
 	errs = append(errs, checkDuration("delay", s.Delay)...)
 	errs = append(errs, s.Retry.validate()...)
 

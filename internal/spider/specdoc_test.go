@@ -20,6 +20,7 @@ var specDocSections = map[string]reflect.Type{
 	"## Retry":            reflect.TypeOf(RetrySpec{}),
 	"## Ban":              reflect.TypeOf(BanSpec{}),
 	"## Revisit interval": reflect.TypeOf(RevisitSpec{}),
+	"## Sitemaps":         reflect.TypeOf(SitemapSpec{}),
 	"## Monitors":         reflect.TypeOf(Monitors{}),
 	"### items_vs_median": reflect.TypeOf(MedianMonitor{}),
 }
@@ -42,6 +43,8 @@ func docType(t reflect.Type) []string {
 		return []string{"list of integers"}
 	case reflect.TypeOf(&RevisitSpec{}):
 		return []string{"revisit interval block"}
+	case reflect.TypeOf(&SitemapSpec{}):
+		return []string{"sitemaps block"}
 	case reflect.TypeOf(&Monitors{}):
 		return []string{"monitors block"}
 	case reflect.TypeOf(&MedianMonitor{}):

@@ -100,6 +100,13 @@ type Settings struct {
 	RevisitMin     time.Duration // with Revisit adaptive: the shortest revisit interval; default 1h
 	RevisitMax     time.Duration // with Revisit adaptive: the longest revisit interval; default 168h
 	StateTTL       time.Duration // URL state no run reached for this long is removed; default 720h
+	// Sitemaps are sitemap URLs whose URLs start every run besides its start requests; with
+	// SitemapsFromRobots also those the robots.txt of each start request's site names; with
+	// SitemapSince "last_run" only the URLs whose lastmod is later than the last good run's
+	// start (sitemaps.go). Default none.
+	Sitemaps           []string
+	SitemapsFromRobots bool
+	SitemapSince       string
 }
 
 // DefaultSettings returns the settings a spider gets when it says nothing.
