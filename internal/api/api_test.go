@@ -24,7 +24,7 @@ type fixture struct {
 func newFixture(t *testing.T, mod func(*api.Config)) fixture {
 	t.Helper()
 	pool := dbtest.Pool(t)
-	n, err := node.New(node.Config{Pool: pool, Upkeep: -1})
+	n, err := node.New(node.Config{Pool: pool, MaintainEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,7 +101,7 @@ func TestRecurringRunOfAVersion(t *testing.T) {
 	ctx := context.Background()
 	sc := motoScheduler(t)
 	pool := dbtest.Pool(t)
-	n, err := node.New(node.Config{Pool: pool, Upkeep: -1})
+	n, err := node.New(node.Config{Pool: pool, MaintainEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

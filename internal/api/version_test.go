@@ -26,7 +26,7 @@ import (
 func TestSpecRunRecordsTheVersionItStarted(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.Pool(t)
-	n, err := node.New(node.Config{Pool: pool, Queues: []string{"crawl"}, Upkeep: -1})
+	n, err := node.New(node.Config{Pool: pool, Queues: []string{"crawl"}, MaintainEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func headingsSite(t *testing.T) string {
 func TestScheduleAnOlderVersion(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.Pool(t)
-	n, err := node.New(node.Config{Pool: pool, Queues: []string{"crawl"}, Upkeep: -1, Fetch: fetch.Config{AllowLoopback: true}})
+	n, err := node.New(node.Config{Pool: pool, Queues: []string{"crawl"}, MaintainEvery: -1, Fetch: fetch.Config{AllowLoopback: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestScheduleDoesNotListSpiders(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg.SetSource(spider.SourceConfig{Source: src})
-	n, err := node.New(node.Config{Pool: pool, Spiders: reg, Store: store, Upkeep: -1})
+	n, err := node.New(node.Config{Pool: pool, Spiders: reg, Store: store, MaintainEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -172,6 +172,8 @@ func TestOutOfRangeFlagsAreUsageErrors(t *testing.T) {
 		{[]string{"worker", "--lease", "1ns"}, "--lease"},
 		{[]string{"worker", "--upkeep", "-1s"}, "--upkeep"},
 		{[]string{"runner", "--upkeep", "-1s"}, "--upkeep"},
+		{[]string{"worker", "--maintain-every", "-1s"}, "--maintain-every"},
+		{[]string{"runner", "--maintain-every", "-1s"}, "--maintain-every"},
 		{[]string{"runner", "--concurrency", "0"}, "--concurrency"},
 		{[]string{"runner", "--lease", "10ms"}, "--lease"},
 		{[]string{"runner", "--grace", "-1s"}, "--grace"},

@@ -43,12 +43,12 @@ func workerCmd() *Command {
 		Name: "worker", Synopsis: "run crawl workers until interrupted", Usage: "[--queues crawl,long] [--workers N] [--concurrency N] [--spiders DIR]",
 		Help: `Claims and works jobs (spider runs, pages, no-ops) of the given queues until SIGINT or SIGTERM,
 then stops claiming, releases the jobs it has not started and lets running ones finish.
-Also runs the upkeep every second (expired leases, due delayed jobs, finished runs) unless
---upkeep 0, and with it automatic maintenance (retention of finished jobs and of what finished
+Also runs maintenance every second (expired leases, due delayed jobs, finished runs) unless
+--maintain-every 0, and with it the retention passes (of finished jobs and of what finished
 runs leave behind, once a minute across all processes; settings: CRAWLQ_MAINTAIN=off and the
-CRAWLQ_RETAIN_* variables, see docs/operations.md). With upkeep, finished runs are also judged against
-their monitors and run events are published (--event-bus): those of the runs this worker starts
-or finishes at once, the others' at each upkeep. Spiders: the built-in specs plus those in
+CRAWLQ_RETAIN_* variables, see docs/configuration.md). With maintenance, finished runs are also
+judged against their monitors and run events are published (--event-bus): those of the runs this
+worker starts or finishes at once, the others' at each maintenance round. Spiders: the built-in specs plus those in
 --spiders.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			pg := dbFlag(fs, env)
@@ -59,8 +59,8 @@ or finishes at once, the others' at each upkeep. Spiders: the built-in specs plu
 			dir := fs.String("spiders", "", "directory of extra spider specs")
 			lease := fs.Duration("lease", 30*time.Second, "job lease length (at least 1s)")
 			allowLoopback := fs.Bool("allow-loopback", false, "let crawls reach sites on this machine (127.0.0.0/8, ::1), e.g. a local test site; other non-public addresses stay refused unless a spider sets allow_private")
-			upkeep := fs.Duration("upkeep", time.Second, "upkeep interval (0 turns it, automatic maintenance and run events off)")
-			eventBus := fs.String("event-bus", "", "with upkeep: EventBridge bus for run events, or off (default $CRAWLQ_EVENT_BUS, else \"default\" when AWS_ENDPOINT_URL names an emulator, else off)")
+			every := maintainFlag(fs, time.Second, "how often to maintain the queue and the crawl (0 turns it, the retention passes and run events off)")
+			eventBus := fs.String("event-bus", "", "with maintenance: EventBridge bus for run events, or off (default $CRAWLQ_EVENT_BUS, else \"default\" when AWS_ENDPOINT_URL names an emulator, else off)")
 			return func(ctx context.Context, args []string) error {
 				switch {
 				case *workers < 1:
@@ -70,7 +70,7 @@ or finishes at once, the others' at each upkeep. Spiders: the built-in specs plu
 				case *lease < time.Second:
 					return usageErr("--lease must be at least 1s, got %s", *lease)
 				}
-				up, mc, err := upkeepConfig(*upkeep, env.Getenv)
+				up, mc, err := maintainConfig(every, env.Getenv)
 				if err != nil {
 					return err
 				}
@@ -89,7 +89,7 @@ or finishes at once, the others' at each upkeep. Spiders: the built-in specs plu
 						}
 					}
 					n, err := node.New(node.Config{Pool: pool, Spiders: reg, Queues: strings.Split(*queues, ","), Workers: *workers,
-						Worker: queue.WorkerConfig{Concurrency: *conc, Lease: *lease}, Upkeep: up, Maintain: mc, Events: evs,
+						Worker: queue.WorkerConfig{Concurrency: *conc, Lease: *lease}, MaintainEvery: up, Maintain: mc, Events: evs,
 						Fetch: fetch.Config{AllowLoopback: *allowLoopback}, Browser: &browser.Config{}})
 					if err != nil {
 						return err

@@ -21,8 +21,8 @@ import (
 	"crawlq/internal/demosite"
 )
 
-// `crawlq worker --upkeep 1h` publishes the events of a run it works to EventBridge (moto's
-// default bus, read back from an SQS target) as the run starts and finishes: no upkeep tick
+// `crawlq worker --maintain-every 1h` publishes the events of a run it works to EventBridge (moto's
+// default bus, read back from an SQS target) as the run starts and finishes: no maintenance round
 // comes during the test, so only the worker's own pokes can publish them.
 func TestWorkerPublishesRunEventsAtOnce(t *testing.T) {
 	awstest.Moto(t)
@@ -56,7 +56,7 @@ func TestWorkerPublishesRunEventsAtOnce(t *testing.T) {
 	var stdout, stderr strings.Builder
 	done := make(chan int)
 	go func() {
-		done <- cli.Main(ctx, []string{"worker", "--upkeep", "1h", "--allow-loopback"}, cli.Env{Stdout: &syncWriter{w: &stdout}, Stderr: &syncWriter{w: &stderr},
+		done <- cli.Main(ctx, []string{"worker", "--maintain-every", "1h", "--allow-loopback"}, cli.Env{Stdout: &syncWriter{w: &stdout}, Stderr: &syncWriter{w: &stderr},
 			Getenv: func(k string) string {
 				if k == "DATABASE_URL" {
 					return url

@@ -137,7 +137,7 @@ but succeeded):
      monitors_failed)
   7  the run finished but its verdict did not come within --verdict-timeout, with
      monitors_failed in --fail-on (nothing judged it: no crawlq worker, local or runner with
-     upkeep, no dispatch tick)
+     maintenance, no dispatch tick)
 Without --wait or --watch, a finished run not judged yet exits by its state.`
 
 func runCmd() *Command {

@@ -179,7 +179,7 @@ monitors:
   min_items: 1000
 `
 
-// A real run judged monitors_failed (a crawl by crawlq worker, judged by its upkeep) makes crawlq
+// A real run judged monitors_failed (a crawl by crawlq worker, judged by its maintenance) makes crawlq
 // run --wait and --watch exit 6, unless --fail-on leaves monitors_failed out.
 func TestRunExitMonitorsFailed(t *testing.T) {
 	t.Parallel()
@@ -197,7 +197,7 @@ func TestRunExitMonitorsFailed(t *testing.T) {
 	var werr strings.Builder
 	done := make(chan int)
 	go func() {
-		done <- cli.Main(ctx, []string{"worker", "--spiders", dir, "--upkeep", "100ms", "--event-bus", "off"},
+		done <- cli.Main(ctx, []string{"worker", "--spiders", dir, "--maintain-every", "100ms", "--event-bus", "off"},
 			cli.Env{Stdout: io.Discard, Stderr: &syncWriter{w: &werr}, Getenv: func(k string) string {
 				if k == "DATABASE_URL" {
 					return url

@@ -34,8 +34,9 @@ attempt; keep --grace plus --kill-grace below the task's stopTimeout (at most 12
 It recycles itself, exiting with status 0, after --max-jobs jobs or when its resident memory
 passes --max-memory-mib, so that a fresh task replaces it.
 
-With upkeep, it judges finished runs against their monitors and publishes run events
-(--event-bus): those of the runs it starts or finishes at once, the others' at each upkeep.
+With maintenance (--maintain-every), it judges finished runs against their monitors and publishes
+run events (--event-bus): those of the runs it starts or finishes at once, the others' at each
+maintenance round.
 
 Flags not given default to the environment the dispatcher's RunTask overrides set:
 CRAWLQ_QUEUE, CRAWLQ_CONCURRENCY, CRAWLQ_MAX_JOBS, CRAWLQ_MAX_MEMORY_MIB, CRAWLQ_STOP_GRACE,
@@ -51,8 +52,8 @@ and CRAWLQ_SPIDER_DIR.`,
 			dir := fs.String("spiders", "", "directory of extra spider specs ($CRAWLQ_SPIDER_DIR)")
 			lease := fs.Duration("lease", 30*time.Second, "job lease (heartbeats renew it every third of it)")
 			allowLoopback := fs.Bool("allow-loopback", false, "let crawls reach sites on this machine (127.0.0.0/8, ::1), e.g. a local test site; other non-public addresses stay refused unless a spider sets allow_private")
-			upkeep := fs.Duration("upkeep", 10*time.Second, "how often to rescue expired leases, sweep finished runs and publish run events; 0: never (and no automatic maintenance, no run events)")
-			eventBus := fs.String("event-bus", "", "with upkeep: EventBridge bus for run events, or off (default $CRAWLQ_EVENT_BUS, else \"default\" when AWS_ENDPOINT_URL names an emulator, else off)")
+			every := maintainFlag(fs, 10*time.Second, "how often to maintain the queue and the crawl (rescue expired leases, sweep finished runs) and publish run events; 0: never (and no retention passes, no run events)")
+			eventBus := fs.String("event-bus", "", "with maintenance: EventBridge bus for run events, or off (default $CRAWLQ_EVENT_BUS, else \"default\" when AWS_ENDPOINT_URL names an emulator, else off)")
 			cmdTimeout := fs.Duration("command-timeout", 12*time.Hour, "kill a command spider after this, unless its spec sets a timeout")
 			killGrace := fs.Duration("kill-grace", 10*time.Second, "between SIGTERM and SIGKILL to a command spider's processes")
 			shutdownGrace := fs.Duration("shutdown-grace", 10*time.Minute, "how long a cancelled or timed-out Scrapy run may shut down gracefully after its stop signal (SIGINT, or the cancel's signal=) before SIGKILL")
@@ -90,7 +91,7 @@ and CRAWLQ_SPIDER_DIR.`,
 				case *cmdTimeout <= 0:
 					return usageErr("--command-timeout must be positive, got %s", *cmdTimeout)
 				}
-				up, mc, err := upkeepConfig(*upkeep, env.Getenv)
+				up, mc, err := maintainConfig(every, env.Getenv)
 				if err != nil {
 					return err
 				}
@@ -117,7 +118,7 @@ and CRAWLQ_SPIDER_DIR.`,
 					}
 					r, err := runner.New(runner.Config{
 						Pool: pool, Queue: *q, Concurrency: *conc, Lease: *lease, StopGrace: *grace, MaxJobs: *maxJobs,
-						MaxMemory: *maxMem << 20, Upkeep: up, Maintain: mc, Spiders: reg, Events: evs, Logger: log,
+						MaxMemory: *maxMem << 20, MaintainEvery: up, Maintain: mc, Spiders: reg, Events: evs, Logger: log,
 						Command: cc, Fetch: fetch.Config{AllowLoopback: *allowLoopback},
 					})
 					if err != nil {

@@ -144,7 +144,7 @@ func TestWorkerJudgesRuns(t *testing.T) {
 	var stdout, stderr strings.Builder
 	done := make(chan int)
 	go func() {
-		done <- cli.Main(ctx, []string{"worker", "--upkeep", "50ms", "--allow-loopback"}, cli.Env{Stdout: &syncWriter{w: &stdout}, Stderr: &syncWriter{w: &stderr},
+		done <- cli.Main(ctx, []string{"worker", "--maintain-every", "50ms", "--allow-loopback"}, cli.Env{Stdout: &syncWriter{w: &stdout}, Stderr: &syncWriter{w: &stderr},
 			Getenv: func(k string) string {
 				if k == "DATABASE_URL" {
 					return url

@@ -58,7 +58,7 @@ func startWith(t *testing.T, specs map[string]spider.CommandSpec, cfgp *command.
 			t.Fatal(err)
 		}
 	}
-	n, err := node.New(node.Config{Pool: pool, Spiders: reg, Queues: []string{"long"}, Upkeep: 100 * time.Millisecond,
+	n, err := node.New(node.Config{Pool: pool, Spiders: reg, Queues: []string{"long"}, MaintainEvery: 100 * time.Millisecond,
 		Pipeline: pl, Worker: queue.WorkerConfig{Kind: "ecs", Concurrency: 4, Lease: 5 * time.Second, StopGrace: time.Second}})
 	if err != nil {
 		t.Fatal(err)

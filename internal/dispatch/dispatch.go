@@ -1,6 +1,6 @@
-// Package dispatch owns the dispatcher's tick: the upkeep that must run even when no worker is
+// Package dispatch owns the dispatcher's tick: the maintenance that must run even when no worker is
 // alive (rescue expired leases, promote due delayed jobs, finish runs with nothing left, forget
-// dead workers, and a maintenance pass: see internal/maintain) and the fan-out that starts workers: asynchronous worker Lambda invocations for
+// dead workers, and a retention pass: see internal/maintain) and the fan-out that starts workers: asynchronous worker Lambda invocations for
 // the Lambda queues and runner tasks for the long-crawl queue, each sized by backlog and capped
 // per queue, counting live workers by their heartbeats in Postgres (not by eventually
 // consistent Lambda or ECS listings). A tick also waits for jobs due within its lookahead, so a
@@ -88,7 +88,7 @@ type Config struct {
 	// PublishRuns): what a poke publishes, so that a burst of pokes does not have each drain the
 	// whole outbox. Its error is treated as Events'. Default none.
 	PublishRuns func(ctx context.Context, runIDs []int64) (published int, err error)
-	// Batch bounds each upkeep statement. Default 5000.
+	// Batch bounds each maintenance statement. Default 5000.
 	Batch int
 	// Maintain, when set, runs a maintenance pass in every tick (alongside the wait for delayed
 	// jobs; the pass itself runs at most once per its Interval across all processes). Default none.
@@ -218,7 +218,7 @@ type Result struct {
 	HandedOver int  `json:"handed_over,omitempty"`
 }
 
-// Tick runs one dispatcher tick: upkeep, fan-out, then waiting for the jobs due within the
+// Tick runs one dispatcher tick: maintenance, fan-out, then waiting for the jobs due within the
 // lookahead (promoting and fanning out again as each falls due).
 func (d *Dispatcher) Tick(ctx context.Context) (Result, error) {
 	res := Result{Invoked: map[string]int{}}
@@ -332,7 +332,7 @@ func (d *Dispatcher) wait(ctx context.Context, res *Result, started map[string]i
 // dueBefore lists the run times of delayed jobs due before until, soonest first.
 //
 // It reads through queue.List (newest first), so with very many delayed jobs it sees only the
-// newest few thousand; older ones are promoted by the next tick's upkeep as usual.
+// newest few thousand; older ones are promoted by the next tick's maintenance as usual.
 func (d *Dispatcher) dueBefore(ctx context.Context, until time.Time) ([]time.Time, error) {
 	queues := append(append([]string{}, d.cfg.LambdaQueues...), d.cfg.LongQueue)
 	for _, f := range d.cfg.Fleets {

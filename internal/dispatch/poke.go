@@ -17,8 +17,8 @@ const PokeSource = "api"
 // that its answer does not wait for EventBridge), and waits for the jobs due within the
 // lookahead, like Tick, but leaves rescue, the sweep, other runs' events, pruning and
 // maintenance to the scheduled ticks. A full tick per poke made every schedule pay the whole
-// upkeep (measured: 200 concurrent schedules through crawlq local, p50 latency 2.2 s against
-// 0.37 s before upkeep grew).
+// maintenance (measured: 200 concurrent schedules through crawlq local, p50 latency 2.2 s against
+// 0.37 s before the maintenance grew).
 //
 // Pokes that arrive while another one of this Dispatcher is promoting and fanning out join it:
 // it goes round once more for them (their jobs committed before they poked, so that round sees

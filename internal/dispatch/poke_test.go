@@ -14,10 +14,10 @@ import (
 	"crawlq/internal/queue"
 )
 
-// The api's poke starts workers for what waits, and leaves the upkeep to the scheduled ticks: a
+// The api's poke starts workers for what waits, and leaves the maintenance to the scheduled ticks: a
 // lease that expired is rescued by a tick, not by a poke. The dispatcher's clock runs two minutes
 // ahead of the lease, so the lease is past due for both calls.
-func TestPokeFansOutAndLeavesUpkeepToTheTick(t *testing.T) {
+func TestPokeFansOutAndLeavesMaintenanceToTheTick(t *testing.T) {
 	lc := motoLambda(t)
 	pool := dbtest.Pool(t)
 	ctx := context.Background()

@@ -177,7 +177,7 @@ func TestLoopPublishFailureLeftForLaterDrain(t *testing.T) {
 }
 
 // Pokes from many goroutines while two loops (one ticking every few milliseconds, as another
-// process's upkeep) and a dispatch-style drain run: every event is published exactly once.
+// process's maintenance loop) and a dispatch-style drain run: every event is published exactly once.
 func TestConcurrentLoopsPublishOnce(t *testing.T) {
 	awstest.Moto(t)
 	pool := dbtest.Pool(t)

@@ -11,7 +11,7 @@
 // Events go out as soon as the process that changed a run can publish them (PublishRuns, for
 // the runs it changed): a long-running process (`crawlq worker`, `crawlq runner`, a worker
 // Lambda's invocation) runs a Loop that its own state changes poke, and the api function
-// publishes before it answers. The ticks (the dispatch function's, a worker's upkeep) drain
+// publishes before it answers. The ticks (the dispatch function's, a worker's maintenance loop) drain
 // what is left (Drain): changes made by processes that do not publish, and events whose publish
 // failed. Concurrent publishers claim different events.
 package events

@@ -35,7 +35,7 @@ func TestStoredSpecMonitorsJudgeTheVersionRun(t *testing.T) {
 		return fmt.Appendf(nil, "name: pushed\nstart_urls: [%q]\nobey_robots: false\nitems:\n  - key: title\n    fields: {title: {css: h1}}\nmonitors: {min_items: %d}\n",
 			srv.URL+"/", minItems)
 	}
-	n, err := node.New(node.Config{Pool: pool, Spiders: spider.NewRegistry(), Upkeep: 100 * time.Millisecond, Fetch: fetch.Config{AllowLoopback: true}})
+	n, err := node.New(node.Config{Pool: pool, Spiders: spider.NewRegistry(), MaintainEvery: 100 * time.Millisecond, Fetch: fetch.Config{AllowLoopback: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

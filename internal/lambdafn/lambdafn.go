@@ -30,7 +30,7 @@ type Deps struct {
 	AWS     aws.Config
 	Spiders *spider.Registry
 	// Control is a node that is never run: its queue client and crawler serve the api, dispatch
-	// and metrics (scheduling, listing, upkeep) without working any queue.
+	// and metrics (scheduling, listing, maintenance) without working any queue.
 	Control *node.Node
 	// Publisher publishes run events, to the bus Events reads from the environment: the api and
 	// worker functions publish the events of the changes they make before they return (see
@@ -105,7 +105,7 @@ func newDeps(pool *pgxpool.Pool, awsCfg aws.Config, reg *spider.Registry, cfg Co
 			return nil, fmt.Errorf("load spiders: %w", err)
 		}
 	}
-	ctl, err := node.New(node.Config{Pool: pool, Spiders: reg, Upkeep: -1, Logger: logger})
+	ctl, err := node.New(node.Config{Pool: pool, Spiders: reg, MaintainEvery: -1, Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("assemble node: %w", err)
 	}

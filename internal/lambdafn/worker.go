@@ -97,7 +97,7 @@ func (d *Deps) Worker(opt WorkerOptions) func(ctx context.Context, ev dispatch.W
 			return res, fmt.Errorf("assemble worker: %w", err)
 		}
 		n, err := node.New(node.Config{Pool: d.Pool, Spiders: d.Spiders, Queues: []string{ev.Queue}, Worker: wc,
-			Upkeep: -1, Sink: sink, Events: evs, Fetch: opt.Fetch, Logger: d.Logger, RunLog: d.RunLog()})
+			MaintainEvery: -1, Sink: sink, Events: evs, Fetch: opt.Fetch, Logger: d.Logger, RunLog: d.RunLog()})
 		if err != nil {
 			return res, fmt.Errorf("assemble worker: %w", err)
 		}

@@ -187,7 +187,7 @@ func New(cfg Config) (*Stack, error) {
 		}
 		// A heartbeat a second: a cancelled command is stopped within about a second, not ten
 		// (the runner learns of a cancel at its heartbeat); one small UPDATE a second here.
-		r, err := runner.New(runner.Config{Pool: d.Pool, Queue: cfg.LongQueue, Concurrency: cfg.Runners, Upkeep: -1,
+		r, err := runner.New(runner.Config{Pool: d.Pool, Queue: cfg.LongQueue, Concurrency: cfg.Runners, MaintainEvery: -1,
 			HeartbeatInterval: time.Second,
 			StopGrace:         10 * time.Second, Events: evs, Fetch: cfg.Worker.Fetch, Logger: s.log})
 		if err != nil {

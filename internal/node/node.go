@@ -1,5 +1,5 @@
 // Package node assembles one crawlq worker process: the queue client, the spider registry, the
-// item pipeline and its sink, the crawler, a set of queue workers, the upkeep loop and, when
+// item pipeline and its sink, the crawler, a set of queue workers, the maintenance loop and, when
 // given one, the loop that publishes run events as this process changes runs. The CLI's
 // worker and demo, the Lambda worker and the ECS runner all start workers through it, so they
 // behave the same.
@@ -44,9 +44,10 @@ type Config struct {
 	Workers int
 	// Worker is the template of every worker's config (Queue is filled in per queue).
 	Worker queue.WorkerConfig
-	// Upkeep is how often this node rescues expired leases, promotes due jobs and sweeps finished
-	// runs. Default 1s; negative turns it off (when a dispatcher does it).
-	Upkeep time.Duration
+	// MaintainEvery is how often this node maintains the queue and the crawl: rescues expired
+	// leases, promotes due jobs and sweeps finished runs (crawl.Crawler.Maintain). Default 1s;
+	// negative turns it off (when a dispatcher does it).
+	MaintainEvery time.Duration
 	// Maintain, when set, builds Node.Maintainer (internal/maintain), which Run starts: retention
 	// of finished jobs and of what finished runs leave behind. Default none (a dispatcher's tick
 	// runs it).
@@ -130,8 +131,8 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 1
 	}
-	if cfg.Upkeep == 0 {
-		cfg.Upkeep = time.Second
+	if cfg.MaintainEvery == 0 {
+		cfg.MaintainEvery = time.Second
 	}
 	if cfg.Pipeline.FlushInterval == 0 {
 		cfg.Pipeline.FlushInterval = 2 * time.Millisecond
@@ -223,15 +224,15 @@ func (n *Node) Run(ctx context.Context) error {
 		// After the workers and the pipeline: the runs finished last are published too.
 		defer ev.Stop()
 	}
-	upkeepDone := make(chan struct{})
+	maintainDone := make(chan struct{})
 	go func() {
-		defer close(upkeepDone)
-		if n.cfg.Upkeep > 0 {
-			n.Crawler.Maintain(ctx, n.cfg.Upkeep)
+		defer close(maintainDone)
+		if n.cfg.MaintainEvery > 0 {
+			n.Crawler.Maintain(ctx, n.cfg.MaintainEvery)
 		}
 	}()
 	wg.Wait()
-	<-upkeepDone
+	<-maintainDone
 	n.Crawler.Close()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()

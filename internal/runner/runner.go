@@ -81,9 +81,9 @@ type Config struct {
 	MaxMemory int64
 	// MemoryInterval is how often memory is checked. Default 5s.
 	MemoryInterval time.Duration
-	// Upkeep is how often this runner rescues expired leases, promotes due jobs and sweeps
-	// finished runs (safe alongside the dispatcher doing the same). Default 10s; negative: off.
-	Upkeep time.Duration
+	// MaintainEvery is how often this runner maintains the queue and the crawl: rescues expired
+	// leases, promotes due jobs and sweeps finished runs (safe alongside the dispatcher doing the same). Default 10s; negative: off.
+	MaintainEvery time.Duration
 	// Maintain, when set, runs maintenance passes (internal/maintain) while the runner runs; with
 	// a dispatcher doing the same, the lease lets one pass run at a time. Default none.
 	Maintain *maintain.Config
@@ -136,8 +136,8 @@ func (c *Config) setDefaults() {
 	if c.MemoryInterval == 0 {
 		c.MemoryInterval = 5 * time.Second
 	}
-	if c.Upkeep == 0 {
-		c.Upkeep = 10 * time.Second
+	if c.MaintainEvery == 0 {
+		c.MaintainEvery = 10 * time.Second
 	}
 	if c.Command.KillGrace == 0 {
 		c.Command.KillGrace = 10 * time.Second
@@ -190,7 +190,7 @@ func New(cfg Config) (*Runner, error) {
 		return nil, err
 	}
 	n, err := node.New(node.Config{Pool: cfg.Pool, Spiders: cfg.Spiders, SpiderDir: cfg.SpiderDir, Queues: []string{cfg.Queue},
-		Upkeep: -1, Maintain: cfg.Maintain, Sink: cfg.Sink, Pipeline: cfg.Pipeline, Fetch: cfg.Fetch, Browser: cfg.Browser, Events: cfg.Events, Logger: cfg.Logger})
+		MaintainEvery: -1, Maintain: cfg.Maintain, Sink: cfg.Sink, Pipeline: cfg.Pipeline, Fetch: cfg.Fetch, Browser: cfg.Browser, Events: cfg.Events, Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("assemble runner: %w", err)
 	}
@@ -240,9 +240,9 @@ func (r *Runner) Run(ctx context.Context) (Reason, error) {
 
 	bg, stopBG := context.WithCancel(wctx)
 	var wg sync.WaitGroup
-	if r.cfg.Upkeep > 0 {
+	if r.cfg.MaintainEvery > 0 {
 		wg.Add(1)
-		go func() { defer wg.Done(); r.node.Crawler.Maintain(bg, r.cfg.Upkeep) }()
+		go func() { defer wg.Done(); r.node.Crawler.Maintain(bg, r.cfg.MaintainEvery) }()
 	}
 	if m := r.node.Maintainer; m != nil {
 		m.Start(bg)

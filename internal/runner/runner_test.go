@@ -62,7 +62,7 @@ func childMain() int {
 	r, err := runner.New(runner.Config{
 		Pool: pool, WorkerID: os.Getenv("CHILD_ID"), Concurrency: envInt("CHILD_CONCURRENCY"),
 		Lease: envDur("CHILD_LEASE"), StopGrace: envDur("CHILD_GRACE"), MaxJobs: envInt("CHILD_MAX_JOBS"),
-		MaxMemory: int64(envInt("CHILD_MAX_MEMORY")), MemoryInterval: 50 * time.Millisecond, Upkeep: 200 * time.Millisecond,
+		MaxMemory: int64(envInt("CHILD_MAX_MEMORY")), MemoryInterval: 50 * time.Millisecond, MaintainEvery: 200 * time.Millisecond,
 		Handlers: map[string]queue.Handler{"sleep": func(ctx context.Context, j *queue.Job) error {
 			fmt.Printf("job %d started\n", j.ID)
 			select {
@@ -357,7 +357,7 @@ runtime: ecs
 concurrency: 4
 `
 
-// A runner with an events loop and no tick at all (no upkeep, no interval) publishes the events
+// A runner with an events loop and no tick at all (no maintenance, no interval) publishes the events
 // of the run it works as the run starts and finishes. Publishing is off here: the events are
 // marked done with a note, which only a publish does.
 func TestRunnerPublishesRunEvents(t *testing.T) {
@@ -381,7 +381,7 @@ func TestRunnerPublishesRunEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := runner.New(runner.Config{Pool: pool, Spiders: reg, Concurrency: 4, Upkeep: -1, Events: loop, Fetch: fetch.Config{AllowLoopback: true}})
+	r, err := runner.New(runner.Config{Pool: pool, Spiders: reg, Concurrency: 4, MaintainEvery: -1, Events: loop, Fetch: fetch.Config{AllowLoopback: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

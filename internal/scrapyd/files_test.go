@@ -49,7 +49,7 @@ func newFixtureWith(t *testing.T, adjust func(*scrapyd.Config)) (*fixture, *scra
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := node.New(node.Config{Pool: pool, Upkeep: -1, Store: st})
+	n, err := node.New(node.Config{Pool: pool, MaintainEvery: -1, Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ import (
 func TestFunctionURL(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.Pool(t)
-	n, err := node.New(node.Config{Pool: pool, Upkeep: -1})
+	n, err := node.New(node.Config{Pool: pool, MaintainEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
