@@ -19,6 +19,7 @@ import (
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
 	"crawlq/internal/spider"
+	"crawlq/internal/testwait"
 )
 
 func registry(t *testing.T, spec string) *spider.Registry {
@@ -167,9 +168,9 @@ func TestSlowSinkBackpressure(t *testing.T) {
 	// Nothing may be written while the sink stalls: rather than for a while, for as long as it
 	// takes the workers to be pushed back many times more (each page that cannot hand over its
 	// items is), which they are only while they keep crawling against the stall.
-	waitFor(t, 30*time.Second, func() bool { return n.Pipeline.Stats().Backpressure >= 5 })
+	testwait.Until(t, "n.Pipeline.Stats().Backpressure >= 5", func() bool { return n.Pipeline.Stats().Backpressure >= 5 })
 	from := n.Pipeline.Stats().Backpressure
-	waitFor(t, 30*time.Second, func() bool { return n.Pipeline.Stats().Backpressure >= from+20 })
+	testwait.Until(t, "n.Pipeline.Stats().Backpressure >= from+20", func() bool { return n.Pipeline.Stats().Backpressure >= from+20 })
 	if st := n.Pipeline.Stats(); st.MaxBufferedItems > 5 || st.WrittenItems != 0 {
 		t.Fatalf("while stalled: %+v; want at most 5 buffered and nothing written", st)
 	}

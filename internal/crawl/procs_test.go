@@ -21,6 +21,7 @@ import (
 	"crawlq/internal/items"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
+	"crawlq/internal/testwait"
 )
 
 // workerProc is a crawl worker in its own process: this test binary re-run as
@@ -149,7 +150,7 @@ func TestCrawlSurvivesSIGKILL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, func() bool {
+	testwait.Until(t, "more than 120 requests reached the site", func() bool {
 		var n int64
 		for _, h := range site.Hits() {
 			n += h
@@ -182,17 +183,6 @@ func serveHandler(t *testing.T, h http.Handler) string {
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
 	return "http://" + l.Addr().String()
-}
-
-func waitFor(t *testing.T, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", d)
-		}
-		time.Sleep(20 * time.Millisecond) // paces a poll of cond
-	}
 }
 
 // Politeness across two processes: requests to one host are never closer than the delay,

@@ -17,6 +17,7 @@ import (
 	"crawlq/internal/maintain"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
+	"crawlq/internal/testwait"
 )
 
 // Runs that end in real time. Time is the point of these tests: the host limits are the spider's
@@ -137,12 +138,12 @@ func TestOutageAcrossMaintenancePassesLosesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, func() bool { return len(site.Hits()) > 60 })
+	testwait.Until(t, "len(site.Hits()) > 60", func() bool { return len(site.Hits()) > 60 })
 	sw.down()
-	waitFor(t, time.Minute, func() bool { streak, _ := hostStreakOr0(n, sw.base()); return streak >= 1 })
+	testwait.Until(t, "streak >= 1", func() bool { streak, _ := hostStreakOr0(n, sw.base()); return streak >= 1 })
 	_, since := hostStreak(t, n, sw.base())
 	p0 := passes()
-	waitFor(t, 2*time.Minute, func() bool { return passes() >= p0+2 })
+	testwait.Until(t, "passes() >= p0+2", func() bool { return passes() >= p0+2 })
 	streak, since2 := hostStreak(t, n, sw.base())
 	if !since2.Equal(since) || streak < 4 {
 		t.Errorf("after two maintenance passes the host's streak is %d since %s (was since %s): the passes reset the outage", streak, since2, since)
@@ -231,10 +232,10 @@ func TestOverloadedSiteForAMinuteLosesNothing(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 30*time.Second, func() bool { return len(site.Hits()) > 60 })
+			testwait.Until(t, "len(site.Hits()) > 60", func() bool { return len(site.Hits()) > 60 })
 			fs.set(true)
 			failFrom := time.Now()
-			waitFor(t, 2*time.Minute, func() bool { return time.Since(failFrom) >= time.Minute })
+			testwait.Until(t, "time.Since(failFrom) >= time.Minute", func() bool { return time.Since(failFrom) >= time.Minute })
 			fs.set(false)
 			r := waitRun(t, n.Crawler, s.RunID, 3*time.Minute)
 			want := int64(site.Expected().Items)

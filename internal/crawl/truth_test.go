@@ -19,6 +19,7 @@ import (
 	"crawlq/internal/items"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
+	"crawlq/internal/testwait"
 )
 
 // Runs that tell the truth: a run that lost pages never says succeeded, and faults that are not a
@@ -170,9 +171,9 @@ func TestSiteOutagePausesTheHostAndLosesNothing(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 30*time.Second, func() bool { return len(site.Hits()) > 60 })
+			testwait.Until(t, "len(site.Hits()) > 60", func() bool { return len(site.Hits()) > 60 })
 			sw.down()
-			waitFor(t, time.Minute, func() bool { // the outage itself
+			testwait.Until(t, "the outage: a host streak of every probe", func() bool { // the outage itself
 				var streak int
 				err := pool.QueryRow(context.Background(), `SELECT COALESCE(max(fail_streak), 0) FROM crawlq_domain`).Scan(&streak)
 				if err != nil {
@@ -222,7 +223,7 @@ func TestHostDownPastLimitEndsIncompleteAndRedriveFinishesIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, func() bool { return len(site.Hits()) > 40 })
+	testwait.Until(t, "len(site.Hits()) > 40", func() bool { return len(site.Hits()) > 40 })
 	sw.down()
 	r := waitRun(t, n.Crawler, s.RunID, time.Minute)
 	want := int64(site.Expected().Items)
@@ -397,7 +398,7 @@ func TestCancelEndsPagesCancelledAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, func() bool { return len(site.Hits()) > 30 })
+	testwait.Until(t, "len(site.Hits()) > 30", func() bool { return len(site.Hits()) > 30 })
 	if err := n.Crawler.Cancel(context.Background(), s.RunID); err != nil {
 		t.Fatal(err)
 	}

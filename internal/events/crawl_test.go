@@ -225,7 +225,7 @@ func TestNodePublishesRunEventsAtOnce(t *testing.T) {
 			Publisher: newPublisher(t, events.Config{Pool: pool, Putter: motoEventBridge(t), Monitors: c.Spiders.Monitors})})
 	})
 	r := e.crawl(t)
-	got := b.collect(t, r.ID, "pending,running,succeeded", 30*time.Second)
+	got := b.collect(t, r.ID, "pending,running,succeeded")
 	final := got[len(got)-1].Detail
 	if final.Outcome != "succeeded" || final.Stats.Items != 20 || final.Monitors == nil {
 		t.Fatalf("final event %+v", final)

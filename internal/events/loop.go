@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"crawlq/internal/testwait"
 )
 
 // LoopConfig describes a Loop. Publisher is required.
@@ -30,6 +32,9 @@ type LoopConfig struct {
 // process's last changes do not wait for another process's tick. It follows the house pattern
 // of background services: Start is safe to call twice, Stop waits for the loop to end.
 type Loop struct {
+	// TestSignals are sent as the loop works, for tests to wait on; off unless a test Inits them.
+	TestSignals LoopTestSignals
+
 	cfg  LoopConfig
 	log  *slog.Logger
 	wake chan struct{} // one slot: pokes made while a publish runs coalesce into one more
@@ -39,6 +44,13 @@ type Loop struct {
 	stop   chan struct{}      // closed by Stop; nil while not running
 	done   chan struct{}      // closed when the loop has returned
 	runCtx context.Context
+}
+
+// LoopTestSignals are what a Loop tells a waiting test (testwait.Signal: off unless Init'ed).
+type LoopTestSignals struct {
+	// Published is sent after each publish the loop made (a poke's, a tick's or Stop's), with
+	// its error: nil when every event it took went out.
+	Published testwait.Signal[error]
 }
 
 // NewLoop returns a Loop; Start runs it.
@@ -155,4 +167,5 @@ func (l *Loop) publish(ctx context.Context, tick bool) {
 	if err != nil {
 		l.log.Warn("events: run events not published now; the outbox keeps them for the next try", "err", err)
 	}
+	l.TestSignals.Published.Send(err)
 }

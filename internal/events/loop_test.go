@@ -15,6 +15,7 @@ import (
 	"crawlq/internal/awstest"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/events"
+	"crawlq/internal/testwait"
 )
 
 func newLoop(t *testing.T, cfg events.LoopConfig) *events.Loop {
@@ -33,23 +34,11 @@ func motoEventBridge(t *testing.T) *eventbridge.Client {
 	return eventbridge.NewFromConfig(cfg)
 }
 
-// until polls cond every few milliseconds until it holds, failing the test at the deadline.
-func until(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond) // paces the poll of a condition, proves no absence
-	}
-}
-
 // collect reads b's queue until the run's events are exactly want, or fails at the deadline.
-func (b *bus) collect(t *testing.T, run int64, want string, within time.Duration) []received {
+func (b *bus) collect(t *testing.T, run int64, want string) []received {
 	t.Helper()
 	var got []received
-	until(t, within, fmt.Sprintf("run %d events %s", run, want), func() bool {
+	testwait.Until(t, fmt.Sprintf("run %d events %s", run, want), func() bool {
 		got = append(got, b.drain()...)
 		return strings.Join(states(got, run), ",") == want
 	})
@@ -69,7 +58,7 @@ func TestLoopPublishesWhenPoked(t *testing.T) {
 	other := fixtureRun(t, pool, "shop", 1, 1, "running")
 	id := fixtureRun(t, pool, "shop", 3, 3, "running", "succeeded")
 	l.Poke(id)
-	got := b.collect(t, id, "pending,running,succeeded", 30*time.Second)
+	got := b.collect(t, id, "pending,running,succeeded")
 	if len(got) != 3 {
 		t.Fatalf("%d events, want 3: %+v", len(got), got)
 	}
@@ -137,14 +126,17 @@ func TestLoopPublishFailureLeftForLaterDrain(t *testing.T) {
 	var logs lockedBuf
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	l := newLoop(t, events.LoopConfig{Logger: logger, Publisher: newPublisher(t, events.Config{Pool: pool, Putter: down, Logger: logger})})
+	l.TestSignals.Published.Init()
 	l.Start(context.Background())
 	t.Cleanup(l.Stop)
 
 	id := fixtureRun(t, pool, "shop", 2, 2, "running", "succeeded")
 	before := runRow(t, pool, id)
 	l.Poke(id)
-	until(t, 30*time.Second, "the loop's warning", func() bool { return strings.Contains(logs.String(), "run events not published now") })
-	if !strings.Contains(logs.String(), "level=WARN") {
+	if err := l.TestSignals.Published.Wait(t); err == nil {
+		t.Fatal("the poke's publish to an unreachable EventBridge reported no error")
+	}
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "run events not published now") {
 		t.Fatalf("log:\n%s", logs.String())
 	}
 	if after := runRow(t, pool, id); after != before {
@@ -164,7 +156,7 @@ func TestLoopPublishFailureLeftForLaterDrain(t *testing.T) {
 	// A later drain (a tick's) publishes them once the backoff passed.
 	up := newPublisher(t, events.Config{Pool: pool, Putter: motoEventBridge(t)})
 	var got []received
-	until(t, 30*time.Second, "the later drain publishes the run's events", func() bool {
+	testwait.Until(t, "the later drain publishes the run's events", func() bool {
 		if _, err := up.Drain(ctxT(t, 10*time.Second)); err != nil {
 			t.Fatal(err)
 		}
@@ -212,7 +204,7 @@ func TestConcurrentLoopsPublishOnce(t *testing.T) {
 	}
 	wg.Wait()
 	var got []received
-	until(t, 60*time.Second, "every run's three events", func() bool {
+	testwait.Until(t, "every run's three events", func() bool {
 		got = append(got, b.drain()...)
 		return len(got) >= 3*runs
 	})

@@ -27,6 +27,7 @@ import (
 	"crawlq/internal/queue"
 	"crawlq/internal/runlog"
 	"crawlq/internal/spider"
+	"crawlq/internal/testwait"
 )
 
 // redriveSpec is shopSpec's crawl with short retries, so pages that keep failing die within the
@@ -91,7 +92,7 @@ func TestRedriveRejudgesTheRun(t *testing.T) {
 	if r := waitFinished(t, e, s.RunID); r.State != crawl.StateIncomplete {
 		t.Fatalf("run %+v; want incomplete (dead pages)", r)
 	}
-	first := b.collect(t, s.RunID, "pending,running,incomplete", time.Minute)
+	first := b.collect(t, s.RunID, "pending,running,incomplete")
 	fin := first[len(first)-1].Detail
 	if fin.Outcome != "monitors_failed" || fin.Monitors == nil || fin.Monitors.Status != monitor.StatusFailed || fin.Stats.Items >= 30 {
 		t.Fatalf("first finish: outcome %q, monitors %+v, %d items; want monitors_failed with min_items failing", fin.Outcome, fin.Monitors, fin.Stats.Items)
@@ -103,7 +104,7 @@ func TestRedriveRejudgesTheRun(t *testing.T) {
 	// The run's log (crawlq logs) says which pages died, with their URL and last error, then the
 	// final state, its figures with the retries and dead pages, and the failed monitor.
 	var log []runlog.Line
-	until(t, 30*time.Second, "the run log's monitor line", func() bool { // written once the event is out
+	testwait.Until(t, "the run log's monitor line", func() bool { // written once the event is out
 		var err error
 		if log, err = runlog.ReadAll(ctx, runlog.Postgres{Pool: e.pool}, s.RunID, 0); err != nil {
 			t.Fatal(err)
@@ -132,14 +133,14 @@ func TestRedriveRejudgesTheRun(t *testing.T) {
 	if _, err := e.n.Crawler.Redrive(ctx, s.RunID); err != nil {
 		t.Fatal(err)
 	}
-	second := b.collect(t, s.RunID, "running,succeeded", time.Minute)
+	second := b.collect(t, s.RunID, "running,succeeded")
 	fin = second[len(second)-1].Detail
 	if fin.State != crawl.StateSucceeded || fin.Outcome != crawl.StateSucceeded || fin.Monitors == nil ||
 		fin.Monitors.Status != monitor.StatusPassed || fin.Stats.Items != 30 || fin.Monitors.Results[0].Message != "30 items, at least 30 wanted" {
 		t.Fatalf("final event after the redrive: %+v monitors %+v; want succeeded, monitors passed with 30 items", fin, fin.Monitors)
 	}
 	// The mended host's pause is lifted, in the log of the run whose page found it answering.
-	until(t, 30*time.Second, "the host's lifted pause in the run log", func() bool {
+	testwait.Until(t, "the host's lifted pause in the run log", func() bool {
 		log, err := runlog.ReadAll(ctx, runlog.Postgres{Pool: e.pool}, s.RunID, 0)
 		if err != nil {
 			t.Fatal(err)

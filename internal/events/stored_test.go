@@ -18,6 +18,7 @@ import (
 	"crawlq/internal/node"
 	"crawlq/internal/spider"
 	"crawlq/internal/spiderstore"
+	"crawlq/internal/testwait"
 )
 
 // A spec pushed to the store (not loaded in-process) is judged by the monitors its run's version
@@ -62,21 +63,15 @@ func TestStoredSpecMonitorsJudgeTheVersionRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for {
+		r := testwait.For(t, fmt.Sprintf("run %d finishes", s.RunID), func() (*crawl.Run, bool) {
 			r, err := n.Crawler.Get(ctx, s.RunID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.Finished() {
-				if r.State != crawl.StateSucceeded || r.Stats.Items != 1 {
-					t.Fatalf("run %d: %+v, want succeeded with 1 item", s.RunID, r)
-				}
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("run %d did not finish: %+v", s.RunID, r)
-			}
-			time.Sleep(20 * time.Millisecond) // paces a poll of the run
+			return r, r.Finished()
+		})
+		if r.State != crawl.StateSucceeded || r.Stats.Items != 1 {
+			t.Fatalf("run %d: %+v, want succeeded with 1 item", s.RunID, r)
 		}
 		if _, err := p.Drain(ctx); err != nil {
 			t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"crawlq/internal/dbtest"
+	"crawlq/internal/testwait"
 )
 
 func TestConcurrentWritersExactlyOnce(t *testing.T) {
@@ -69,7 +70,7 @@ func TestSlowSink(t *testing.T) {
 			go func() { defer close(done); bp = writeAll(t, p, pages) }()
 
 			// While the sink is stalled the buffer fills and writers are pushed back.
-			waitFor(t, "writers to get ErrBackpressure", func() bool { return p.Stats().Backpressure >= 16 })
+			testwait.Until(t, "writers to get ErrBackpressure", func() bool { return p.Stats().Backpressure >= 16 })
 			s := p.Stats()
 			if s.BufferedItems == 0 || s.BufferedItems > cfg.MaxItems || s.BufferedBytes > cfg.MaxBytes {
 				t.Errorf("stalled: buffered %d items / %d bytes, limits %d / %d", s.BufferedItems, s.BufferedBytes, cfg.MaxItems, cfg.MaxBytes)
@@ -100,17 +101,6 @@ func TestSlowSink(t *testing.T) {
 			}
 			t.Logf("%+v", s)
 		})
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // paces a poll
 	}
 }
 
@@ -169,7 +159,7 @@ func TestWriterGivesUp(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, errInjected) {
 		t.Fatalf("Write = %v, want DeadlineExceeded wrapping the sink error", err)
 	}
-	waitFor(t, "the failed batch to be dropped", func() bool { return p.Stats().BufferedItems == 0 })
+	testwait.Until(t, "the failed batch to be dropped", func() bool { return p.Stats().BufferedItems == 0 })
 	if s := p.Stats(); s.Dropped != 10 || s.Retries == 0 {
 		t.Errorf("stats: %+v, want 10 dropped and some retries", s)
 	}
@@ -196,15 +186,15 @@ func TestCloseDrains(t *testing.T) {
 	pages := makePages(6, 6, 1, 7)
 	done := make(chan struct{})
 	go func() { defer close(done); writeAll(t, p, pages) }()
-	waitFor(t, "every item to be admitted", func() bool { return p.Stats().BufferedItems == 42 })
+	testwait.Until(t, "every item to be admitted", func() bool { return p.Stats().BufferedItems == 42 })
 	if n := sink.calls.Load(); n != 0 {
 		t.Fatalf("%d sink writes before a batch was full or FlushInterval passed", n)
 	}
 
 	closed := make(chan error, 1)
 	go func() { closed <- p.Close(context.Background()) }()
-	waitFor(t, "Close to flush the partial batch", func() bool { return sink.inFlight.Load() > 0 })
-	waitFor(t, "Close to refuse new writes", func() bool {
+	testwait.Until(t, "Close to flush the partial batch", func() bool { return sink.inFlight.Load() > 0 })
+	testwait.Until(t, "Close to refuse new writes", func() bool {
 		return errors.Is(p.Write(context.Background(), page(6, 99, 0, 1)), ErrClosed)
 	})
 	close(sink.gate)
@@ -230,7 +220,7 @@ func TestCloseGivesUp(t *testing.T) {
 	for w := range 4 {
 		go func() { errs <- p.Write(context.Background(), page(7, w, 0, 5)) }()
 	}
-	waitFor(t, "the buffer to fill", func() bool { return p.Stats().BufferedItems == 10 && sink.inFlight.Load() == 2 })
+	testwait.Until(t, "the buffer to fill", func() bool { return p.Stats().BufferedItems == 10 && sink.inFlight.Load() == 2 })
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if err := p.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {

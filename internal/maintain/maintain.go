@@ -40,6 +40,7 @@ import (
 	"crawlq/internal/crawl"
 	"crawlq/internal/dbsqlc"
 	"crawlq/internal/queue"
+	"crawlq/internal/testwait"
 	"crawlq/internal/urlstate"
 )
 
@@ -151,6 +152,9 @@ const leaseName = "maintain"
 
 // Service runs maintenance passes.
 type Service struct {
+	// TestSignals are sent as the service works, for tests to wait on; off unless a test Inits them.
+	TestSignals TestSignals
+
 	cfg   Config
 	pool  *pgxpool.Pool
 	queue *queue.Client
@@ -161,6 +165,19 @@ type Service struct {
 	hostsAt string // where the walk over politeness rows goes on ("": from the start)
 	stop    context.CancelFunc
 	done    chan struct{}
+}
+
+// TestSignals are what a Service tells a waiting test (testwait.Signal: off unless Init'ed).
+type TestSignals struct {
+	// PassDone is sent when a pass Start's loop ran ends: its result and error (Ran false when
+	// another process held the lease).
+	PassDone testwait.Signal[PassDone]
+}
+
+// PassDone is one pass's outcome, as PassDone signals it.
+type PassDone struct {
+	Result Result
+	Err    error
 }
 
 // New returns a Service; cr may be nil for a queue-only deployment (then runs and hosts are left
@@ -239,9 +256,11 @@ func (s *Service) loop(ctx context.Context, done chan struct{}) {
 			return
 		case <-t.C:
 		}
-		if _, err := s.RunOnce(ctx, s.cfg.Now()); err != nil && ctx.Err() == nil {
+		res, err := s.RunOnce(ctx, s.cfg.Now())
+		if err != nil && ctx.Err() == nil {
 			s.log.Warn("maintenance pass failed; the next pass retries", "err", err)
 		}
+		s.TestSignals.PassDone.Send(PassDone{Result: res, Err: err})
 	}
 }
 

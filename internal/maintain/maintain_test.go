@@ -21,6 +21,7 @@ import (
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
 	"crawlq/internal/spider"
+	"crawlq/internal/testwait"
 )
 
 func TestConfigRejectsBadValues(t *testing.T) {
@@ -269,17 +270,17 @@ func TestMaintenanceDeletesExactlyWhatItShould(t *testing.T) {
 	// Wait until it has fetched everything else and its /hang request has reached the hanging
 	// site (so that site's politeness row exists: the job alone may not have started yet), so its
 	// rows no longer change.
-	deadline := time.Now().Add(time.Minute)
-	for c := count(t, pool, runLive); c.items < 2 || hang.count()["/hang"] == 0 || scalar(t, pool, `SELECT count(*) FROM crawlq_job WHERE parent_id = $1 AND state <> 'succeeded'`, runLive) != 1; c = count(t, pool, runLive) {
-		if time.Now().After(deadline) {
-			var dump string
-			if err := pool.QueryRow(context.Background(), `SELECT string_agg(id || ' ' || state || ' ' || args::text || ' ' || COALESCE(errors::text, ''), E'\n' ORDER BY id) FROM crawlq_job WHERE parent_id = $1`, runLive).Scan(&dump); err != nil {
-				dump = "(jobs not readable: " + err.Error() + ")"
-			}
-			t.Fatalf("live run did not reach its hanging page: %+v\n%s\nhits %v", c, dump, live.count())
+	testwait.For(t, "the live run reaches its hanging page", func() (string, bool) {
+		c := count(t, pool, runLive)
+		if c.items >= 2 && hang.count()["/hang"] > 0 && scalar(t, pool, `SELECT count(*) FROM crawlq_job WHERE parent_id = $1 AND state <> 'succeeded'`, runLive) == 1 {
+			return "", true
 		}
-		time.Sleep(20 * time.Millisecond) // paces a poll
-	}
+		var dump string
+		if err := pool.QueryRow(context.Background(), `SELECT string_agg(id || ' ' || state || ' ' || args::text || ' ' || COALESCE(errors::text, ''), E'\n' ORDER BY id) FROM crawlq_job WHERE parent_id = $1`, runLive).Scan(&dump); err != nil {
+			dump = "(jobs not readable: " + err.Error() + ")"
+		}
+		return fmt.Sprintf("%+v\n%s\nhits %v", c, dump, live.count()), false
+	})
 
 	before := map[int64]rows{}
 	for _, id := range []int64{runDone, runDone2, runDead, runLive} {
@@ -349,13 +350,9 @@ func TestMaintenanceDeletesExactlyWhatItShould(t *testing.T) {
 	if err != nil || len(ids) != 1 {
 		t.Fatalf("redrive: %v %v", ids, err)
 	}
-	deadline = time.Now().Add(time.Minute)
-	for scalar(t, pool, `SELECT count(*) FROM crawlq_job WHERE parent_id = $1 AND state NOT IN ('succeeded')`, runDead) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("redriven page and what it found not done within a minute")
-		}
-		time.Sleep(20 * time.Millisecond) // paces a poll
-	}
+	testwait.Until(t, "the redriven page and what it found are done", func() bool {
+		return scalar(t, pool, `SELECT count(*) FROM crawlq_job WHERE parent_id = $1 AND state NOT IN ('succeeded')`, runDead) == 0
+	})
 	hitsAfter := dead.count()
 	for path, n := range hitsAfter {
 		want := hitsBefore[path]
@@ -492,14 +489,17 @@ func TestStartStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.TestSignals.PassDone.Init()
 	s.Start(context.Background())
 	s.Start(context.Background())
-	deadline := time.Now().Add(30 * time.Second)
-	for scalar(t, pool, `SELECT count(*) FROM crawlq_leader`) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no pass within 30s")
+	s.TestSignals.PassDone.WaitFor(t, "a pass of Start's loop that ran", func(p maintain.PassDone) bool {
+		if p.Err != nil {
+			t.Fatalf("pass: %v", p.Err)
 		}
-		time.Sleep(10 * time.Millisecond) // paces a poll
+		return p.Result.Ran
+	})
+	if n := scalar(t, pool, `SELECT count(*) FROM crawlq_leader`); n == 0 {
+		t.Fatal("a pass ran without taking the lease")
 	}
 	s.Stop()
 	s.Stop()

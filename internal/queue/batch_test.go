@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"crawlq/internal/queue"
+	"crawlq/internal/testwait"
 )
 
 // A Tx sends completions, inserts and the caller's own statements in one round trip: a lost
@@ -202,7 +203,7 @@ func TestReservationHandsJobsToTheWorker(t *testing.T) {
 
 	// Once the worker's first claim (which finds nothing) is over, all its room is free.
 	var r *queue.Reservation
-	waitFor(t, 10*time.Second, func() bool {
+	testwait.Until(t, "a reservation of all 4 jobs", func() bool {
 		if r = w.Reserve(100); r != nil && r.Len() == 4 {
 			return true
 		}
@@ -281,14 +282,14 @@ func TestReservationHandsJobsToTheWorker(t *testing.T) {
 			t.Fatal("handed jobs did not run")
 		}
 	}
-	waitFor(t, 10*time.Second, func() bool { return stats(t, c).Succeeded == 2 })
+	testwait.Until(t, "stats(t, c).Succeeded == 2", func() bool { return stats(t, c).Succeeded == 2 })
 	if s := stats(t, c); s.Running != 0 || s.Available != 0 || w.Stats().Lost != 0 || w.Stats().Claimed != 2 {
 		t.Fatalf("stats %+v, worker %+v; want 2 succeeded, none lost", s, w.Stats())
 	}
 
 	// Handed to a stopped worker: released for others, attempt not counted. The handlers' room
 	// is taken while the claim loop claims (it wakes when they finish), so wait for that claim.
-	waitFor(t, 10*time.Second, func() bool { r = w.Reserve(1); return r != nil })
+	testwait.Until(t, "r != nil", func() bool { r = w.Reserve(1); return r != nil })
 	stop()
 	<-stopped
 	tx = c.NewTx()

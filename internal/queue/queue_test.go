@@ -16,6 +16,7 @@ import (
 
 	"crawlq/internal/dbtest"
 	"crawlq/internal/queue"
+	"crawlq/internal/testwait"
 )
 
 func newClient(t *testing.T) (*queue.Client, *pgxpool.Pool) {
@@ -484,17 +485,13 @@ func TestCancel(t *testing.T) {
 
 func waitState(t *testing.T, c *queue.Client, id int64, want queue.State) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.For(t, fmt.Sprintf("job %d %s", id, want), func() (string, bool) {
 		j, err := c.Get(ctxT(t), id)
-		if err == nil && j.State == want {
-			return
+		if err != nil {
+			return err.Error(), false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %d: state %v (err %v), want %s", id, j, err, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return string(j.State), j.State == want
+	})
 }
 
 func TestRetention(t *testing.T) {
@@ -650,7 +647,7 @@ func TestManyWorkersExactlyOnce(t *testing.T) {
 			}
 		}()
 	}
-	waitFor(t, 90*time.Second, func() bool {
+	testwait.Until(t, "every job succeeded", func() bool {
 		var done int
 		if err := pool.QueryRow(ctx, `SELECT count(*) FROM crawlq_job WHERE state = 'succeeded'`).Scan(&done); err != nil {
 			t.Fatal(err)
@@ -708,16 +705,5 @@ func TestHelperWorkerProcess(t *testing.T) {
 	defer stop()
 	if err := w.Run(ctx); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func waitFor(t *testing.T, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", d)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

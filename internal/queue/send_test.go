@@ -14,6 +14,7 @@ import (
 	"crawlq/internal/db"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/queue"
+	"crawlq/internal/testwait"
 )
 
 // heldReplies is a TCP proxy in front of Postgres that can hold back the server's replies: what
@@ -143,7 +144,7 @@ func TestSendCancelledAfterCommitStillHandsTheJobs(t *testing.T) {
 	go func() { defer close(stopped); _ = w.Run(wctx) }()
 	defer func() { stop(); <-stopped }()
 	var r *queue.Reservation
-	waitFor(t, 10*time.Second, func() bool { r = w.Reserve(1); return r != nil })
+	testwait.Until(t, "r != nil", func() bool { r = w.Reserve(1); return r != nil })
 
 	tx := c.NewTx()
 	if err := tx.EnqueueHeld(r, []queue.EnqueueParams{{Queue: "q", Kind: "held", MaxAttempts: 1}}); err != nil {
@@ -153,7 +154,7 @@ func TestSendCancelledAfterCommitStillHandsTheJobs(t *testing.T) {
 	sctx, cancel := context.WithCancel(ctx)
 	sent := make(chan error, 1)
 	go func() { sent <- tx.Send(sctx) }()
-	waitFor(t, 10*time.Second, func() bool {
+	testwait.Until(t, "the held job is in the table", func() bool {
 		var n int
 		if err := direct.QueryRow(ctx, `SELECT count(*) FROM crawlq_job WHERE kind = 'held'`).Scan(&n); err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"crawlq/internal/dbtest"
 	"crawlq/internal/logtest"
 	"crawlq/internal/queue"
+	"crawlq/internal/testwait"
 )
 
 // A worker that stops while the database refuses its connections (a role's connection limit:
@@ -92,7 +93,7 @@ func TestStopWhileDatabaseRefusesCostsNoAttempt(t *testing.T) {
 		}
 		return false
 	}
-	waitFor(t, 30*time.Second, func() bool {
+	testwait.Until(t, "the database refuses the worker", func() bool {
 		if refused() {
 			return true
 		}
