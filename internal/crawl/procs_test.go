@@ -77,7 +77,7 @@ func TestHelperCrawlProcess(t *testing.T) {
 	fmt.Sscan(os.Getenv("CRAWLQ_HELPER_WORKERS"), &workers)
 	lease, _ := time.ParseDuration(os.Getenv("CRAWLQ_HELPER_LEASE"))
 	pool := dbtest.Open(t, url, 20)
-	n, err := node.New(node.Config{Pool: pool, Workers: workers, Upkeep: 200 * time.Millisecond, Fetch: fetch.Config{AllowLoopback: true},
+	n, err := node.New(node.Config{Pool: pool, Workers: workers, MaintainEvery: 200 * time.Millisecond, Fetch: fetch.Config{AllowLoopback: true},
 		Worker:   queue.WorkerConfig{Concurrency: 8, Lease: lease, StopGrace: time.Second},
 		OnFinish: func(id int64, _ string) { fmt.Printf("FINISHED %d\n", id) }})
 	if err != nil {
@@ -92,7 +92,7 @@ func TestHelperCrawlProcess(t *testing.T) {
 func controlNode(t *testing.T, url string, finished *atomic.Int32) *node.Node {
 	t.Helper()
 	pool := dbtest.Open(t, url, 8)
-	n, _ := startNode(t, pool, node.Config{Queues: []string{"control"}, Upkeep: 200 * time.Millisecond,
+	n, _ := startNode(t, pool, node.Config{Queues: []string{"control"}, MaintainEvery: 200 * time.Millisecond,
 		OnFinish: func(int64, string) { finished.Add(1) }})
 	return n
 }

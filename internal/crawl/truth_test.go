@@ -393,7 +393,7 @@ func TestCancelEndsPagesCancelledAtOnce(t *testing.T) {
 		fetched.Store(r.URL.Path, true)
 	})
 	base := serveHandler(t, h)
-	n, _ := startNode(t, pool, node.Config{Workers: 1, Upkeep: time.Hour, Worker: queue.WorkerConfig{Concurrency: 4}})
+	n, _ := startNode(t, pool, node.Config{Workers: 1, MaintainEvery: time.Hour, Worker: queue.WorkerConfig{Concurrency: 4}})
 	s, err := n.Crawler.Schedule(context.Background(), crawl.ScheduleParams{Spider: "demo", Args: map[string]string{"base_url": base}})
 	if err != nil {
 		t.Fatal(err)

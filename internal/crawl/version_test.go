@@ -79,7 +79,7 @@ func TestRunKeepsTheVersionItStartedWith(t *testing.T) {
 	}
 
 	// Process A starts the runs (their run jobs only), while version 1 is the newest.
-	a, err := node.New(node.Config{Pool: pool, Spiders: spider.NewRegistry(), Store: store, Upkeep: -1})
+	a, err := node.New(node.Config{Pool: pool, Spiders: spider.NewRegistry(), Store: store, MaintainEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestScheduleRefusesAnUnknownVersion(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.Pool(t)
 	ctx := ctxT(t, time.Minute)
-	n, err := node.New(node.Config{Pool: pool, Upkeep: -1})
+	n, err := node.New(node.Config{Pool: pool, MaintainEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
