@@ -52,6 +52,9 @@ type Config struct {
 	// must be linux/amd64. Its layers, Env, User (unless User is set) and WorkingDir are kept;
 	// the entrypoint becomes ["/crawlq", "runner"] with no Cmd.
 	Base v1.Image
+	// RequireChromium fails the build when the image has no Chromium (FindChromium): a runner
+	// for render: browser spiders. Default false.
+	RequireChromium bool
 }
 
 func (c *Config) setDefaults() {
@@ -191,6 +194,11 @@ func Build(cfg Config) (v1.Image, error) {
 	img, err = mutate.ConfigFile(img, cf)
 	if err != nil {
 		return nil, fmt.Errorf("set image config: %w", err)
+	}
+	if cfg.RequireChromium {
+		if _, err := FindChromium(img); err != nil {
+			return nil, fmt.Errorf("image config: RequireChromium: %w", err)
+		}
 	}
 	return img, nil
 }
