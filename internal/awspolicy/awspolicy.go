@@ -140,7 +140,7 @@ func parseStatement(m map[string]json.RawMessage) (Statement, error) {
 		}
 	}
 	if st.Effect != "Allow" && st.Effect != "Deny" {
-		return st, fmt.Errorf("Effect %q: want Allow or Deny", st.Effect)
+		return st, fmt.Errorf("statement Effect %q: want Allow or Deny", st.Effect)
 	}
 	if len(st.Actions) == 0 || len(st.Resources) == 0 {
 		return st, fmt.Errorf("%w: a statement without Action or Resource", ErrUnsupported)

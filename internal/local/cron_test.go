@@ -72,7 +72,7 @@ func TestCronScheduleFiresOnTimeAcrossRestart(t *testing.T) {
 	// onTime waits for the tick's run and checks it was created within a second of its tick.
 	onTime := func(tick time.Time) *crawl.Run {
 		t.Helper()
-		deadline := time.Now().Add(tick.Sub(time.Now()) + 10*time.Second)
+		deadline := time.Now().Add(time.Until(tick) + 10*time.Second)
 		for {
 			if runs := cronRuns(t, c, "demo", "every2s")[tick]; len(runs) > 0 {
 				r := runs[0]
