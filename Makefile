@@ -65,13 +65,14 @@ docs-config: ## rewrite docs/configuration.md from internal/envconfig/vars.go (T
 
 # verify is what CI checks before any test (make test runs it first).
 .PHONY: verify
-verify: ## static checks: gofmt, go vet, go.mod tidy, macOS and Windows build and vet, sqlc-generated code fresh
+verify: ## static checks: gofmt, go vet, go.mod tidy, macOS and Windows build and vet, sqlc-generated code fresh, no wall-clock reads outside internal/clock
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt: these files need formatting:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
 	GOOS=darwin $(GO) vet ./...
 	GOOS=windows $(GO) vet ./...
 	@$(SQLC) diff || { echo "internal/dbsqlc is stale: run make generate" >&2; exit 1; }
+	$(GO) test -count=1 -run 'TestOnlyTheClockReadsTheTime|TestWallClockReadsAreFound' ./internal/clock
 
 .PHONY: clean
 clean: ## stop and remove the local PostgreSQL and emulator, and build output

@@ -228,7 +228,7 @@ func Soak(ctx context.Context, cfg Config, sc SoakConfig) ([]SoakReport, error) 
 	if _, err := pool.Exec(ctx, `DELETE FROM crawlq_leader`); err != nil { // the node's last pass set next_at
 		return reports, err
 	}
-	res, err := svc.RunOnce(ctx, mc.WithDefaults().Now())
+	res, err := svc.RunOnce(ctx, mc.WithDefaults().Clock.Now())
 	if err != nil {
 		return reports, err
 	}

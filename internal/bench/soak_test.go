@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"crawlq/internal/bench"
+	"crawlq/internal/clock"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/demosite"
 	"crawlq/internal/maintain"
@@ -59,7 +60,7 @@ func TestSoakMaintenanceKeepsTablesSmall(t *testing.T) {
 	var out bytes.Buffer
 	reps, err := bench.Soak(ctx, bench.Config{URL: url, Schema: schema, Workers: 1, Concurrency: 8, Out: &out},
 		bench.SoakConfig{Site: "http://" + l.Addr().String(), Spider: "demo", Pages: 5 * perRun, Every: 100 * time.Millisecond,
-			Maintain: maintain.Config{Interval: 10 * time.Millisecond, Now: func() time.Time { return time.Now().Add(48 * time.Hour) }},
+			Maintain: maintain.Config{Interval: 10 * time.Millisecond, Clock: clock.Func(func() time.Time { return time.Now().Add(48 * time.Hour) })},
 			Report:   onReport})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())

@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
+	"crawlq/internal/clock"
 	"crawlq/internal/crawl"
 	"crawlq/internal/maintain"
 	"crawlq/internal/queue"
@@ -94,6 +95,9 @@ type Config struct {
 	// jobs; the pass itself runs at most once per its Interval across all processes). Default none.
 	Maintain *maintain.Service
 	// Logger defaults to slog.Default().
+	// Clock tells the tick the time: when maintenance measures retention back from, and how far
+	// ahead due work is looked for. Default the wall clock.
+	Clock  clock.Clock
 	Logger *slog.Logger
 }
 
@@ -190,6 +194,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	if cfg.Batch == 0 {
 		cfg.Batch = 5000
 	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -262,7 +267,7 @@ func (d *Dispatcher) Tick(ctx context.Context) (Result, error) {
 	}
 	ch := make(chan pass, 1)
 	go func() {
-		r, err := d.cfg.Maintain.RunOnce(mctx, d.cfg.Maintain.Config().Now())
+		r, err := d.cfg.Maintain.RunOnce(mctx, d.cfg.Maintain.Config().Clock.Now())
 		ch <- pass{r, err}
 	}()
 	werr := d.wait(ctx, &res, started)
@@ -296,7 +301,7 @@ func (d *Dispatcher) wait(ctx context.Context, res *Result, started map[string]i
 	if d.cfg.Lookahead < 0 {
 		return nil
 	}
-	until := time.Now().Add(d.cfg.Lookahead)
+	until := d.cfg.Clock.Now().Add(d.cfg.Lookahead)
 	if dl, ok := ctx.Deadline(); ok && dl.Add(-d.cfg.DeadlineMargin).Before(until) {
 		until = dl.Add(-d.cfg.DeadlineMargin)
 	}
@@ -310,7 +315,7 @@ func (d *Dispatcher) wait(ctx context.Context, res *Result, started map[string]i
 			due = due[1:] // one wake-up serves jobs due within 200ms of each other
 			res.Waited++
 		}
-		t := time.NewTimer(time.Until(next))
+		t := time.NewTimer(next.Sub(d.cfg.Clock.Now()))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -339,7 +344,7 @@ func (d *Dispatcher) dueBefore(ctx context.Context, until time.Time) ([]time.Tim
 		queues = append(queues, f.Queue)
 	}
 	var out []time.Time
-	now := time.Now()
+	now := d.cfg.Clock.Now()
 	for _, q := range queues {
 		jobs, err := d.cfg.Queue.List(ctx, queue.ListParams{Queue: q, States: []queue.State{queue.StateScheduled}, Limit: 2000})
 		if err != nil {

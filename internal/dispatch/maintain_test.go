@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"crawlq/internal/clock"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/dispatch"
 	"crawlq/internal/maintain"
@@ -30,7 +31,7 @@ func TestTickRunsMaintenance(t *testing.T) {
 	if err := qc.Complete(ctx, jobs[0].Lease()); err != nil {
 		t.Fatal(err)
 	}
-	m, err := maintain.New(qc, nil, maintain.Config{Interval: time.Hour, Now: func() time.Time { return time.Now().Add(48 * time.Hour) }})
+	m, err := maintain.New(qc, nil, maintain.Config{Interval: time.Hour, Clock: clock.NewStopped(time.Now().Add(48 * time.Hour))})
 	if err != nil {
 		t.Fatal(err)
 	}

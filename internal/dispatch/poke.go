@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"time"
+
+	"crawlq/internal/clock"
 )
 
 // PokeSource is the "source" of the api's poke payload, which the dispatch handler answers with
@@ -50,7 +51,7 @@ func (d *Dispatcher) Poke(ctx context.Context, runIDs []int64) (Result, error) {
 			break
 		}
 		runIDs, serving = joined.runs, joined.pokes
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d.cfg.DeadlineMargin {
+		if left, ok := clock.DeadlineIn(ctx); ok && left < d.cfg.DeadlineMargin {
 			res.HandedOver = d.pokes.abandon(runIDs, serving)
 			d.log.Warn("dispatch: poke near its deadline leaves the pokes that joined it to the next poke",
 				"pokes", res.HandedOver, "runs", len(runIDs))

@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+
+	"crawlq/internal/clock"
 )
 
 // FileBusPrefix marks an event bus setting (CRAWLQ_EVENT_BUS, --event-bus) that names a JSON
@@ -34,6 +36,10 @@ func FileBus(bus string) (string, bool) {
 // PutEvents answers: an event marked published is on disk. Several processes may append to one
 // file (O_APPEND); each batch's lines stay whole.
 type FilePutter struct {
+	// Clock dates entries that carry no time of their own, as EventBridge dates them on arrival.
+	// Default (nil) the wall clock.
+	Clock clock.Clock
+
 	mu   sync.Mutex
 	path string
 }
@@ -75,7 +81,7 @@ func (f *FilePutter) PutEvents(ctx context.Context, in *eventbridge.PutEventsInp
 	for i, e := range in.Entries {
 		id := make([]byte, 16)
 		_, _ = rand.Read(id)
-		t := time.Now().UTC()
+		t := clock.Or(f.Clock).Now().UTC()
 		if e.Time != nil {
 			t = e.Time.UTC()
 		}

@@ -33,6 +33,7 @@ import (
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/smithy-go"
 
+	"crawlq/internal/clock"
 	"crawlq/internal/dbsqlc"
 	"crawlq/internal/metrics"
 	"crawlq/internal/monitor"
@@ -96,6 +97,8 @@ type Config struct {
 	Backoff func(attempt int) time.Duration
 	// Retention is how long published events are kept. Default 7 days.
 	Retention time.Duration
+	// Clock dates the monitor metrics and measures Retention back from. Default the wall clock.
+	Clock clock.Clock
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -154,6 +157,7 @@ func New(cfg Config) (*Publisher, error) {
 	if cfg.Retention == 0 {
 		cfg.Retention = 7 * 24 * time.Hour
 	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -571,7 +575,7 @@ func (p *Publisher) recordVerdict(ctx context.Context, rep *Report) {
 			}
 		}
 		w := metrics.Writer{Namespace: p.cfg.Namespace, W: p.cfg.Metrics}
-		if err := w.WriteMonitors(time.Now(), ms); err != nil {
+		if err := w.WriteMonitors(p.cfg.Clock.Now(), ms); err != nil {
 			p.log.Error("events: write monitor metrics", "run", rep.RunID, "err", err)
 		}
 	}
@@ -657,7 +661,7 @@ func summaryLine(st Stats) string {
 }
 
 func (p *Publisher) prune(ctx context.Context) (int, error) {
-	n, err := dbsqlc.New(p.cfg.Pool).PruneRunEvents(ctx, dbsqlc.PruneRunEventsParams{Before: time.Now().Add(-p.cfg.Retention), MaxEvents: 1000})
+	n, err := dbsqlc.New(p.cfg.Pool).PruneRunEvents(ctx, dbsqlc.PruneRunEventsParams{Before: p.cfg.Clock.Now().Add(-p.cfg.Retention), MaxEvents: 1000})
 	if err != nil {
 		return 0, fmt.Errorf("prune run events: %w", err)
 	}

@@ -37,6 +37,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"crawlq/internal/clock"
 	"crawlq/internal/crawl"
 	"crawlq/internal/dbsqlc"
 	"crawlq/internal/queue"
@@ -70,9 +71,9 @@ type Config struct {
 	Budget time.Duration
 	// QueryTimeout bounds each statement. Default 10s.
 	QueryTimeout time.Duration
-	// Now is the clock Start's passes measure retention windows back from. Default time.Now; the
-	// soak benchmark moves it ahead to age what it wrote.
-	Now func() time.Time
+	// Clock is what Start's passes measure retention windows back from. Default the wall clock;
+	// the soak benchmark moves it ahead to age what it wrote.
+	Clock clock.Clock
 	// Holder names this process in the lease. Default host-pid-random.
 	Holder string
 	// Logger defaults to slog.Default().
@@ -119,8 +120,8 @@ func (c Config) WithDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.Now == nil {
-		c.Now = time.Now
+	if c.Clock == nil {
+		c.Clock = clock.Real()
 	}
 	return c
 }
@@ -256,7 +257,7 @@ func (s *Service) loop(ctx context.Context, done chan struct{}) {
 			return
 		case <-t.C:
 		}
-		res, err := s.RunOnce(ctx, s.cfg.Now())
+		res, err := s.RunOnce(ctx, s.cfg.Clock.Now())
 		if err != nil && ctx.Err() == nil {
 			s.log.Warn("maintenance pass failed; the next pass retries", "err", err)
 		}
@@ -267,7 +268,7 @@ func (s *Service) loop(ctx context.Context, done chan struct{}) {
 // RunOnce runs one pass as of now (the time retention windows are measured back from; tests move
 // it instead of waiting), if this process gets the lease. It stops at Budget or when ctx ends.
 func (s *Service) RunOnce(ctx context.Context, now time.Time) (Result, error) {
-	start := time.Now()
+	start := s.cfg.Clock.Now()
 	var res Result
 	ok, err := s.acquire(ctx)
 	if err != nil || !ok {
@@ -283,7 +284,7 @@ func (s *Service) RunOnce(ctx context.Context, now time.Time) (Result, error) {
 	if rerr := s.release(ctx); rerr != nil {
 		err = errors.Join(err, rerr)
 	}
-	res.Took = time.Since(start)
+	res.Took = clock.Since(s.cfg.Clock, start)
 	if err != nil {
 		return res, fmt.Errorf("maintenance: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"crawlq/internal/browser"
+	"crawlq/internal/clock"
 	"crawlq/internal/crawl"
 	"crawlq/internal/events"
 	"crawlq/internal/fetch"
@@ -78,6 +79,11 @@ type Config struct {
 	// RunLog receives what happens to the pages of the runs this node works (crawl.Config.RunLog).
 	// Default: the Postgres run log of Pool.
 	RunLog runlog.Store
+	// Clock, when set, is the one clock of the node's services: the queue client, the crawler
+	// and the maintainer take it unless their own config names one (a test's stopped clock).
+	// Default none: the queue and the crawler then take the time of the database in each
+	// statement, one clock for every process, and the maintainer the wall clock.
+	Clock  clock.Clock
 	Logger *slog.Logger
 }
 
@@ -119,6 +125,13 @@ func New(cfg Config) (*Node, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	var now func() time.Time // nil: the database's clock (see Clock)
+	if cfg.Clock != nil {
+		now = cfg.Clock.Now
+		if cfg.Queue.Now == nil {
+			cfg.Queue.Now = now
+		}
 	}
 	if len(cfg.Queues) == 0 {
 		cfg.Queues = []string{spider.DefaultQueue}
@@ -173,7 +186,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	cr, err := crawl.New(crawl.Config{Pool: cfg.Pool, Queue: qc, Spiders: reg, Pipeline: pl, TxSink: txSink, Fetch: cfg.Fetch, Browser: cfg.Browser,
 		OnFinish: n.finished, OnStart: n.started, OnEnqueue: n.poke, Reserve: n.reserve, ItemTimeout: cfg.ItemTimeout, Logger: cfg.Logger,
-		CountItems: countItems, RunLog: cfg.RunLog, LookupEnv: cfg.LookupEnv})
+		CountItems: countItems, RunLog: cfg.RunLog, LookupEnv: cfg.LookupEnv, Now: now})
 	if err != nil {
 		return nil, err
 	}
@@ -182,6 +195,9 @@ func New(cfg Config) (*Node, error) {
 		mc := *cfg.Maintain
 		if mc.Logger == nil {
 			mc.Logger = cfg.Logger
+		}
+		if mc.Clock == nil && cfg.Clock != nil {
+			mc.Clock = cfg.Clock
 		}
 		if n.Maintainer, err = maintain.New(qc, cr, mc); err != nil {
 			return nil, err

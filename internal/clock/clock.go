@@ -1,0 +1,82 @@
+// Package clock is the one source of the current time for crawlq's services (queue, crawl,
+// maintain, events, dispatch): each takes a Clock in its config, set where a process is
+// assembled, so a test can stop time and move it instead of sleeping until a window passes.
+// This file is the only place in those packages that reads the wall clock
+// (clock_lint_test.go checks that).
+package clock
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Clock tells the time.
+type Clock interface {
+	Now() time.Time
+}
+
+// Real is the wall clock.
+func Real() Clock { return wall{} }
+
+type wall struct{}
+
+func (wall) Now() time.Time { return time.Now() }
+
+// Or returns c, or the wall clock when c is nil: the default of every service's Clock field.
+func Or(c Clock) Clock {
+	if c == nil {
+		return wall{}
+	}
+	return c
+}
+
+// Since is how long ago t was by c.
+func Since(c Clock, t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// DeadlineIn is how long until ctx's deadline, and whether it has one. A context's deadline
+// is wall time whatever a service's Clock says, so this reads the wall clock.
+func DeadlineIn(ctx context.Context) (time.Duration, bool) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return 0, false
+	}
+	return time.Until(dl), true
+}
+
+// Func adapts a func() time.Time (a Now field of an older config) to a Clock.
+type Func func() time.Time
+
+// Now calls f.
+func (f Func) Now() time.Time { return f() }
+
+// Stopped is a clock for tests: it stands still until moved. Safe for concurrent use.
+type Stopped struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewStopped returns a clock stopped at t.
+func NewStopped(t time.Time) *Stopped { return &Stopped{now: t} }
+
+// Now returns the time the clock stands at.
+func (s *Stopped) Now() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.now
+}
+
+// Advance moves the clock d ahead and returns the new time.
+func (s *Stopped) Advance(d time.Duration) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.now = s.now.Add(d)
+	return s.now
+}
+
+// Set moves the clock to t.
+func (s *Stopped) Set(t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.now = t
+}
