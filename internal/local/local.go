@@ -68,8 +68,8 @@ type Config struct {
 	// Default 1s; negative: only at each Tick.
 	Sweep time.Duration
 	// NoCron leaves addschedule, listschedules and delschedule unconfigured instead of keeping
-	// schedules in Postgres (cronstore) and firing them here. Default false. Ignored when the
-	// environment configures EventBridge Scheduler.
+	// schedules in Postgres (cronstore) and firing them here. Default false. Ignored when
+	// Deps.Config configures EventBridge Scheduler (APIFunctionARN and SchedulerRoleARN).
 	NoCron bool
 	// Timeouts of one invocation, as the Lambda functions' timeouts. Defaults: api 30s,
 	// worker 5m, dispatch 60s, metrics 60s.
