@@ -102,6 +102,9 @@ func runDoc(t *testing.T, file string, blocks []Block, crawlq string) {
 	dir := repoFarm(t, crawlq)
 	var script strings.Builder
 	script.WriteString("set -euo pipefail\n")
+	// Should this test process be killed (a go test timeout, ^C) before it stops the group, the
+	// group stops itself: what a doc left running would otherwise hold its ports for the next run.
+	script.WriteString("( while kill -0 $PPID 2>/dev/null; do sleep 1; done; kill -TERM -- -$$ ) >/dev/null 2>&1 &\n")
 	for _, b := range blocks {
 		where := fmt.Sprintf("%s:%d", file, b.Line)
 		switch b.Mode {
