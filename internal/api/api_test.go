@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"crawlq/internal/api"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/node"
+	"crawlq/internal/testwait"
 )
 
 type fixture struct {
@@ -171,17 +171,10 @@ func TestScheduleStatusListCancel(t *testing.T) {
 	if c["prevstate"] != "pending" {
 		t.Fatalf("cancel: %v", c)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		st = f.ok(t, `{"action":"status","jobid":"`+id+`"}`)
-		if st["currstate"] == "finished" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cancelled run not finished: %v", st)
-		}
-		time.Sleep(50 * time.Millisecond) // paces a poll
-	}
+	st = testwait.For(t, "the cancelled run finishes", func() (map[string]any, bool) {
+		st := f.ok(t, `{"action":"status","jobid":"`+id+`"}`)
+		return st, st["currstate"] == "finished"
+	})
 	if s := st["job"].(map[string]any)["state"]; s != "cancelled" {
 		t.Fatalf("state after cancel: %v", s)
 	}

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
-	"time"
 
 	"crawlq/internal/api"
 	"crawlq/internal/dbtest"
@@ -14,6 +13,7 @@ import (
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
 	"crawlq/internal/spider"
+	"crawlq/internal/testwait"
 )
 
 const deadSpec = `
@@ -55,19 +55,10 @@ func TestOutcomeAndRedrive(t *testing.T) {
 	if out := f.call(t, `{"action":"redrive","job":"`+id+`"}`); out["status"] != "error" || !strings.Contains(out["message"].(string), "not finished") {
 		t.Fatalf("redrive of a live run: %v", out)
 	}
-	var job map[string]any
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	job := testwait.For(t, "the run finishes", func() (map[string]any, bool) {
 		st := f.ok(t, `{"action":"status","job":"`+id+`"}`)
-		job = st["job"].(map[string]any)
-		if st["currstate"] == "finished" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run not finished: %v", st)
-		}
-		time.Sleep(50 * time.Millisecond) // paces a poll
-	}
+		return st["job"].(map[string]any), st["currstate"] == "finished"
+	})
 	fp, _ := job["failed_pages"].([]any)
 	if job["outcome"] != "failed" || job["dead_pages"] != float64(1) || len(fp) != 1 ||
 		!strings.Contains(fp[0].(map[string]any)["error"].(string), "refused") {
@@ -97,18 +88,11 @@ func TestOutcomeAndRedrive(t *testing.T) {
 		t.Fatalf("redrive: %v", out)
 	}
 	// The site is still down: the run dies again and finishes again, failed.
-	deadline = time.Now().Add(30 * time.Second)
-	for {
+	redriven := testwait.For(t, "the redriven run finishes", func() (map[string]any, bool) {
 		st := f.ok(t, `{"action":"status","job":"`+id+`"}`)
-		if st["currstate"] == "finished" {
-			if o := st["job"].(map[string]any)["outcome"]; o != "failed" {
-				t.Fatalf("outcome after a redrive against a site still down: %v", o)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redriven run not finished: %v", st)
-		}
-		time.Sleep(50 * time.Millisecond) // paces a poll
+		return st, st["currstate"] == "finished"
+	})
+	if o := redriven["job"].(map[string]any)["outcome"]; o != "failed" {
+		t.Fatalf("outcome after a redrive against a site still down: %v", o)
 	}
 }

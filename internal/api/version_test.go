@@ -18,6 +18,7 @@ import (
 	"crawlq/internal/node"
 	"crawlq/internal/spider"
 	"crawlq/internal/spiderstore"
+	"crawlq/internal/testwait"
 )
 
 // A run of a stored spec records the version it started with, however it was scheduled: through
@@ -61,17 +62,10 @@ func TestSpecRunRecordsTheVersionItStarted(t *testing.T) {
 	}()
 
 	for _, job := range []string{viaAPI, fmt.Sprint(direct.RunID)} {
-		for {
-			st := f.ok(t, `{"action":"status","job":"`+job+`"}`)
-			j := st["job"].(map[string]any)
-			if j["started_at"] != nil && j["version"] == want {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("run %s: status %v, want it started with version %q", job, j, want)
-			}
-			time.Sleep(50 * time.Millisecond) // polls the condition above
-		}
+		testwait.For(t, fmt.Sprintf("run %s started with version %q", job, want), func() (map[string]any, bool) {
+			j := f.ok(t, `{"action":"status","job":"`+job+`"}`)["job"].(map[string]any)
+			return j, j["started_at"] != nil && j["version"] == want
+		})
 	}
 }
 
@@ -145,17 +139,10 @@ func TestScheduleAnOlderVersion(t *testing.T) {
 	want := map[string]struct{ version, title string }{pinned: {"1", "one"}, newest: {"2", "two"}}
 	for job, w := range want {
 		var j map[string]any
-		for {
+		j = testwait.For(t, fmt.Sprintf("run %s finishes", job), func() (map[string]any, bool) {
 			st := f.ok(t, `{"action":"status","job":"`+job+`"}`)
-			j = st["job"].(map[string]any)
-			if st["currstate"] == "finished" {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("run %s did not finish: %v", job, j)
-			}
-			time.Sleep(50 * time.Millisecond) // polls the condition above
-		}
+			return st["job"].(map[string]any), st["currstate"] == "finished"
+		})
 		var title string
 		if err := pool.QueryRow(ctx, `SELECT data->>'title' FROM crawlq_item WHERE run_id = $1`, j["run_id"]).Scan(&title); err != nil {
 			t.Fatalf("run %s: its item: %v", job, err)

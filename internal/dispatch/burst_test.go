@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"crawlq/internal/dbtest"
 	"crawlq/internal/dispatch"
 	"crawlq/internal/queue"
+	"crawlq/internal/testwait"
 )
 
 // A fleet with a Lambda burst: while no runner task heartbeats, the backlog gets worker Lambdas
@@ -58,20 +60,13 @@ func TestFleetBurstCoversTasksStarting(t *testing.T) {
 	start(dispatch.LambdaKind)
 	waitLive := func(kind string, n int) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		testwait.For(t, fmt.Sprintf("%d live %s workers", n, kind), func() (map[string]map[string]int, bool) {
 			live, err := qc.LiveWorkers(ctx, "crawl", time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if live["crawl"][kind] == n {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("want %d live %s workers, have %v", n, kind, live)
-			}
-			time.Sleep(50 * time.Millisecond) // paces a poll
-		}
+			return live, live["crawl"][kind] == n
+		})
 	}
 	waitLive(dispatch.LambdaKind, 2)
 	res, err = d.Tick(ctx)

@@ -19,6 +19,7 @@ import (
 	"crawlq/internal/dbtest"
 	"crawlq/internal/dispatch"
 	"crawlq/internal/queue"
+	"crawlq/internal/testwait"
 )
 
 // recorder passes invocations to moto's Lambda and keeps each request with moto's answer.
@@ -176,20 +177,13 @@ func TestDispatchInvokesWorkersMoto(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); w.Run(wctx) }()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.For(t, "3 live lambda workers", func() (map[string]map[string]int, bool) {
 		live, err := qc.LiveWorkers(ctx, "crawl", time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if live["crawl"]["lambda"] == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("workers did not register: %v", live)
-		}
-		time.Sleep(50 * time.Millisecond) // paces a poll
-	}
+		return live, live["crawl"]["lambda"] == 3
+	})
 	res, err = d2.Tick(ctx)
 	stop()
 	wg.Wait()

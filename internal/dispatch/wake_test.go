@@ -9,6 +9,7 @@ import (
 	"crawlq/internal/backoff"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/dispatch"
+	"crawlq/internal/testwait"
 )
 
 // A Wake from another connection reaches Listen with its runs, a Wake of another schema does not,
@@ -48,19 +49,14 @@ func TestWakeReachesTheListenerOfItsSchema(t *testing.T) {
 	}
 	// The listener pings its quiet connection (its last statement shows it) and goes on
 	// listening on it: no reconnection, so no wake.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) { // paces a look at the server
+	testwait.Until(t, "the listener pings its connection", func() bool {
 		var pinged int
 		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND query = '-- ping'`,
 			app).Scan(&pinged); err != nil {
 			t.Fatal(err)
 		}
-		if pinged == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the listener never pinged its connection")
-		}
-	}
+		return pinged == 1
+	})
 	select {
 	case r := <-wakes:
 		t.Fatalf("a wake (%v) while nothing was sent: the listener reconnected", r)
