@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"crawlq/internal/dbtest"
+	"crawlq/internal/testwait"
 )
 
 const root = "../.."
@@ -196,22 +197,18 @@ func repoFarm(t *testing.T, crawlq string) string {
 	return dir
 }
 
-// stopGroup ends what a doc left running (its process group): SIGTERM, as a reader's Ctrl-C
-// would, then SIGKILL for what is still there after 10 s.
+// stopGroup ends what a doc left running (its process group) with SIGTERM, as a reader's Ctrl-C
+// would, and waits until it is gone: a process that ignores SIGTERM fails the test (and is then
+// killed).
 func stopGroup(t *testing.T, pgid int) {
 	t.Helper()
 	if err := syscall.Kill(-pgid, syscall.SIGTERM); errors.Is(err, syscall.ESRCH) {
 		return
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
-			return
-		}
-		time.Sleep(20 * time.Millisecond) // polls for the group's exit; no signal tells a non-parent
-	}
-	t.Logf("process group %d still running 10s after SIGTERM: SIGKILL", pgid)
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	defer syscall.Kill(-pgid, syscall.SIGKILL) //nolint:errcheck // gone already, or stopped here whatever the wait said
+	testwait.Until(t, fmt.Sprintf("the processes a doc started (group %d) to stop on SIGTERM", pgid), func() bool {
+		return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH)
+	})
 }
 
 func tail(s string, n int) string {
