@@ -405,13 +405,22 @@ func (d *database) open(ctx context.Context) (*pgxpool.Pool, error) {
 	}
 	dc, err := envconfig.DB(octx, envconfig.New(getenv), awsCfg)
 	if err != nil {
-		return nil, err
+		return nil, noDatabaseHint(err)
 	}
 	dc.MaxConns = 20
 	if d.wait > 0 {
 		return db.OpenWaiting(octx, dc, d.wait, slog.Default())
 	}
 	return db.Open(octx, dc)
+}
+
+// noDatabaseHint adds to db.ErrNoDatabase what a user on a fresh checkout does next: the
+// variables alone do not say that --database-url exists or how to get a local database.
+func noDatabaseHint(err error) error {
+	if errors.Is(err, db.ErrNoDatabase) {
+		return fmt.Errorf("%w, or pass --database-url (a throwaway local one: export DATABASE_URL=$(make -s db) in the crawlq source tree)", err)
+	}
+	return err
 }
 
 // withPool runs f with an open pool and closes it after.

@@ -226,3 +226,16 @@ func TestUnmigratedDatabaseSaysMigrate(t *testing.T) {
 		t.Fatalf("stats after migrate: exit %d, %q", code, errs)
 	}
 }
+
+// A command run with no database named says how to name one: the flag, and where a local one
+// comes from (a newcomer's first `crawlq items` after make demo has no DATABASE_URL).
+func TestNoDatabaseSaysWhatToDo(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"runs"}, {"items", "1"}, {"local", "--addr", "127.0.0.1:0", "--scrapyd-addr", ""}} {
+		code, _, errs := run(t, "", args...)
+		if code != 1 || !strings.Contains(errs, "no database configured") || !strings.Contains(errs, "--database-url") ||
+			!strings.Contains(errs, "export DATABASE_URL=$(make -s db)") {
+			t.Errorf("crawlq %s with no database: exit %d, stderr %q; want 1 naming DATABASE_URL, --database-url and make -s db", strings.Join(args, " "), code, errs)
+		}
+	}
+}

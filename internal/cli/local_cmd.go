@@ -49,7 +49,7 @@ func localCmd() *Command {
 the Lambda Invoke REST API, so the AWS CLI works against it as against AWS:
 
   aws lambda invoke --endpoint-url http://127.0.0.1:3001 --function-name crawlq-api \
-      --payload '{"action":"schedule","spider":"demo","args":{"base_url":"http://127.0.0.1:8080"}}' out.json
+      --payload '{"action":"schedule","spider":"demo","args":{"base_url":"http://127.0.0.1:8088"}}' out.json
 
 (AWS CLI v2 also needs --cli-binary-format raw-in-base64-out; and --allow-loopback for a site
 on this machine, like that one: the workers refuse every non-public address by default, as on
@@ -112,7 +112,7 @@ Stops on SIGINT/SIGTERM, releasing every claimed job.`,
 				}
 				dc, err := envconfig.DB(octx, envconfig.New(getenv), awsCfg)
 				if err != nil {
-					return err
+					return noDatabaseHint(err)
 				}
 				dc.MaxConns = 30
 				pool, err := db.Open(octx, dc)
