@@ -102,7 +102,9 @@ exactly what the site says a correct crawl yields.`,
 					for _, it := range sample {
 						fmt.Fprintf(env.Stdout, "  %s %s\n", it.Key, it.Data)
 					}
-					fmt.Fprintf(env.Stdout, "see them all: crawlq items %d --limit 10000\n", s.RunID)
+					// make demo's database is one it started: the shell the reader types in next
+					// has no DATABASE_URL, so the hint says how to get it.
+					fmt.Fprintf(env.Stdout, "see them all: crawlq items %d --limit 10000 (on this database: after make demo, export DATABASE_URL=$(make -s db) first)\n", s.RunID)
 					if r.State != "succeeded" || r.Stats.Items != int64(exp.Items) {
 						return fmt.Errorf("%w: run %s with %d items, want succeeded with %d", errDemoMismatch, r.State, r.Stats.Items, exp.Items)
 					}

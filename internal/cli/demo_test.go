@@ -1,0 +1,22 @@
+package cli_test
+
+import (
+	"strings"
+	"testing"
+
+	"crawlq/internal/dbtest"
+)
+
+// crawlq demo ends with a hint that works when typed next: after make demo the reader's shell has
+// no DATABASE_URL, so `crawlq items N` alone fails with "no database configured".
+func TestDemoSaysHowToSeeItsItems(t *testing.T) {
+	t.Parallel()
+	_, url := dbtest.Schema(t)
+	code, out, errs := run(t, url, "demo", "--items", "24", "--workers", "1")
+	if code != 0 {
+		t.Fatalf("crawlq demo --items 24: exit %d\n%s\n%s", code, out, errs)
+	}
+	if !strings.Contains(out, "see them all: crawlq items 1 --limit 10000") || !strings.Contains(out, "export DATABASE_URL=$(make -s db)") {
+		t.Errorf("crawlq demo's last hint does not say how to reach its database:\n%s", out)
+	}
+}
