@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"crawlq/internal/crawl"
-	"crawlq/internal/db"
 	"crawlq/internal/fetch"
 	"crawlq/internal/migrate"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
+	"crawlq/internal/spider"
 )
 
 // Crawl crawls the synthetic catalogue of ../shared/bench/site at siteURL with the benchsite
@@ -27,32 +27,44 @@ func Crawl(ctx context.Context, cfg Config, siteURL string) (Result, error) {
 	if !validSchema(cfg.Schema) {
 		return Result{}, fmt.Errorf("bench: schema %q: want lower-case letters, digits and _", cfg.Schema)
 	}
-	admin, err := db.Open(ctx, db.Config{URL: cfg.URL, MaxConns: 2})
+	if err := resetSchema(ctx, cfg); err != nil {
+		return Result{}, err
+	}
+	m, err := crawlRun(ctx, cfg, nil, "benchsite", siteURL, "crawl")
 	if err != nil {
 		return Result{}, err
 	}
-	_, err = admin.Exec(ctx, "DROP SCHEMA IF EXISTS "+cfg.Schema+" CASCADE; CREATE SCHEMA "+cfg.Schema)
-	admin.Close()
-	if err != nil {
-		return Result{}, fmt.Errorf("bench: reset schema: %w", err)
-	}
+	return m.result, nil
+}
+
+// crawlMeasure is what one measured run cost.
+type crawlMeasure struct {
+	result Result
+	run    *crawl.Run
+	cpu    *cpuMeter
+}
+
+// crawlRun runs spider (from reg; nil: the built-in specs) against siteURL once in the bench
+// schema, on a node and pool of its own, and prints its RESULT line as op and its database cost
+// as op_dbcost.
+func crawlRun(ctx context.Context, cfg Config, reg *spider.Registry, spiderName, siteURL, op string) (crawlMeasure, error) {
 	counter := &Counter{}
 	pool, err := openCounted(ctx, cfg, 40, counter)
 	if err != nil {
-		return Result{}, err
+		return crawlMeasure{}, err
 	}
 	defer pool.Close()
 	if _, err := migrate.Up(ctx, pool); err != nil {
-		return Result{}, err
+		return crawlMeasure{}, err
 	}
 	meter, err := startMeter(ctx, cfg, counter)
 	if err != nil {
-		return Result{}, err
+		return crawlMeasure{}, err
 	}
 	defer meter.close()
 	finished := make(chan struct{})
 	var once atomic.Bool
-	n, err := node.New(node.Config{Pool: pool, Workers: cfg.Workers, Worker: queue.WorkerConfig{Concurrency: cfg.Concurrency, BatchSize: cfg.Concurrency * 2},
+	n, err := node.New(node.Config{Pool: pool, Spiders: reg, Workers: cfg.Workers, Worker: queue.WorkerConfig{Concurrency: cfg.Concurrency, BatchSize: cfg.Concurrency * 2},
 		Fetch: fetch.Config{AllowLoopback: true}, // the bench site is served on loopback
 		OnFinish: func(int64, string) {
 			if once.CompareAndSwap(false, true) {
@@ -60,7 +72,7 @@ func Crawl(ctx context.Context, cfg Config, siteURL string) (Result, error) {
 			}
 		}})
 	if err != nil {
-		return Result{}, err
+		return crawlMeasure{}, err
 	}
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -69,9 +81,9 @@ func Crawl(ctx context.Context, cfg Config, siteURL string) (Result, error) {
 	defer halt()
 	cpu := startCPU(ctx, pool)
 	start := time.Now()
-	s, err := n.Crawler.Schedule(ctx, crawl.ScheduleParams{Spider: "benchsite", Args: map[string]string{"base_url": siteURL}})
+	s, err := n.Crawler.Schedule(ctx, crawl.ScheduleParams{Spider: spiderName, Args: map[string]string{"base_url": siteURL}})
 	if err != nil {
-		return Result{}, err
+		return crawlMeasure{}, err
 	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -80,11 +92,11 @@ func Crawl(ctx context.Context, cfg Config, siteURL string) (Result, error) {
 		case <-finished:
 			wait = false
 		case <-ctx.Done():
-			return Result{}, ctx.Err()
+			return crawlMeasure{}, ctx.Err()
 		case <-tick.C:
 			if cfg.Progress != nil {
 				if r, err := n.Crawler.Get(ctx, s.RunID); err == nil {
-					fmt.Fprintf(cfg.Progress, "  crawl: %d pages, %d items (%.0f pages/s)\n", r.Stats.Pages, r.Stats.Items, float64(r.Stats.Pages)/time.Since(start).Seconds())
+					fmt.Fprintf(cfg.Progress, "  %s: %d pages, %d items (%.0f pages/s)\n", op, r.Stats.Pages, r.Stats.Items, float64(r.Stats.Pages)/time.Since(start).Seconds())
 				}
 			}
 		}
@@ -93,16 +105,16 @@ func Crawl(ctx context.Context, cfg Config, siteURL string) (Result, error) {
 	cpu.stop()
 	r, err := n.Crawler.Get(ctx, s.RunID)
 	if err != nil {
-		return Result{}, err
+		return crawlMeasure{}, err
 	}
-	fmt.Fprintf(cfg.Out, "RESULT system=crawlq op=crawl pages=%d items=%d seconds=%.3f pages_per_s=%.0f %s\n",
-		r.Stats.Pages, r.Stats.Items, el, float64(r.Stats.Pages)/el, cpu.fields(r.Stats.Pages))
+	fmt.Fprintf(cfg.Out, "RESULT system=crawlq op=%s pages=%d items=%d seconds=%.3f pages_per_s=%.0f %s\n",
+		op, r.Stats.Pages, r.Stats.Items, el, float64(r.Stats.Pages)/el, cpu.fields(r.Stats.Pages))
 	halt()
 	pool.Close()
-	if cost, err := meter.finish(ctx, r.Stats.Pages); err != nil {
-		return Result{}, err
-	} else {
-		fmt.Fprintln(cfg.Out, cost.line("crawlq", "crawl_dbcost", "pages"))
+	cost, err := meter.finish(ctx, r.Stats.Pages)
+	if err != nil {
+		return crawlMeasure{}, err
 	}
-	return Result{Op: "crawl", Jobs: int(r.Stats.Pages), Seconds: el, PerSec: float64(r.Stats.Pages) / el}, nil
+	fmt.Fprintln(cfg.Out, cost.line("crawlq", op+"_dbcost", "pages"))
+	return crawlMeasure{result: Result{Op: op, Jobs: int(r.Stats.Pages), Seconds: el, PerSec: float64(r.Stats.Pages) / el}, run: r, cpu: cpu}, nil
 }

@@ -17,7 +17,7 @@ import (
 
 func benchCmd() *Command {
 	return &Command{
-		Name: "bench", Synopsis: "measure queue (and crawl) throughput beside the peers", Usage: "[--jobs N] [--op insert,work,unique|crawl|dbcost|soak] [--backlog M] [--cpuprofile FILE] [--memprofile FILE]",
+		Name: "bench", Synopsis: "measure queue (and crawl) throughput beside the peers", Usage: "[--jobs N] [--op insert,work,unique|crawl|recrawl|dbcost|soak] [--backlog M] [--cpuprofile FILE] [--memprofile FILE]",
 		Help: `Measures the queue on the database at DATABASE_URL (pgx's query exec mode from the URL's
 default_query_exec_mode or CRAWLQ_DB_EXEC_MODE, as for every command), in a schema of its own (--schema, emptied
 first): inserts --jobs no-op jobs, then burns them down with workers in this process, and prints
@@ -49,6 +49,15 @@ pg_stat_statements when it is installed, else as sent; schema_rows_written_per c
 written to the bench schema's tables alone, where rows_written_per counts the whole database's). --op dbcost measures the same per job of --jobs no-op jobs inserted and
 worked, as River is measured by scripts/bench-dbcost.sh.
 
+--op recrawl --url URL crawls the demo site at URL (crawlq demo-site --items 10000) with the demo
+spider three times: in full as always (op=crawl_always), then set to revisit: changed_only
+(docs/recrawl.md) a first time, recording its URL state (op=recrawl_first), and a recrawl of the
+unchanged site (op=recrawl: every page a 304, nothing parsed or emitted), each with its RESULT
+and _dbcost lines as above, then
+  RESULT system=crawlq op=recrawl_vs_full not_modified=… of_pages=… items_unchanged=…
+    cpu_per_page_ratio=R total_cpu_per_page_ratio=T
+the recrawl's CPU per page over crawl_always's: this process's (R) and with the server's (T).
+
 --op soak --url URL crawls the bench site again and again (a run after each other) with automatic
 maintenance on, --pages pages in all, and prints every --every: pages/s, each crawlq table's and
 index's size, dead tuples and the oldest open transaction (see docs/performance.md, "Storage over time").
@@ -59,7 +68,7 @@ allocations it made (read either with go tool pprof; -sample_index=alloc_objects
 			url := fs.String("database-url", "", "PostgreSQL URL (default $DATABASE_URL)")
 			var cfg bench.Config
 			fs.IntVar(&cfg.Jobs, "jobs", 100000, "jobs to insert and work")
-			ops := fs.String("op", "insert,work", "what to measure: insert, work, unique (comma-separated), or crawl, dbcost, soak")
+			ops := fs.String("op", "insert,work", "what to measure: insert, work, unique (comma-separated), or crawl, recrawl, dbcost, soak")
 			fs.IntVar(&cfg.Backlog, "backlog", 0, "extra delayed and finished jobs present during the work phase")
 			fs.IntVar(&cfg.Workers, "workers", 2, "workers")
 			fs.IntVar(&cfg.Concurrency, "concurrency", 128, "handlers per worker")
@@ -124,6 +133,13 @@ allocations it made (read either with go tool pprof; -sample_index=alloc_objects
 					}
 					soak.Site = *site
 					_, err := bench.Soak(ctx, cfg, soak)
+					return err
+				}
+				if *ops == "recrawl" {
+					if *site == "" {
+						return usageErr("--op recrawl needs --url (the demo site: crawlq demo-site --items 10000 --addr 127.0.0.1:8090)")
+					}
+					_, err := bench.Recrawl(ctx, cfg, *site)
 					return err
 				}
 				if *ops == "crawl" {

@@ -110,7 +110,9 @@ func (c *Crawler) revisitSame(ctx context.Context, job *queue.Job, ri *runInfo, 
 	p.Links, p.Items = prev.Links, prev.Items
 	p.Counts.Unchanged = len(prev.Items)
 	p.Interval = prev.Interval
-	o := outcome{kind: "not_due", state: p}
+	// A page not due counts as a page of the run (it was reached, its items are there), and
+	// not_due says how many were not requested.
+	o := outcome{pages: 1, kind: "not_due", state: p}
 	if res != nil {
 		o = outcome{pages: 1, bytes: res.Bytes, kind: "not_modified", state: p}
 		if res.Status == http.StatusOK {
@@ -124,11 +126,19 @@ func (c *Crawler) revisitSame(ctx context.Context, job *queue.Job, ri *runInfo, 
 		}
 		p.Interval = rv.interval(false)
 	}
-	var follow []pageArgs
+	var reqs []spider.Request
 	if ri.settings.MaxDepth == 0 || a.Depth+1 <= ri.settings.MaxDepth {
-		follow = make([]pageArgs, len(prev.Links))
+		reqs = make([]spider.Request, len(prev.Links))
 		for i, u := range prev.Links {
-			follow[i] = pageArgs{URL: u, Depth: a.Depth + 1}
+			reqs[i] = spider.Request{URL: u, Depth: a.Depth + 1}
+		}
+	}
+	follow := toPages(reqs)
+	if res != nil {
+		follow = follows(a, res, reqs) // a session keeps the cookies of the answer
+	} else {
+		for i := range follow {
+			follow[i].Session = a.Session
 		}
 	}
 	return c.finishPage(ctx, job, ri, o, follow)

@@ -99,3 +99,28 @@ func TestChangedOnlyRecrawlsOnlyWhatChanged(t *testing.T) {
 }
 
 func head(s []string) []string { return s[:min(3, len(s))] }
+
+// With revisit: adaptive, a page fetched again before its revisit interval has passed is not
+// requested at all: a second run at once requests no page of the site, follows the stored links
+// and reports every item unchanged.
+func TestAdaptiveSkipsPagesNotDue(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	site, base := serveDemo(t, demosite.Config{Items: 60, SlowDelay: time.Millisecond})
+	spec := strings.Replace(revisitSpec("adaptive"), "revisit: adaptive\n", "revisit: adaptive\nrevisit_interval: {min: 1h, max: 24h}\n", 1)
+	n, _ := startNode(t, pool, node.Config{Spiders: registry(t, spec), Workers: 1, Worker: queue.WorkerConfig{Concurrency: 8}})
+	first := runDemo(t, n, base)
+	site.ResetHits()
+	second := runDemo(t, n, base)
+	if c := *second.Stats.Changes; c != (urlstate.Counts{Unchanged: 60}) {
+		t.Errorf("second run: changes %+v; want all 60 unchanged", c)
+	}
+	if nd := second.Stats.ErrorsByKind["not_due"]; nd != first.Stats.Pages {
+		t.Errorf("second run: %d pages not due; want all %d the first run fetched", nd, first.Stats.Pages)
+	}
+	for p, h := range site.Hits() {
+		if strings.HasPrefix(p, "/catalogue/") && p != demosite.NotFoundPath && p != demosite.RedirectPath && p != demosite.FeaturedPath {
+			t.Errorf("second run requested %s %d times; it was not due", p, h)
+		}
+	}
+}
