@@ -38,6 +38,9 @@ type pageArgs struct {
 	Depth int    `json:"depth"`
 	// Hops counts redirects followed to reach URL; a chain longer than maxHops is an error.
 	Hops int `json:"hops,omitempty"`
+	// Render, when set, is how the page is fetched instead of its spider's render (a follow
+	// rule's render: render.go).
+	Render string `json:"render,omitempty"`
 	// Session is the page's session (sessions.go); nil for a spider without sessions.
 	Session *sessionArgs `json:"session,omitempty"`
 	// Sitemap marks a sitemap file or a robots.txt read for its Sitemap: lines (sitemap.go).
@@ -52,7 +55,7 @@ const maxHops = 10
 func toPages(reqs []spider.Request) []pageArgs {
 	ps := make([]pageArgs, len(reqs))
 	for i, r := range reqs {
-		ps[i] = pageArgs{URL: r.URL, Depth: r.Depth}
+		ps[i] = pageArgs{URL: r.URL, Depth: r.Depth, Render: r.Render}
 	}
 	return ps
 }
@@ -306,6 +309,9 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 		return errRunCancelled
 	}
 	s := ri.settings
+	if a.Render != "" {
+		s.Render = a.Render // the rule that found the page says how to fetch it
+	}
 	if s.Render == spider.RenderBrowser && c.cfg.Browser == nil {
 		// Not this process's page: a process that renders pages (a runner) takes it.
 		c.log.Warn("a browser page reached a process that renders none; put back for a runner", "run", ri.id, "url", a.URL)
@@ -567,7 +573,7 @@ func (c *Crawler) redirect(ctx context.Context, job *queue.Job, ri *runInfo, a p
 		o.kind = "redirect_offsite"
 		return c.finishPage(ctx, job, ri, o, nil)
 	}
-	return c.finishPage(ctx, job, ri, o, []pageArgs{{URL: target, Depth: a.Depth, Hops: a.Hops + 1, Session: a.Session.after(a.URL, res.Header), Sitemap: a.Sitemap, Since: a.Since}})
+	return c.finishPage(ctx, job, ri, o, []pageArgs{{URL: target, Depth: a.Depth, Hops: a.Hops + 1, Render: a.Render, Session: a.Session.after(a.URL, res.Header), Sitemap: a.Sitemap, Since: a.Since}})
 }
 
 // fetcher returns the shared fetcher for a spider's user agent and address policy.

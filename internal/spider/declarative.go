@@ -46,6 +46,7 @@ type followRule struct {
 	css     cascadia.Selector // nil: defaultLinks
 	pattern *regexp.Regexp
 	deny    *regexp.Regexp
+	render  string // "": the spider's
 }
 
 type itemRule struct {
@@ -79,7 +80,7 @@ func Compile(spec *Spec) (Spider, error) {
 		d.start = append(d.start, c)
 	}
 	for _, f := range spec.Follow {
-		d.follow = append(d.follow, followRule{css: compileCSS(f.CSS), pattern: compileRE(f.Pattern), deny: compileRE(f.Deny)})
+		d.follow = append(d.follow, followRule{css: compileCSS(f.CSS), pattern: compileRE(f.Pattern), deny: compileRE(f.Deny), render: f.Render})
 	}
 	for _, it := range spec.Items {
 		r := itemRule{match: compileRE(it.Match), css: compileCSS(it.CSS), key: it.Key}
@@ -430,7 +431,7 @@ func (d *declarative) finishLinks(p *pageData, pageURL *url.URL, depth int, res 
 				continue
 			}
 			seen[u] = true
-			res.Follow = append(res.Follow, Request{URL: u, Depth: depth + 1})
+			res.Follow = append(res.Follow, Request{URL: u, Depth: depth + 1, Render: rule.render})
 		}
 	}
 }

