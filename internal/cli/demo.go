@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -92,8 +94,8 @@ exactly what the site says a correct crawl yields.`,
 					if err != nil {
 						return err
 					}
-					fmt.Fprintf(env.Stdout, "\nrun %d %s in %.1fs: %d pages, %d items, %d bytes, %d errors %v, %d retries\n",
-						r.ID, state, r.Stats.Duration, r.Stats.Pages, r.Stats.Items, r.Stats.Bytes, r.Stats.Errors, r.Stats.ErrorsByKind, r.Stats.Retries)
+					fmt.Fprintf(env.Stdout, "\nrun %d %s in %.1fs: %d pages, %d items, %d bytes, %d errors, %d retries; by kind, errors and skips: %s\n",
+						r.ID, state, r.Stats.Duration, r.Stats.Pages, r.Stats.Items, r.Stats.Bytes, r.Stats.Errors, r.Stats.Retries, kindCounts(r.Stats.ErrorsByKind))
 					sample, err := items.ListItems(ctx, pool, s.RunID, 3)
 					if err != nil {
 						return err
@@ -115,6 +117,21 @@ exactly what the site says a correct crawl yields.`,
 			}
 		},
 	}
+}
+
+// kindCounts lists a run's errors_by_kind as "redirect 1, status_4xx 1" in name order: the
+// kinds hold skips (a redirect, a robots.txt refusal) beside errors, so a bare count next to a
+// Go map read as 1 error of 52.
+func kindCounts(m map[string]int64) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	kinds := slices.Sorted(maps.Keys(m))
+	parts := make([]string, len(kinds))
+	for i, k := range kinds {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
 }
 
 func totalHits(s *demosite.Site) int64 {

@@ -7,7 +7,7 @@ import (
 	"crawlq/internal/dbtest"
 )
 
-// crawlq demo ends with a hint that works when typed next: after make demo the reader's shell has
+// crawlq demo's summary lists errors_by_kind as words, not a Go map, and it ends with a hint that works when typed next: after make demo the reader's shell has
 // no DATABASE_URL, so `crawlq items N` alone fails with "no database configured".
 func TestDemoSaysHowToSeeItsItems(t *testing.T) {
 	t.Parallel()
@@ -15,6 +15,9 @@ func TestDemoSaysHowToSeeItsItems(t *testing.T) {
 	code, out, errs := run(t, url, "demo", "--items", "24", "--workers", "1")
 	if code != 0 {
 		t.Fatalf("crawlq demo --items 24: exit %d\n%s\n%s", code, out, errs)
+	}
+	if strings.Contains(out, "map[") || !strings.Contains(out, "by kind, errors and skips: redirect 1, robots_disallowed ") {
+		t.Errorf("crawlq demo's summary does not list the errors and skips by kind:\n%s", out)
 	}
 	if !strings.Contains(out, "see them all: crawlq items 1 --limit 10000") || !strings.Contains(out, "export DATABASE_URL=$(make -s db)") {
 		t.Errorf("crawlq demo's last hint does not say how to reach its database:\n%s", out)
