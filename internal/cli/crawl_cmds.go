@@ -48,8 +48,11 @@ Also runs maintenance every second (expired leases, due delayed jobs, finished r
 runs leave behind, once a minute across all processes; settings: CRAWLQ_MAINTAIN=off and the
 CRAWLQ_RETAIN_* variables, see docs/configuration.md). With maintenance, finished runs are also
 judged against their monitors and run events are published (--event-bus): those of the runs this
-worker starts or finishes at once, the others' at each maintenance round. Spiders: the built-in specs plus those in
---spiders.`,
+worker starts or finishes at once, the others' at each maintenance round. Each verdict this
+process makes (of any run, such as one crawlq demo left) writes a CloudWatch EMF line per monitor
+to standard output ({"Monitor":...,"MonitorFailed":0,"_aws":...}, which CloudWatch reads on ECS);
+the log goes to standard error.
+Spiders: the built-in specs plus those in --spiders.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			pg := dbFlag(fs, env)
 			pg.wait = workerConnectWait
