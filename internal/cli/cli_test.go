@@ -239,3 +239,17 @@ func TestNoDatabaseSaysWhatToDo(t *testing.T) {
 		}
 	}
 }
+
+// Scheduling a spider nobody pushed says how to see and add spiders, not only that it is unknown.
+func TestScheduleUnknownSpiderSaysWhatToDo(t *testing.T) {
+	t.Parallel()
+	_, url := dbtest.Schema(t)
+	if code, _, errs := run(t, url, "migrate"); code != 0 {
+		t.Fatalf("migrate: %d %s", code, errs)
+	}
+	code, out, errs := run(t, url, "schedule", "--spider", "nope")
+	if code != 1 || out != "" || !strings.Contains(errs, `spider "nope": unknown spider`) ||
+		!strings.Contains(errs, "crawlq spider list") || !strings.Contains(errs, "crawlq spider push FILE") {
+		t.Errorf("schedule --spider nope: exit %d, stdout %q, stderr %q; want 1 naming the spider, spider list and spider push", code, out, errs)
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
 	"crawlq/internal/runlog"
+	"crawlq/internal/spider"
 )
 
 // kvFlag collects repeated key=value flags.
@@ -146,6 +147,9 @@ command pokes it with your AWS credentials (else the stack's minute tick acts on
 				p.Args = args
 				return pg.withNode(ctx, *dir, func(n *node.Node) error {
 					s, err := n.Crawler.Schedule(ctx, p)
+					if errors.Is(err, spider.ErrUnknownSpider) {
+						return fmt.Errorf("%w (crawlq spider list shows the stored spiders; crawlq spider push FILE adds one)", err)
+					}
 					if err != nil {
 						return err
 					}

@@ -394,7 +394,7 @@ func runQueue(s spider.Settings) string {
 func (c *Crawler) spiderAt(name, version string) (spider.Resolved, spider.Settings, error) {
 	res, err := c.cfg.Spiders.Resolve(name, version)
 	if errors.Is(err, spider.ErrUnknownSpider) || errors.Is(err, spider.ErrUnknownVersion) {
-		return res, spider.Settings{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return res, spider.Settings{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if err != nil {
 		return res, spider.Settings{}, fmt.Errorf("spider %q: %w", name, err)
