@@ -21,6 +21,7 @@ help: ## list the targets
 
 .PHONY: build
 build: ## build bin/crawlq
+	@test -x bin/crawlq || echo "make build: the first build compiles crawlq and its dependencies (a minute or two)" >&2
 	$(GO) build -o bin/crawlq ./cmd/crawlq
 
 .PHONY: db

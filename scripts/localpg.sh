@@ -50,6 +50,7 @@ start() {
     p=$dir; while [[ $p != / ]]; do chmod o+x "$p" 2>/dev/null || true; p=$(dirname "$p"); done
   fi
   if [[ ! -f $data/PG_VERSION ]]; then
+    echo "localpg: creating a throwaway PostgreSQL under $dir (once; make clean removes it)" >&2
     as_owner "$bindir/initdb" -D "$data" -U crawlq --auth=trust -E UTF8 --no-locale >"$dir/initdb.log" 2>&1 ||
       { cat "$dir/initdb.log" >&2; exit 1; }
     free_port >"$dir/port"
@@ -64,6 +65,7 @@ synchronous_commit = on
 CONF
   fi
   if ! as_owner "$bindir/pg_ctl" -D "$data" status >/dev/null 2>&1; then
+    echo "localpg: starting it on 127.0.0.1:$(cat "$dir/port")" >&2
     as_owner "$bindir/pg_ctl" -D "$data" -l "$log" -w -t 60 start >/dev/null ||
       { tail -20 "$log" >&2; exit 1; }
   fi

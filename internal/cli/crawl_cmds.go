@@ -51,8 +51,9 @@ CRAWLQ_RETAIN_* variables, see docs/configuration.md). With maintenance, finishe
 judged against their monitors and run events are published (--event-bus): those of the runs this
 worker starts or finishes at once, the others' at each maintenance round. Each verdict this
 process makes (of any run, such as one crawlq demo left) writes a CloudWatch EMF line per monitor
-to standard output ({"Monitor":...,"MonitorFailed":0,"_aws":...}, which CloudWatch reads on ECS);
-the log goes to standard error.
+to standard output ({"Monitor":...,"MonitorFailed":0,"_aws":...}, which CloudWatch reads on ECS)
+unless standard output is a terminal (the log says they are dropped then; each run's log has the
+verdicts); the log goes to standard error.
 Spiders: the built-in specs plus those in --spiders.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			pg := dbFlag(fs, env)
@@ -87,8 +88,8 @@ Spiders: the built-in specs plus those in --spiders.`,
 					}
 					var evs *events.Loop
 					if up > 0 {
-						if evs, err = eventLoop(ctx, pool, reg, localEventBus(*eventBus, env.Getenv), env.Getenv("CRAWLQ_METRICS_NAMESPACE"), up, env.Stdout,
-							runlog.Postgres{Pool: pool}, nil); err != nil {
+						if evs, err = eventLoop(ctx, pool, reg, localEventBus(*eventBus, env.Getenv), env.Getenv("CRAWLQ_METRICS_NAMESPACE"), up,
+							monitorMetricsOut(env.Stdout, nil), runlog.Postgres{Pool: pool}, nil); err != nil {
 							return err
 						}
 					}

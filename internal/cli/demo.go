@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/term"
 
 	"crawlq/internal/crawl"
 	"crawlq/internal/demosite"
@@ -198,11 +199,8 @@ func bar(done, total int64) string {
 	return "[" + strings.Repeat("#", k) + strings.Repeat(".", width-k) + "]"
 }
 
+// isTerminal says whether w is a terminal (not merely a character device: /dev/null is one).
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }

@@ -33,6 +33,20 @@ func localEventBus(flag string, getenv func(string) string) string {
 	return lambdafn.EventsOff
 }
 
+// monitorMetricsOut is where a worker or runner writes its monitor metrics (CloudWatch EMF
+// lines): standard output, which CloudWatch reads on ECS, unless it is a terminal, where a
+// person would read JSON meant for CloudWatch (and take it for a crash); it says so on the log.
+func monitorMetricsOut(stdout io.Writer, logger *slog.Logger) io.Writer {
+	if !isTerminal(stdout) {
+		return stdout
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger.Info("monitor metrics (CloudWatch EMF lines) are not printed to a terminal; redirect standard output to keep them (verdicts are in each run's log)")
+	return io.Discard
+}
+
 // eventLoop returns the loop through which a worker or runner process judges finished runs and
 // publishes run events to bus: at once for each run the process starts or finishes (the node
 // pokes it), and every interval for the changes of other processes and the retries, as the
