@@ -38,11 +38,15 @@ func main() {
 	}
 	m := &migrator{
 		open:   func(ctx context.Context) (dbsetup.Config, error) { return envconfig.DBSetup(ctx, env, awsCfg) },
-		retry:  retry{Within: 2 * time.Minute},
+		retry:  deployRetry,
 		logger: slog.New(slog.NewJSONHandler(os.Stderr, nil)),
 	}
 	lambda.Start(m.handle)
 }
+
+// deployRetry is how the function waits for the database on a first apply: RDS Proxy
+// registers its target before it accepts connections, typically for tens of seconds.
+var deployRetry = retry{Within: 2 * time.Minute}
 
 // retry bounds the connection attempts.
 type retry struct {

@@ -125,7 +125,9 @@ func opener(u *url.URL, proxyAddr string, attempts *atomic.Int32) func(context.C
 
 // TestMigrateWaitsForTheProxy: the first apply invokes migrate while the proxy still refuses
 // connections; the function retries with backoff and migrates once the proxy is up, in the
-// same invocation (it used to log.Fatalf on the first refused connection).
+// same invocation (it used to log.Fatalf on the first refused connection). The proxy refuses
+// for the first 20 s of real time (issue 32), against the function's own deploy settings
+// (deployRetry: 1 s doubling to 10 s), so the test takes about 20-25 s.
 func TestMigrateWaitsForTheProxy(t *testing.T) {
 	u := freshDB(t)
 	p := newRefusingProxy(t, u.Host)
@@ -135,7 +137,7 @@ func TestMigrateWaitsForTheProxy(t *testing.T) {
 	if _, err := opener(u, p.addr, &control)(context.Background()); err == nil || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("control: a single connect through the refusing proxy: %v, want connection refused", err)
 	}
-	const refuseFor = 4 * time.Second
+	const refuseFor = 20 * time.Second
 	timer := time.AfterFunc(refuseFor, func() { p.up(t) })
 	defer timer.Stop()
 
@@ -144,7 +146,7 @@ func TestMigrateWaitsForTheProxy(t *testing.T) {
 	var logMu sync.Mutex
 	m := &migrator{
 		open:   opener(u, p.addr, &attempts),
-		retry:  retry{Within: 2 * time.Minute, First: 250 * time.Millisecond, Max: time.Second},
+		retry:  deployRetry,
 		logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil)),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
