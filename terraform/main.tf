@@ -210,6 +210,7 @@ module "observability" {
   namespace                 = var.metrics_namespace
   function_names            = module.functions.names
   cluster_name              = module.ecs.cluster_name
+  container_insights        = var.container_insights
   db_instance_id            = module.database.instance_id
   db_proxy_name             = module.database.proxy_name
   alarm_email               = var.alarm_email

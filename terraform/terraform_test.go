@@ -207,6 +207,7 @@ func TestStackOnEmulator(t *testing.T) {
 		fail("plan without emulator workarounds: %v", err)
 	}
 	checkPlan(t, plan)
+	checkCostMatchesPlan(t, plan, honest.Vars)
 	pg := resources(plan, "aws_db_parameter_group")
 	if len(pg) != 1 || !strings.Contains(mustJSON(t, pg[0].AttributeValues["parameter"]), "rds.force_ssl") {
 		t.Errorf("the real parameter group must force SSL: %v", pg)

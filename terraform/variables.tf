@@ -98,9 +98,14 @@ variable "single_nat_gateway" {
 # --- database ---
 
 variable "db_instance_class" {
-  description = "RDS instance class."
+  description = <<-EOT
+    RDS instance class. db.t4g.small (default) has the CPU of db.t4g.medium (2 burstable vCPUs,
+    the same baseline) and half its memory (2 GiB): about 190 server connections and a smaller
+    cache of the jobs table. Raise it when the RDS CPU alarm fires or reads go to disk
+    (docs/cost.md).
+  EOT
   type        = string
-  default     = "db.t4g.medium"
+  default     = "db.t4g.small"
 }
 
 variable "db_allocated_storage" {
@@ -249,9 +254,9 @@ variable "crawl_lambda_burst" {
 }
 
 variable "crawl_concurrency" {
-  description = "CRAWLQ_ECS_CRAWL_CONCURRENCY: crawl jobs each crawl-queue runner task works at once."
+  description = "CRAWLQ_ECS_CRAWL_CONCURRENCY: crawl jobs each crawl-queue runner task works at once (about a page a second each: the task's crawl rate, which `crawlq cost` prices)."
   type        = number
-  default     = 20
+  default     = 50
 }
 
 variable "runner_cpu" {
@@ -273,9 +278,9 @@ variable "ecs_max_tasks" {
 }
 
 variable "container_insights" {
-  description = "Enable ECS Container Insights (the dashboard's running-task count, TaskCount, comes from it)."
+  description = "Enable ECS Container Insights: 22 more CloudWatch metrics ($6.60 a month), the dashboard's running-task count and the tasks' CPU and memory. Off by default (docs/cost.md)."
   type        = bool
-  default     = true
+  default     = false
 }
 
 # --- observability ---

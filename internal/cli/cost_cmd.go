@@ -23,7 +23,7 @@ var costFlags = map[string]string{
 func costCmd() *Command {
 	return &Command{
 		Name: "cost", Synopsis: "the whole AWS bill of the stack, term by term: per million pages, per month, all-in",
-		Usage: "[--pages-per-month 100000000] [--page-kb 100] [--queues 2] [--spiders 10] [--item-bytes 1000] [--retention-months 1] [--runtime ecs|lambda] [--topology default|lean|both]",
+		Usage: "[--pages-per-month 100000000] [--page-kb 100] [--queues 2] [--spiders 10] [--item-bytes 1000] [--retention-months 1] [--runtime ecs|lambda] [--var name=value ...] [--topology default|lean|both]",
 		Help: `Prints every term of the bill of the stack terraform/ deploys (topology "default") or of an
 alternative ("lean"), from us-east-1 list prices that are named constants in internal/cost with
 their source page and the date they were read (no free tier counted). Each term is either per
@@ -36,8 +36,15 @@ over the month's pages) and the monthly volume from which a million pages cost a
 all-in. The crawl rates per task and per worker, and the traffic per page, are assumptions
 written in internal/cost; measure yours.
 
+--var name=value (repeatable) prices the stack terraform/ deploys with that variable, as
+` + "`crawlq deploy --var`" + ` passes it (db_instance_class, single_nat_gateway, az_count,
+container_insights, crawl_concurrency, runner_cpu, ...); a variable the model does not price is
+refused by name, and the priced variables' defaults are held to terraform/variables.tf by a test.
+docs/cost.md lists them and what each saving gives up.
+
 --runtime ecs prices crawl jobs on the Fargate Spot runners (the default, items to Postgres),
-lambda on worker Lambdas behind NAT (items to S3). The lean topology runs on ecs only: it has
+lambda on worker Lambdas behind NAT (items to S3): the same as --var crawl_runtime=fargate or
+lambda. The lean topology runs on ecs only: it has
 no RDS Proxy, and Lambdas must not crawl without one.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			d := cost.DefaultInputs()
@@ -49,21 +56,35 @@ no RDS Proxy, and Lambdas must not crawl without one.`,
 			retention := fs.Float64("retention-months", d.RetentionMonths, "months items are kept (0 to 1200; the default stack never deletes items)")
 			logBytes := fs.Float64("log-bytes-per-page", d.LogBytesPerPage, "log bytes written per page (0 to 1e7)")
 			runtime := fs.String("runtime", string(d.Runtime), "where crawl jobs run: ecs (Fargate Spot runners) or lambda (worker Lambdas)")
-			topology := fs.String("topology", "default", "default (terraform/ as deployed), lean, or both")
+			topology := fs.String("topology", "default", "default (terraform/ with --var's variables), lean, or both")
+			vars := kvFlag{}
+			fs.Var(vars, "var", "a Terraform variable name=value the stack is deployed with (repeatable)")
 			return func(ctx context.Context, args []string) error {
 				in := cost.Inputs{PagesPerMonth: *perMonth, PageKB: *pageKB, Queues: *queues, Spiders: *spiders,
 					ItemBytes: *itemBytes, RetentionMonths: *retention, LogBytesPerPage: *logBytes, Runtime: cost.Runtime(*runtime)}
 				if err := in.Validate(); err != nil {
 					return usageErr("%s", flagNamed(err))
 				}
+				tfRuntime := map[cost.Runtime]string{cost.ECS: "fargate", cost.Lambda: "lambda"}[in.Runtime]
+				if v, ok := vars["crawl_runtime"]; ok && v != tfRuntime && runtimeSet(fs) {
+					return usageErr("--runtime %s and --var crawl_runtime=%s disagree", in.Runtime, v)
+				} else if ok {
+					in.Runtime = map[string]cost.Runtime{"fargate": cost.ECS, "lambda": cost.Lambda}[v]
+				} else if in.Runtime != cost.ECS {
+					vars["crawl_runtime"] = tfRuntime
+				}
+				deployed, err := cost.StackFor(vars)
+				if err != nil {
+					return usageErr("--var: %s", flagNamed(err))
+				}
 				var stacks []cost.Stack
 				switch *topology {
 				case "default":
-					stacks = []cost.Stack{cost.DefaultStack()}
+					stacks = []cost.Stack{deployed}
 				case "lean":
 					stacks = []cost.Stack{cost.LeanStack()}
 				case "both":
-					stacks = []cost.Stack{cost.DefaultStack(), cost.LeanStack()}
+					stacks = []cost.Stack{deployed, cost.LeanStack()}
 				default:
 					return usageErr("--topology %q: want default, lean or both", *topology)
 				}
@@ -78,13 +99,20 @@ no RDS Proxy, and Lambdas must not crawl without one.`,
 				}
 				if *topology == "default" && in.Runtime == cost.ECS {
 					if l, err := cost.Compute(cost.LeanStack(), in); err == nil {
-						fmt.Fprintf(env.Stdout, "the lean topology (--topology lean; what each of its choices costs in reliability: docs/operations.md, \"Cost\"): $%.3f all-in per million pages\n", l.AllInPerMillion())
+						fmt.Fprintf(env.Stdout, "the lean topology (--topology lean; what each of its choices costs in reliability: docs/cost.md): $%.3f all-in per million pages\n", l.AllInPerMillion())
 					}
 				}
 				return nil
 			}
 		},
 	}
+}
+
+// runtimeSet reports whether --runtime was given.
+func runtimeSet(fs *flag.FlagSet) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "runtime" })
+	return set
 }
 
 // flagNamed rewrites the cost.Inputs field names in err as the flags that set them.

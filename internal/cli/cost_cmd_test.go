@@ -19,11 +19,26 @@ func TestCostCommand(t *testing.T) {
 		"RDS storage", "RDS Proxy", "CloudWatch metrics (crawlq)", "128 = 7 x 2 queues", "Container Insights metrics",
 		"CloudWatch dashboard", "CloudWatch alarms", "logs of the minute ticks", "minute ticks (Lambda + Scheduler)", "KMS",
 		"Secrets Manager", "ECR images",
-		"$0.6947", "$163.50", "all-in per million pages at 100000000 pages/month: $2.330",
-		"$1 per million pages all-in: from 536 million pages/month", "RDS storage autoscaling stops at 200 GB", "the lean topology (--topology lean", "$0.958 all-in"} {
+		"$0.5296", "$132.81", "all-in per million pages at 100000000 pages/month: $1.858",
+		"$1 per million pages all-in: from 283 million pages/month", "RDS storage autoscaling stops at 200 GB", "the lean topology (--topology lean", "$0.958 all-in"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("cost output lacks %q:\n%s", want, out)
 		}
+	}
+	// The stack as deployed with other variables: the defaults of before (issue 32's bill).
+	code, out, errs = run(t, "", "cost", "--var", "db_instance_class=db.t4g.medium", "--var", "container_insights=true", "--var", "crawl_concurrency=20")
+	if code != 0 {
+		t.Fatalf("cost --var: %d %q", code, errs)
+	}
+	for _, want := range []string{"terraform/ with [container_insights=true crawl_concurrency=20 db_instance_class=db.t4g.medium]",
+		"$0.6947", "$163.50", "all-in per million pages at 100000000 pages/month: $2.330"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("cost --var output lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, errs = run(t, "", "cost", "--var", "crawl_runtime=lambda")
+	if code != 0 || !strings.Contains(out, "crawling on lambda") || !strings.Contains(out, "worker Lambdas") {
+		t.Errorf("cost --var crawl_runtime=lambda: %d %q\n%s", code, errs, out)
 	}
 	code, out, errs = run(t, "", "cost", "--topology", "both", "--spiders", "100")
 	if code != 0 {
@@ -48,6 +63,9 @@ func TestCostCommand(t *testing.T) {
 		{[]string{"--runtime", "ec2"}, "--runtime"},
 		{[]string{"--topology", "cheap"}, "--topology"},
 		{[]string{"--topology", "lean", "--runtime", "lambda"}, "--runtime"},
+		{[]string{"--var", "no_such_variable=1"}, "no_such_variable"},
+		{[]string{"--var", "db_instance_class=db.x9.huge"}, "db_instance_class"},
+		{[]string{"--var", "crawl_runtime=lambda", "--runtime", "ecs"}, "--runtime"},
 	} {
 		code, _, errs := run(t, "", append([]string{"cost"}, c.args...)...)
 		if code != 2 || !strings.Contains(errs, c.flag) {

@@ -39,8 +39,10 @@ const (
 	InternetOutPerGB = 0.09 // to the internet, first 10 TB/month
 	CrossAZPerGB     = 0.02 // between zones: $0.01 out of one + $0.01 into the other
 	// https://aws.amazon.com/rds/postgresql/pricing/ (Single-AZ)
+	RDSt4gLargeHour  = 0.129 // db.t4g.large: 2 vCPU, 8 GiB
 	RDSt4gMediumHour = 0.065 // db.t4g.medium: 2 vCPU, 4 GiB
 	RDSt4gSmallHour  = 0.032 // db.t4g.small: 2 vCPU, 2 GiB
+	RDSt4gMicroHour  = 0.016 // db.t4g.micro: 2 vCPU, 1 GiB
 	RDSGp3GBMonth    = 0.115 // gp3 storage per GB-month
 	// https://aws.amazon.com/rds/proxy/pricing/
 	RDSProxyVCPUHour = 0.015 // per vCPU of the instance behind it, 2 vCPU minimum
@@ -87,15 +89,22 @@ const (
 
 // The standing work of every stack (assumptions): the dispatch and metrics ticks each minute.
 const (
-	TicksPerMonth      = 2 * 60 * HoursPerMonth // dispatch + metrics, rate(1 minute) each
-	TickSeconds        = 1.0                    // an invocation's billed duration
-	TickMemoryGB       = 0.25                   // 256 MB functions
-	TickLogBytes       = 400                    // START/END/REPORT and a line per invocation
-	EMFLineBytes       = 400                    // one metrics line per queue and per spider each minute
-	KMSRequestsMonth   = 10000                  // the alarm key: SNS publishes, key rotation, console
-	SecretCallsMonth   = 10000                  // RDS Proxy reading its secrets as it opens connections
-	ECRStoredGB        = 1.0                    // runner images kept (up to 20, layers shared)
-	LogRetentionMonths = 30 / DaysPerMonth      // terraform's log_retention_days = 30
+	TicksPerMonth    = 2 * 60 * HoursPerMonth // dispatch + metrics, rate(1 minute) each
+	TickSeconds      = 1.0                    // an invocation's billed duration
+	TickMemoryGB     = 0.25                   // 256 MB functions
+	TickLogBytes     = 400                    // START/END/REPORT and a line per invocation
+	EMFLineBytes     = 400                    // one metrics line per queue and per spider each minute
+	KMSRequestsMonth = 10000                  // the alarm key: SNS publishes, key rotation, console
+	SecretCallsMonth = 10000                  // RDS Proxy reading its secrets as it opens connections
+	ECRStoredGB      = 1.0                    // runner images kept (up to 20, layers shared)
+)
+
+// Crawl rates (assumptions): a crawl job takes about a second a page, fetch and parse, so a
+// runner task crawls crawl_concurrency pages a second; a worker Lambda works its batch at
+// about 10 pages a second.
+const (
+	PagesPerSecondPerJob = 1.0
+	WorkerPagesPerSecond = 10.0
 )
 
 // Runtime is where crawl jobs run.
@@ -134,6 +143,7 @@ type Stack struct {
 	DBHour      float64
 	DBVCPU      int
 	DBStorageGB float64
+	MultiAZ     bool // a standby instance in another zone: twice the instance and its storage
 	Proxy       bool
 	// Observability: whether crawlq's spider metrics carry a Spider dimension, Container Insights
 	// metrics (0: off), dashboards and standard alarms (5 Lambda errors, RDS CPU, 4 monitors).
@@ -147,6 +157,7 @@ type Stack struct {
 	ItemsToS3ForECS   bool    // runners write items to S3 as the worker does (else Postgres)
 	S3ItemsPerPut     float64 // items batched into one S3 object
 	RuntimesSupported []Runtime
+	LogRetentionDays  float64 // log groups' retention (log_retention_days)
 }
 
 // Terraform defaults (terraform/variables.tf, modules/*) the stacks below mirror.
@@ -161,22 +172,17 @@ const (
 	defaultInsightsMetrics = 22
 )
 
-// DefaultStack is what terraform/ deploys with its default variables, crawling on rt: two zones,
-// one NAT gateway, db.t4g.medium with 50 GB behind RDS Proxy, 1 vCPU / 2 GB Fargate Spot runners
-// at 20 pages/s (crawl_concurrency 20), 512 MB worker Lambdas at 10 pages/s, metrics per queue,
-// per spider and per spider and monitor, Container Insights, one dashboard, 10 standard and 2
-// Metrics Insights alarms, 2 secrets (the RDS-managed master secret and the app role's), the
-// alarm topic's KMS key.
+// DefaultStack is what terraform/ deploys with its default variables (TerraformDefaults):
+// two zones, one NAT gateway, db.t4g.small with 50 GB behind RDS Proxy, 1 vCPU / 2 GB Fargate
+// Spot runners at crawl_concurrency 50 (50 pages/s), metrics per queue, per spider and per spider
+// and monitor, Container Insights off, one dashboard, 10 standard and 2 Metrics Insights alarms,
+// 2 secrets (the RDS-managed master secret and the app role's), the alarm topic's KMS key.
 func DefaultStack() Stack {
-	return Stack{
-		Name: "default (terraform/ as deployed)", TaskVCPU: 1, TaskMemoryGB: 2, Spot: true, PagesPerSecondPerTask: 20,
-		WorkerMemoryGB: 0.5, PagesPerSecondPerWorker: 10, InvocationSeconds: 300,
-		Zones: 2, NATGateways: 1,
-		DBClass: "db.t4g.medium", DBHour: RDSt4gMediumHour, DBVCPU: 2, DBStorageGB: 50, Proxy: true,
-		PerSpiderMetrics: true, InsightsMetrics: defaultInsightsMetrics, Dashboards: 1,
-		StandardAlarms: defaultFunctions + 1 + defaultMonitorKinds, InsightsAlarms: 2, Secrets: 2, KMSKeys: 1,
-		S3ItemsPerPut: 100, RuntimesSupported: []Runtime{ECS, Lambda},
+	s, err := StackFor(nil)
+	if err != nil {
+		panic(fmt.Sprintf("cost: TerraformDefaults cannot be priced: %v", err)) // a test holds them
 	}
+	return s
 }
 
 // LeanStack is the cheapest topology this model knows that keeps crawlq's guarantees (leases,
@@ -190,9 +196,8 @@ func LeanStack() Stack {
 	s := DefaultStack()
 	s.Name = "lean (no RDS Proxy, NAT instance, db.t4g.small, no per-spider metrics, 50 pages/s per task, items to S3)"
 	s.NATGateways, s.NATInstance = 0, true
-	s.DBClass, s.DBHour, s.Proxy = "db.t4g.small", RDSt4gSmallHour, false
-	s.PerSpiderMetrics, s.InsightsMetrics = false, 0
-	s.PagesPerSecondPerTask = 50
+	s.Proxy = false
+	s.PerSpiderMetrics = false
 	s.ItemsToS3ForECS = true
 	s.Secrets = 1
 	s.RuntimesSupported = []Runtime{ECS}
@@ -412,8 +417,9 @@ func Compute(s Stack, in Inputs) (Estimate, error) {
 	add("cross-AZ to the database", gbOf(dbBytes)*cross*hops*CrossAZPerGB, 0,
 		"%.0f B/page = %.3f GB x %.0f hop(s) (to the %s) x %.0f%% crossing x $%.2f/GB", dbBytes, gbOf(dbBytes), hops, target, cross*100, CrossAZPerGB)
 	logGB := gbOf(in.LogBytesPerPage)
-	add("logs per page", logGB*LogsIngestPerGB+logGB*LogsStoreGBMonth*LogRetentionMonths, 0,
-		"%.3f GB x ($%.2f ingest + %.3f months x $%.2f stored)", logGB, LogsIngestPerGB, LogRetentionMonths, LogsStoreGBMonth)
+	logMonths := s.LogRetentionDays / DaysPerMonth
+	add("logs per page", logGB*LogsIngestPerGB+logGB*LogsStoreGBMonth*logMonths, 0,
+		"%.3f GB x ($%.2f ingest + %.3f months x $%.2f stored)", logGB, LogsIngestPerGB, logMonths, LogsStoreGBMonth)
 	itemsGB := gbOf(in.ItemBytes)
 	if itemsToS3 {
 		puts := pages / s.S3ItemsPerPut
@@ -432,8 +438,12 @@ func Compute(s Stack, in Inputs) (Estimate, error) {
 		add("NAT gateway", 0, float64(s.NATGateways)*NATHour*HoursPerMonth, "%d x 730 h x $%.3f", s.NATGateways, NATHour)
 		add("NAT public IPv4", 0, float64(s.NATGateways)*PublicIPv4Hour*HoursPerMonth, "%d address(es) x 730 h x $%.3f", s.NATGateways, PublicIPv4Hour)
 	}
-	add("RDS instance", 0, s.DBHour*HoursPerMonth, "%s, 730 h x $%.3f", s.DBClass, s.DBHour)
-	add("RDS storage", 0, s.DBStorageGB*RDSGp3GBMonth, "%g GB gp3 allocated x $%.3f", s.DBStorageGB, RDSGp3GBMonth)
+	instances := 1.0
+	if s.MultiAZ {
+		instances = 2
+	}
+	add("RDS instance", 0, instances*s.DBHour*HoursPerMonth, "%g x %s, 730 h x $%.3f", instances, s.DBClass, s.DBHour)
+	add("RDS storage", 0, instances*s.DBStorageGB*RDSGp3GBMonth, "%g x %g GB gp3 allocated x $%.3f", instances, s.DBStorageGB, RDSGp3GBMonth)
 	if s.Proxy {
 		v := max(s.DBVCPU, 2)
 		add("RDS Proxy", 0, float64(v)*RDSProxyVCPUHour*HoursPerMonth, "%d vCPU x 730 h x $%.3f", v, RDSProxyVCPUHour)

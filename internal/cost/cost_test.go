@@ -46,12 +46,10 @@ func checkTerms(t *testing.T, e cost.Estimate, want map[string]term) {
 // per page, crawling on the Fargate Spot runners. Every figure below is worked out by hand from
 // the us-east-1 list prices (written out as numbers here, not read from the package).
 //
-// The issue's own calculation (issue 32, point 8) came to $0.61 per million pages + $161/month:
-// $2.22 all-in at 100 M pages and ≤ $1 from ~400 M. This one adds the items kept in Postgres
-// ($0.115 per million at 1 KB for a month), the per-page logs' storage, Container Insights'
-// metrics ($6.60), the Metrics Insights alarms, the minute ticks and ECR, and measures the
-// database traffic a page causes (800 B, not the issue's ~3 KB): $0.69 + $163.50, $2.33
-// all-in, ≤ $1 from 536 M pages a month.
+// The issue's own calculation (issue 32, point 8) came to $0.61 per million pages + $161/month
+// for the stack of then (db.t4g.medium, Container Insights, 20 pages/s per runner task). With
+// db.t4g.small, Container Insights off and crawl_concurrency 50 by default: $0.53 + $132.81,
+// $1.86 all-in at 100 M pages a month, ≤ $1 from 283 M.
 func TestDefaultStackAgainstHandCalculation(t *testing.T) {
 	t.Parallel()
 	e, err := cost.Compute(cost.DefaultStack(), cost.DefaultInputs())
@@ -59,11 +57,11 @@ func TestDefaultStackAgainstHandCalculation(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkTerms(t, e, map[string]term{
-		// 1e6 pages / 20 pages/s / 3600 = 13.888889 task-hours; a 1 vCPU, 2 GB task on Spot:
-		// (1 × 0.04048 + 2 × 0.004445) × (1 − 0.70) = 0.014811 $/h → 13.888889 × 0.014811.
-		"Fargate Spot runners": {0.205708, 0},
-		// Each task holds a public IPv4: 13.888889 h × $0.005.
-		"runner public IPv4": {0.069444, 0},
+		// 1e6 pages / 50 pages/s / 3600 = 5.555556 task-hours; a 1 vCPU, 2 GB task on Spot:
+		// (1 × 0.04048 + 2 × 0.004445) × (1 − 0.70) = 0.014811 $/h → 5.555556 × 0.014811.
+		"Fargate Spot runners": {0.082283, 0},
+		// Each task holds a public IPv4: 5.555556 h × $0.005.
+		"runner public IPv4": {0.027778, 0},
 		// Sent per page: 600 B of request and TLS, and one 52 B ACK per two 1,448 B segments
 		// received: 100,000 / 2,896 × 52 = 1,795.58 → 2,395.58 B × 1e6 = 2.39558 GB × $0.09.
 		"outbound traffic (requests, ACKs, TLS)": {0.215602, 0},
@@ -81,15 +79,15 @@ func TestDefaultStackAgainstHandCalculation(t *testing.T) {
 		// Fixed: one NAT gateway 730 × 0.045, and its Elastic IP 730 × 0.005.
 		"NAT gateway":     {0, 32.85},
 		"NAT public IPv4": {0, 3.65},
-		// db.t4g.medium 730 × 0.065; 50 GB gp3 × 0.115; RDS Proxy on 2 vCPU: 2 × 730 × 0.015.
-		"RDS instance": {0, 47.45},
+		// db.t4g.small 730 × 0.032; 50 GB gp3 × 0.115; RDS Proxy on 2 vCPU: 2 × 730 × 0.015.
+		"RDS instance": {0, 23.36},
 		"RDS storage":  {0, 5.75},
 		"RDS Proxy":    {0, 21.90},
 		// 7 metrics × 2 queues + 7 × 10 spiders + MonitorFailed per spider and kind (4 × 10)
 		// and per kind (4) = 14 + 70 + 40 + 4 = 128 × $0.30.
 		"CloudWatch metrics (crawlq)": {0, 38.40},
-		// 12 cluster + 10 task-family Container Insights metrics = 22 × $0.30.
-		"Container Insights metrics": {0, 6.60},
+		// Container Insights is off.
+		"Container Insights metrics": {0, 0},
 		"CloudWatch dashboard":       {0, 3.00},
 		// 5 Lambda errors + RDS CPU + 4 monitor alarms = 10 × $0.10; 2 Metrics Insights alarms
 		// each analysing 2 queues' metric: 4 × $0.10.
@@ -106,18 +104,18 @@ func TestDefaultStackAgainstHandCalculation(t *testing.T) {
 		"Secrets Manager": {0, 0.85},
 		"ECR images":      {0, 0.10},
 	})
-	// 0.205708 + 0.069444 + 0.215602 + 0 + 0.036 + 0.052959 + 0.115
-	near(t, "per million", e.PerMillion(), 0.694713)
-	// 32.85 + 3.65 + 47.45 + 5.75 + 21.90 + 38.40 + 6.60 + 3.00 + 1.40 + 0.12264 + 0.397121 + 1.03 + 0.85 + 0.10
-	near(t, "fixed per month", e.FixedPerMonth(), 163.499761)
-	// 163.499761 + 100 × 0.69471384 (the per-million sum before rounding: 0.20570833 + 0.06944444 +
+	// 0.082283 + 0.027778 + 0.215602 + 0 + 0.036 + 0.052959 + 0.115
+	near(t, "per million", e.PerMillion(), 0.529622)
+	// 32.85 + 3.65 + 23.36 + 5.75 + 21.90 + 38.40 + 0 + 3.00 + 1.40 + 0.12264 + 0.397121 + 1.03 + 0.85 + 0.10
+	near(t, "fixed per month", e.FixedPerMonth(), 132.809761)
+	// 132.809761 + 100 × 0.52962222 (the per-million sum before rounding: 0.08228333 + 0.02777778 +
 	// 0.21560221 + 0.036 + 0.05295890 + 0.115).
-	near(t, "per month at 100 M", e.PerMonth(), 163.499761+69.471384)
-	// 0.694713 + 163.499761 / 100
-	near(t, "all-in per million at 100 M", e.AllInPerMillion(), 2.329711)
-	// 163.499761 / (1 − 0.694714) = 535.56 M pages a month.
-	if got := e.PagesPerMonthFor(1) / 1e6; math.Abs(got-535.56) > 0.01 {
-		t.Errorf("$1 all-in from %.2f M pages/month, want 535.56 M", got)
+	near(t, "per month at 100 M", e.PerMonth(), 132.809761+52.962222)
+	// 0.529622 + 132.809761 / 100
+	near(t, "all-in per million at 100 M", e.AllInPerMillion(), 1.857720)
+	// 132.809761 / (1 − 0.529622) = 282.35 M pages a month.
+	if got := e.PagesPerMonthFor(1) / 1e6; math.Abs(got-282.35) > 0.01 {
+		t.Errorf("$1 all-in from %.2f M pages/month, want 282.35 M", got)
 	}
 	if e.CustomMetrics != 128 {
 		t.Errorf("%d custom metrics, want 128", e.CustomMetrics)
@@ -130,13 +128,17 @@ func TestLambdaRuntimeAgainstHandCalculation(t *testing.T) {
 	t.Parallel()
 	in := cost.DefaultInputs()
 	in.Runtime = cost.Lambda
-	e, err := cost.Compute(cost.DefaultStack(), in)
+	s, err := cost.StackFor(map[string]string{"crawl_runtime": "lambda"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := cost.Compute(s, in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fixed := map[string]term{
-		"NAT gateway": {0, 32.85}, "NAT public IPv4": {0, 3.65}, "RDS instance": {0, 47.45}, "RDS storage": {0, 5.75},
-		"RDS Proxy": {0, 21.90}, "CloudWatch metrics (crawlq)": {0, 38.40}, "Container Insights metrics": {0, 6.60},
+		"NAT gateway": {0, 32.85}, "NAT public IPv4": {0, 3.65}, "RDS instance": {0, 23.36}, "RDS storage": {0, 5.75},
+		"RDS Proxy": {0, 21.90}, "CloudWatch metrics (crawlq)": {0, 38.40}, "Container Insights metrics": {0, 0},
 		"CloudWatch dashboard": {0, 3.00}, "CloudWatch alarms": {0, 1.40}, "logs of the minute ticks": {0, 0.12264},
 		"minute ticks (Lambda + Scheduler)": {0, 0.397121}, "KMS": {0, 1.03}, "Secrets Manager": {0, 0.85}, "ECR images": {0, 0.10},
 	}

@@ -1,22 +1,36 @@
 package cost_test
 
 import (
+	"errors"
+	"maps"
 	"os"
+	"path/filepath"
 	"regexp"
-	"strconv"
 	"testing"
 
 	"crawlq/internal/cost"
 )
 
-// tfDefaults reads the scalar defaults of terraform/variables.tf: each `variable "x" {` block's
-// first `default = v` line.
+// tfDefaults reads the scalar defaults of the root module's variables (terraform/*.tf): each
+// `variable "x" {` block's first `default = v` line.
 func tfDefaults(t *testing.T) map[string]string {
 	t.Helper()
-	b, err := os.ReadFile("../../terraform/variables.tf")
-	if err != nil {
-		t.Fatal(err)
+	files, err := filepath.Glob("../../terraform/*.tf")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("terraform/*.tf: %v", err)
 	}
+	out := map[string]string{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		maps.Copy(out, fileDefaults(b))
+	}
+	return out
+}
+
+func fileDefaults(b []byte) map[string]string {
 	out := map[string]string{}
 	blocks := regexp.MustCompile(`(?m)^variable "([a-z0-9_]+)" \{`).FindAllSubmatchIndex(b, -1)
 	def := regexp.MustCompile(`(?m)^  default\s*=\s*"?([^"\n]*)"?\s*$`)
@@ -32,50 +46,52 @@ func tfDefaults(t *testing.T) map[string]string {
 	return out
 }
 
-// DefaultStack says it is what terraform/ deploys with its default variables: hold it to them,
-// so a change of default there shows here as a bill to re-price.
-func TestDefaultStackIsTerraformsDefaults(t *testing.T) {
+// StackFor starts from TerraformDefaults: hold each to terraform/variables.tf, so a changed
+// default there fails here until the bill is re-priced, and a variable the model prices cannot
+// be missing from the module.
+func TestTerraformDefaultsAreVariablesTf(t *testing.T) {
 	t.Parallel()
 	tf := tfDefaults(t)
-	s := cost.DefaultStack()
-	num := func(v string) float64 {
-		f, err := strconv.ParseFloat(tf[v], 64)
-		if err != nil {
-			t.Fatalf("terraform default of %s: %q: %v", v, tf[v], err)
+	for k, want := range cost.TerraformDefaults {
+		got, ok := tf[k]
+		if !ok {
+			t.Errorf("cost prices terraform variable %s, which variables.tf does not declare with a default", k)
+			continue
 		}
-		return f
-	}
-	for _, c := range []struct {
-		variable  string
-		got, want float64
-	}{
-		{"az_count", float64(s.Zones), num("az_count")},
-		{"db_allocated_storage", s.DBStorageGB, num("db_allocated_storage")},
-		{"runner_cpu", s.TaskVCPU * 1024, num("runner_cpu")},
-		{"runner_memory", s.TaskMemoryGB * 1024, num("runner_memory")},
-		// The crawl rate assumes about a second per page at crawl_concurrency jobs at once.
-		{"crawl_concurrency", s.PagesPerSecondPerTask, num("crawl_concurrency")},
-		{"worker_memory", s.WorkerMemoryGB * 1024, num("worker_memory")},
-		{"worker_timeout", s.InvocationSeconds, num("worker_timeout")},
-		{"log_retention_days", cost.LogRetentionMonths * cost.DaysPerMonth, num("log_retention_days")},
-		// The model prices no burst: crawl pages fetched by Lambdas would pay NAT.
-		{"crawl_lambda_burst", 0, num("crawl_lambda_burst")},
-		{"container_insights (metrics when true)", float64(s.InsightsMetrics), map[string]float64{"true": 22, "false": 0}[tf["container_insights"]]},
-	} {
-		if c.got != c.want {
-			t.Errorf("terraform default %s gives %g, cost.DefaultStack assumes %g", c.variable, c.want, c.got)
+		if got != want {
+			t.Errorf("terraform default %s = %q, cost.TerraformDefaults has %q", k, got, want)
 		}
 	}
-	nat := map[string]int{"true": 1, "false": s.Zones}[tf["single_nat_gateway"]]
-	for _, c := range []struct{ variable, got, want string }{
-		{"db_instance_class", s.DBClass, tf["db_instance_class"]},
-		{"single_nat_gateway (NAT gateways)", strconv.Itoa(s.NATGateways), strconv.Itoa(nat)},
-		{"db_multi_az", "false", tf["db_multi_az"]},
-		{"crawl_runtime", "fargate", tf["crawl_runtime"]},
-		{"region", "us-east-1", tf["region"]},
+}
+
+// What StackFor makes of the variables the user passes, and what it refuses by name.
+func TestStackFor(t *testing.T) {
+	t.Parallel()
+	d := cost.DefaultStack()
+	if d.DBClass != "db.t4g.small" || d.DBHour != cost.RDSt4gSmallHour || d.PagesPerSecondPerTask != 50 || d.InsightsMetrics != 0 ||
+		d.NATGateways != 1 || !d.Proxy || d.TaskVCPU != 1 || d.TaskMemoryGB != 2 || d.LogRetentionDays != 30 {
+		t.Errorf("default stack %+v", d)
+	}
+	s, err := cost.StackFor(map[string]string{"db_instance_class": "db.t4g.medium", "single_nat_gateway": "false", "az_count": "3",
+		"container_insights": "true", "crawl_concurrency": "20", "db_multi_az": "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.DBHour != cost.RDSt4gMediumHour || s.NATGateways != 3 || s.Zones != 3 || s.InsightsMetrics != 22 || s.PagesPerSecondPerTask != 20 || !s.MultiAZ {
+		t.Errorf("stack with variables %+v", s)
+	}
+	for v, val := range map[string]string{
+		"db_instance_class":  "db.r7g.large",
+		"crawl_concurrency":  "many",
+		"container_insights": "yes",
+		"crawl_lambda_burst": "5",
+		"region":             "eu-west-1",
+		"no_such_variable":   "1",
 	} {
-		if c.got != c.want {
-			t.Errorf("terraform default %s is %q, cost.DefaultStack assumes %q", c.variable, c.want, c.got)
+		_, err := cost.StackFor(map[string]string{v: val})
+		var ve *cost.VarError
+		if !errors.Is(err, cost.ErrInvalid) || !errors.As(err, &ve) || ve.Var != v {
+			t.Errorf("%s=%s: %v, want a VarError naming it", v, val, err)
 		}
 	}
 }

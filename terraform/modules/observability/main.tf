@@ -33,6 +33,11 @@ variable "db_instance_id" {
   type        = string
 }
 
+variable "container_insights" {
+  description = "Whether the cluster has Container Insights (the running-task widget needs it)."
+  type        = bool
+}
+
 variable "db_proxy_name" {
   description = "RDS Proxy name."
   type        = string
@@ -147,7 +152,7 @@ locals {
 
   fns = sort(values(var.function_names))
 
-  aws_widgets = [
+  aws_widgets = concat([
     {
       title   = "Lambda errors"
       stat    = "Sum"
@@ -168,27 +173,28 @@ locals {
       stat    = "Sum"
       metrics = [for f in local.fns : ["AWS/Lambda", "Throttles", "FunctionName", f]]
     },
-    {
-      # RunningTaskCount exists per service only; dispatch starts standalone tasks (RunTask),
-      # which Container Insights counts in the cluster-level TaskCount.
+    ],
+    # RunningTaskCount exists per service only; dispatch starts standalone tasks (RunTask),
+    # which only Container Insights counts (the cluster-level TaskCount).
+    var.container_insights ? [{
       title   = "Running ECS runner tasks"
       stat    = "Maximum"
       metrics = [["ECS/ContainerInsights", "TaskCount", "ClusterName", var.cluster_name]]
-    },
-    {
+    }] : [],
+    [{
       title   = "RDS CPU (%)"
       stat    = "Average"
       metrics = [["AWS/RDS", "CPUUtilization", "DBInstanceIdentifier", var.db_instance_id]]
-    },
-    {
-      title = "Database connections"
-      stat  = "Maximum"
-      metrics = [
-        ["AWS/RDS", "DatabaseConnections", "DBInstanceIdentifier", var.db_instance_id],
-        ["AWS/RDS", "ClientConnections", "ProxyName", var.db_proxy_name],
-      ]
-    },
-  ]
+      },
+      {
+        title = "Database connections"
+        stat  = "Maximum"
+        metrics = [
+          ["AWS/RDS", "DatabaseConnections", "DBInstanceIdentifier", var.db_instance_id],
+          ["AWS/RDS", "ClientConnections", "ProxyName", var.db_proxy_name],
+        ]
+    }],
+  )
 
   widgets = concat(
     [for i, w in local.crawlq_widgets : {
