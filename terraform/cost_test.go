@@ -36,6 +36,12 @@ func checkCostMatchesPlan(t *testing.T, plan *tfjson.Plan, vars map[string]strin
 		}
 	}
 	want("NAT gateways", count("aws_nat_gateway"), s.NATGateways)
+	want("NAT instances", count("aws_instance"), map[bool]int{true: 1, false: 0}[s.NATInstance])
+	for _, i := range resources(plan, "aws_instance") {
+		want("NAT instance type", i.AttributeValues["instance_type"], "t4g.nano")
+		want("NAT instance volume", mustJSON(t, i.AttributeValues["root_block_device"]) != "" &&
+			i.AttributeValues["root_block_device"].([]any)[0].(map[string]any)["volume_size"] == float64(cost.NATVolumeGB), true)
+	}
 	want("private subnets (zones)", count("aws_subnet")/2, s.Zones)
 	want("RDS Proxies", count("aws_db_proxy"), map[bool]int{true: 1, false: 0}[s.Proxy])
 	db := resources(plan, "aws_db_instance")

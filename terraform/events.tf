@@ -126,7 +126,8 @@ resource "aws_sns_topic_policy" "alarm_topic" {
 }
 
 # One alarm per monitor kind, over every spider: a monitor of that kind failed on some run in
-# the last 5 minutes. The metric's Spider+Monitor dimensions tell which spider.
+# the last 5 minutes. With metrics_per_spider the metric's Spider+Monitor dimensions tell which
+# spider; either way `crawlq runs --spider NAME` and the run's events do.
 resource "aws_cloudwatch_metric_alarm" "monitor_failed" {
   for_each            = toset(local.monitor_kinds)
   alarm_name          = "${var.name}-monitor-${each.key}"

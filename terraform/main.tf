@@ -31,6 +31,9 @@ locals {
   # depend on the group resource.
   run_log_group = "/${var.name}/runs"
 
+  # The NAT instance when nothing but the functions' AWS calls passes NAT (variable "nat").
+  nat_instance = var.nat == "instance" || (var.nat == "auto" && var.crawl_runtime == "fargate" && var.crawl_lambda_burst == 0)
+
   environment = merge({
     CRAWLQ_DB_HOST             = module.database.proxy_endpoint
     CRAWLQ_DB_PORT             = "5432"
@@ -54,6 +57,7 @@ locals {
     CRAWLQ_ECS_CONTAINER        = local.runner_container
     CRAWLQ_WORKER_MAX           = tostring(var.worker_max > 0 ? var.worker_max : coalesce(var.worker_reserved_concurrency, 50))
     CRAWLQ_METRICS_NAMESPACE    = var.metrics_namespace
+    CRAWLQ_METRICS_PER_SPIDER   = tostring(var.metrics_per_spider)
     CRAWLQ_LOG_LEVEL            = var.log_level
     # Where the crawl queue runs: runner tasks (fargate) or worker Lambdas (lambda).
     CRAWLQ_CRAWL_RUNTIME         = var.crawl_runtime
@@ -83,6 +87,8 @@ module "network" {
   cidr               = var.vpc_cidr
   az_count           = var.az_count
   single_nat_gateway = var.single_nat_gateway
+  nat_instance       = local.nat_instance
+  nat_instance_type  = var.nat_instance_type
 }
 
 module "storage" {
@@ -208,9 +214,12 @@ module "observability" {
   account                   = local.account
   partition                 = local.partition
   namespace                 = var.metrics_namespace
+  metrics_per_spider        = var.metrics_per_spider
   function_names            = module.functions.names
   cluster_name              = module.ecs.cluster_name
   container_insights        = var.container_insights
+  nat_instance              = local.nat_instance
+  nat_instance_id           = module.network.nat_instance_id
   db_instance_id            = module.database.instance_id
   db_proxy_name             = module.database.proxy_name
   alarm_email               = var.alarm_email

@@ -30,6 +30,7 @@ provider "aws" {
     scheduler      = local.endpoint
     secretsmanager = local.endpoint
     sns            = local.endpoint
+    ssm            = local.endpoint
     sts            = local.endpoint
   }
 

@@ -428,7 +428,7 @@ func checkPlan(t *testing.T, plan *tfjson.Plan) {
 	}
 	body := str(t, dash[0], "dashboard_body")
 	used := map[string]bool{}
-	for _, m := range regexp.MustCompile(`\{crawlq,(?:Queue|Spider)\} MetricName=\\?"(\w+)\\?"`).FindAllStringSubmatch(body, -1) {
+	for _, m := range regexp.MustCompile(`\{crawlq(?:,Queue|,Spider)?\} MetricName=\\?"(\w+)\\?"`).FindAllStringSubmatch(body, -1) {
 		used[m[1]] = true
 	}
 	var bodyJSON struct {
@@ -732,10 +732,12 @@ func checkFindings(t *testing.T, plan *tfjson.Plan) {
 		t.Errorf("items bucket keeps noncurrent versions: %s", lc)
 	}
 
-	// Dashboard: the cluster-level task count, which standalone RunTask tasks report.
+	// Dashboard: with Container Insights, the cluster-level task count, which standalone RunTask
+	// tasks report; without, no graph of a metric that would never exist.
 	body := str(t, one("aws_cloudwatch_dashboard"), "dashboard_body")
-	if !strings.Contains(body, `["ECS/ContainerInsights","TaskCount","ClusterName","crawlq"]`) || strings.Contains(body, "RunningTaskCount") {
-		t.Errorf("dashboard running-tasks widget: want ECS/ContainerInsights TaskCount by ClusterName")
+	insights := strings.Contains(mustJSON(t, one("aws_ecs_cluster").AttributeValues["setting"]), `"value":"enabled"`)
+	if strings.Contains(body, `["ECS/ContainerInsights","TaskCount","ClusterName","crawlq"]`) != insights || strings.Contains(body, "RunningTaskCount") {
+		t.Errorf("dashboard running-tasks widget: want ECS/ContainerInsights TaskCount by ClusterName exactly when Container Insights is on (%v)", insights)
 	}
 
 	// The runner container runs the image's entrypoint alone (the contract test runs it).

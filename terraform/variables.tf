@@ -89,8 +89,36 @@ variable "az_count" {
   default     = 2
 }
 
+variable "nat" {
+  description = <<-EOT
+    How the functions in the private subnets reach the internet (AWS APIs; pages, when Lambdas
+    crawl):
+    - "instance": one t4g.nano NAT instance ($6.72 a month with its address, against $36.50 for
+      a NAT gateway): enough for the functions' AWS calls, with EC2's automatic recovery after a
+      host failure and an alarm on its status checks, but one instance in one zone: while it is
+      down or rebooting for a patch, dispatch cannot start tasks (the runners keep crawling);
+    - "gateway": managed NAT gateways (single_nat_gateway), highly available within a zone and
+      scaling to 100 Gbps: for Lambdas that crawl;
+    - "auto" (default): "instance" when no Lambda crawls (crawl_runtime "fargate" and
+      crawl_lambda_burst 0), else "gateway".
+  EOT
+  type        = string
+  default     = "auto"
+
+  validation {
+    condition     = contains(["auto", "instance", "gateway"], var.nat)
+    error_message = "nat must be \"auto\", \"instance\" or \"gateway\"."
+  }
+}
+
+variable "nat_instance_type" {
+  description = "Instance type of the NAT instance (an arm64 type: the AMI is Graviton's)."
+  type        = string
+  default     = "t4g.nano"
+}
+
 variable "single_nat_gateway" {
-  description = "One NAT gateway for all private subnets (cheaper); false puts one in every zone (zone-failure tolerant)."
+  description = "With NAT gateways: one for all private subnets (cheaper); false puts one in every zone (zone-failure tolerant)."
   type        = bool
   default     = true
 }
@@ -289,6 +317,18 @@ variable "metrics_namespace" {
   description = "CloudWatch namespace the metrics function writes to."
   type        = string
   default     = "crawlq"
+}
+
+variable "metrics_per_spider" {
+  description = <<-EOT
+    CRAWLQ_METRICS_PER_SPIDER: write crawlq's spider and monitor metrics per spider (dimension
+    Spider): 11 CloudWatch metrics a spider, $3.30 a month each ($33 for 10 spiders). false
+    (default) writes them as totals over every spider, 11 metrics in all: the dashboard graphs
+    the totals, the monitor alarms are per monitor kind either way, and every EMF line still
+    names its spider, so CloudWatch Logs Insights breaks the totals down (docs/cost.md).
+  EOT
+  type        = bool
+  default     = false
 }
 
 variable "alarm_email" {

@@ -24,9 +24,10 @@ func costCmd() *Command {
 	return &Command{
 		Name: "cost", Synopsis: "the whole AWS bill of the stack, term by term: per million pages, per month, all-in",
 		Usage: "[--pages-per-month 100000000] [--page-kb 100] [--queues 2] [--spiders 10] [--item-bytes 1000] [--retention-months 1] [--runtime ecs|lambda] [--var name=value ...] [--topology default|lean|both]",
-		Help: `Prints every term of the bill of the stack terraform/ deploys (topology "default") or of an
-alternative ("lean"), from us-east-1 list prices that are named constants in internal/cost with
-their source page and the date they were read (no free tier counted). Each term is either per
+		Help: `Prints every term of the bill of the stack terraform/ deploys (topology "default") or of a
+model of a cheaper one terraform/ cannot build yet ("lean": no RDS Proxy, items to S3), from
+us-east-1 list prices that are named constants in internal/cost with their source page and the
+date they were read (no free tier counted). Each term is either per
 million pages (it grows with pages: compute, the runners' public IPv4, outbound traffic,
 fetched bytes through NAT, cross-AZ traffic to the proxy and the database, logs, items kept
 for --retention-months) or fixed per month (NAT, RDS instance, storage and Proxy, CloudWatch
@@ -44,14 +45,14 @@ docs/cost.md lists them and what each saving gives up.
 
 --runtime ecs prices crawl jobs on the Fargate Spot runners (the default, items to Postgres),
 lambda on worker Lambdas behind NAT (items to S3): the same as --var crawl_runtime=fargate or
-lambda. The lean topology runs on ecs only: it has
-no RDS Proxy, and Lambdas must not crawl without one.`,
+lambda. The lean topology runs on ecs only: it has no RDS Proxy, and Lambdas must not crawl
+without one. docs/cost.md has the bill of each, the variables, and what each saving gives up.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			d := cost.DefaultInputs()
 			perMonth := fs.Float64("pages-per-month", d.PagesPerMonth, "pages crawled per month (1000 to 1e12)")
 			pageKB := fs.Float64("page-kb", d.PageKB, "average fetched page size in KB (0.1 to 100000)")
 			queues := fs.Int("queues", d.Queues, "queues (crawlq writes 7 metrics per queue; 1 to 1000)")
-			spiders := fs.Int("spiders", d.Spiders, "spiders that run in a month (11 metrics each by default; 1 to 100000)")
+			spiders := fs.Int("spiders", d.Spiders, "spiders that run in a month (11 metrics each with --var metrics_per_spider=true; 1 to 100000)")
 			itemBytes := fs.Float64("item-bytes", d.ItemBytes, "item bytes stored per page (0 to 1e8)")
 			retention := fs.Float64("retention-months", d.RetentionMonths, "months items are kept (0 to 1200; the default stack never deletes items)")
 			logBytes := fs.Float64("log-bytes-per-page", d.LogBytesPerPage, "log bytes written per page (0 to 1e7)")

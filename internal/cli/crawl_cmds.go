@@ -88,7 +88,7 @@ Spiders: the built-in specs plus those in --spiders.`,
 					}
 					var evs *events.Loop
 					if up > 0 {
-						if evs, err = eventLoop(ctx, pool, reg, localEventBus(*eventBus, env.Getenv), env.Getenv("CRAWLQ_METRICS_NAMESPACE"), up,
+						if evs, err = eventLoop(ctx, pool, reg, localEventBus(*eventBus, env.Getenv), env.Getenv, up,
 							monitorMetricsOut(env.Stdout, nil), runlog.Postgres{Pool: pool}, nil); err != nil {
 							return err
 						}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"crawlq/internal/awsx"
+	"crawlq/internal/envconfig"
 	"crawlq/internal/events"
 	"crawlq/internal/lambdafn"
 	"crawlq/internal/runlog"
@@ -51,14 +52,20 @@ func monitorMetricsOut(stdout io.Writer, logger *slog.Logger) io.Writer {
 // publishes run events to bus: at once for each run the process starts or finishes (the node
 // pokes it), and every interval for the changes of other processes and the retries, as the
 // dispatch tick does on AWS. Monitor metrics go to metricsOut as EMF lines, a line per event to
-// the run log, in namespace (the caller passes $CRAWLQ_METRICS_NAMESPACE; empty: crawlq); logger (nil:
-// slog's default) gets the loop's own lines.
-func eventLoop(ctx context.Context, pool *pgxpool.Pool, reg *spider.Registry, bus, namespace string, every time.Duration,
+// the run log, in the namespace $CRAWLQ_METRICS_NAMESPACE names (empty: crawlq), per spider
+// unless $CRAWLQ_METRICS_PER_SPIDER is false (getenv reads both); logger (nil: slog's default)
+// gets the loop's own lines.
+func eventLoop(ctx context.Context, pool *pgxpool.Pool, reg *spider.Registry, bus string, getenv func(string) string, every time.Duration,
 	metricsOut io.Writer, log runlog.Store, logger *slog.Logger) (*events.Loop, error) {
-	// The monitor metrics go to the namespace the stack's alarms watch: Terraform sets
-	// CRAWLQ_METRICS_NAMESPACE (var.metrics_namespace) for its runners as for its functions.
+	// The monitor metrics go where the stack's alarms watch: Terraform sets
+	// CRAWLQ_METRICS_NAMESPACE and CRAWLQ_METRICS_PER_SPIDER for its runners as for its functions.
+	env := envconfig.New(getenv)
+	perSpider, err := env.Bool("CRAWLQ_METRICS_PER_SPIDER", true)
+	if err != nil {
+		return nil, err
+	}
 	cfg := events.Config{Pool: pool, Bus: bus, Monitors: reg.Monitors, Metrics: metricsOut, Log: runlog.EventLog{Store: log}, Logger: logger,
-		Namespace: namespace}
+		Namespace: env.String("CRAWLQ_METRICS_NAMESPACE"), SpiderTotals: !perSpider}
 	if path, ok := events.FileBus(bus); ok {
 		fp, err := events.NewFilePutter(path)
 		if err != nil {

@@ -112,7 +112,7 @@ and CRAWLQ_SPIDER_DIR.`,
 					}
 					var evs *events.Loop
 					if up > 0 {
-						if evs, err = eventLoop(ctx, pool, reg, localEventBus(*eventBus, env.Getenv), env.Getenv("CRAWLQ_METRICS_NAMESPACE"), up, monitorMetricsOut(env.Stdout, log), runLog, log); err != nil {
+						if evs, err = eventLoop(ctx, pool, reg, localEventBus(*eventBus, env.Getenv), env.Getenv, up, monitorMetricsOut(env.Stdout, log), runLog, log); err != nil {
 							return err
 						}
 					}

@@ -35,6 +35,9 @@ const (
 	NATPerGB = 0.045 // per GB a NAT gateway processes, in either direction
 	// https://aws.amazon.com/ec2/pricing/on-demand/ (t4g.nano, Linux; a NAT instance)
 	T4gNanoHour = 0.0042
+	// https://aws.amazon.com/ebs/pricing/ (gp3; the NAT instance's 8 GB root volume)
+	EBSGp3GBMonth = 0.08
+	NATVolumeGB   = 8
 	// https://aws.amazon.com/ec2/pricing/on-demand/ (data transfer)
 	InternetOutPerGB = 0.09 // to the internet, first 10 TB/month
 	CrossAZPerGB     = 0.02 // between zones: $0.01 out of one + $0.01 into the other
@@ -186,18 +189,16 @@ func DefaultStack() Stack {
 }
 
 // LeanStack is the cheapest topology this model knows that keeps crawlq's guarantees (leases,
-// fencing, retries, alarms): runners reach the instance directly (IAM auth, no RDS Proxy, so no
-// Lambda may crawl: runtime ecs only, no burst), a t4g.nano NAT instance in place of the NAT
-// gateway for the functions' AWS calls, db.t4g.small, spider metrics without the Spider dimension
-// and Container Insights off, runners at crawl_concurrency 50 (50 pages/s per task), items to S3
-// in batches of 100, one secret (the master's; the app role logs in by IAM without a password).
-// What each choice costs in reliability is in docs/operations.md ("Cost").
+// fencing, retries, alarms), and a model only: terraform/ cannot build it yet. It is the default
+// stack (NAT instance, db.t4g.small, spider totals, crawl_concurrency 50) with runners that
+// reach the instance directly (IAM auth, no RDS Proxy, so no Lambda may crawl: runtime ecs
+// only, no burst), items to S3 from the runners in batches of 100, and one secret (the
+// master's; the app role would log in by IAM without a password). What each choice costs in
+// reliability is in docs/cost.md.
 func LeanStack() Stack {
 	s := DefaultStack()
-	s.Name = "lean (no RDS Proxy, NAT instance, db.t4g.small, no per-spider metrics, 50 pages/s per task, items to S3)"
-	s.NATGateways, s.NATInstance = 0, true
+	s.Name = "lean (a model terraform/ cannot build yet: the default stack without RDS Proxy, items to S3 from the runners)"
 	s.Proxy = false
-	s.PerSpiderMetrics = false
 	s.ItemsToS3ForECS = true
 	s.Secrets = 1
 	s.RuntimesSupported = []Runtime{ECS}
@@ -432,7 +433,7 @@ func Compute(s Stack, in Inputs) (Estimate, error) {
 
 	// Standing costs.
 	if s.NATInstance {
-		add("NAT instance (t4g.nano)", 0, T4gNanoHour*HoursPerMonth, "730 h x $%.4f", T4gNanoHour)
+		add("NAT instance (t4g.nano)", 0, T4gNanoHour*HoursPerMonth+NATVolumeGB*EBSGp3GBMonth, "730 h x $%.4f + %d GB gp3 x $%.2f", T4gNanoHour, NATVolumeGB, EBSGp3GBMonth)
 		add("NAT public IPv4", 0, PublicIPv4Hour*HoursPerMonth, "1 address x 730 h x $%.3f", PublicIPv4Hour)
 	} else {
 		add("NAT gateway", 0, float64(s.NATGateways)*NATHour*HoursPerMonth, "%d x 730 h x $%.3f", s.NATGateways, NATHour)

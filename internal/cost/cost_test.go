@@ -48,8 +48,9 @@ func checkTerms(t *testing.T, e cost.Estimate, want map[string]term) {
 //
 // The issue's own calculation (issue 32, point 8) came to $0.61 per million pages + $161/month
 // for the stack of then (db.t4g.medium, Container Insights, 20 pages/s per runner task). With
-// db.t4g.small, Container Insights off and crawl_concurrency 50 by default: $0.53 + $132.81,
-// $1.86 all-in at 100 M pages a month, ≤ $1 from 283 M.
+// db.t4g.small, Container Insights off, crawl_concurrency 50 and spider metrics as totals by
+// default, and a NAT instance in place of the NAT gateway (no Lambda crawls): $0.53 + $72.87,
+// $1.26 all-in at 100 M pages a month, ≤ $1 from 155 M.
 func TestDefaultStackAgainstHandCalculation(t *testing.T) {
 	t.Parallel()
 	e, err := cost.Compute(cost.DefaultStack(), cost.DefaultInputs())
@@ -76,22 +77,23 @@ func TestDefaultStackAgainstHandCalculation(t *testing.T) {
 		"logs per page": {0.052959, 0},
 		// 1,000 B × 1e6 = 1 GB kept 1 month on gp3 at $0.115.
 		"items in Postgres": {0.115, 0},
-		// Fixed: one NAT gateway 730 × 0.045, and its Elastic IP 730 × 0.005.
-		"NAT gateway":     {0, 32.85},
-		"NAT public IPv4": {0, 3.65},
+		// Fixed: a t4g.nano NAT instance 730 × 0.0042 = 3.066 and its 8 GB gp3 root volume
+		// 8 × 0.08 = 0.64, and its public IPv4 730 × 0.005.
+		"NAT instance (t4g.nano)": {0, 3.706},
+		"NAT public IPv4":         {0, 3.65},
 		// db.t4g.small 730 × 0.032; 50 GB gp3 × 0.115; RDS Proxy on 2 vCPU: 2 × 730 × 0.015.
 		"RDS instance": {0, 23.36},
 		"RDS storage":  {0, 5.75},
 		"RDS Proxy":    {0, 21.90},
-		// 7 metrics × 2 queues + 7 × 10 spiders + MonitorFailed per spider and kind (4 × 10)
-		// and per kind (4) = 14 + 70 + 40 + 4 = 128 × $0.30.
-		"CloudWatch metrics (crawlq)": {0, 38.40},
+		// 7 metrics × 2 queues + 7 spider totals + MonitorFailed per kind (4) = 25 × $0.30
+		// (metrics_per_spider is off).
+		"CloudWatch metrics (crawlq)": {0, 7.50},
 		// Container Insights is off.
 		"Container Insights metrics": {0, 0},
 		"CloudWatch dashboard":       {0, 3.00},
-		// 5 Lambda errors + RDS CPU + 4 monitor alarms = 10 × $0.10; 2 Metrics Insights alarms
-		// each analysing 2 queues' metric: 4 × $0.10.
-		"CloudWatch alarms": {0, 1.40},
+		// 5 Lambda errors + RDS CPU + 4 monitor alarms + the NAT instance's status = 11 × $0.10;
+		// 2 Metrics Insights alarms each analysing 2 queues' metric: 4 × $0.10.
+		"CloudWatch alarms": {0, 1.50},
 		// 2 ticks a minute × 43,800 minutes = 87,600 invocations × 400 B = 35.04 MB, plus
 		// (2 + 10) EMF lines a minute × 43,800 × 400 B = 210.24 MB: 0.24528 GB × $0.50.
 		"logs of the minute ticks": {0, 0.12264},
@@ -106,19 +108,19 @@ func TestDefaultStackAgainstHandCalculation(t *testing.T) {
 	})
 	// 0.082283 + 0.027778 + 0.215602 + 0 + 0.036 + 0.052959 + 0.115
 	near(t, "per million", e.PerMillion(), 0.529622)
-	// 32.85 + 3.65 + 23.36 + 5.75 + 21.90 + 38.40 + 0 + 3.00 + 1.40 + 0.12264 + 0.397121 + 1.03 + 0.85 + 0.10
-	near(t, "fixed per month", e.FixedPerMonth(), 132.809761)
+	// 3.706 + 3.65 + 23.36 + 5.75 + 21.90 + 7.50 + 0 + 3.00 + 1.50 + 0.12264 + 0.397121 + 1.03 + 0.85 + 0.10
+	near(t, "fixed per month", e.FixedPerMonth(), 72.865761)
 	// 132.809761 + 100 × 0.52962222 (the per-million sum before rounding: 0.08228333 + 0.02777778 +
 	// 0.21560221 + 0.036 + 0.05295890 + 0.115).
-	near(t, "per month at 100 M", e.PerMonth(), 132.809761+52.962222)
-	// 0.529622 + 132.809761 / 100
-	near(t, "all-in per million at 100 M", e.AllInPerMillion(), 1.857720)
-	// 132.809761 / (1 − 0.529622) = 282.35 M pages a month.
-	if got := e.PagesPerMonthFor(1) / 1e6; math.Abs(got-282.35) > 0.01 {
-		t.Errorf("$1 all-in from %.2f M pages/month, want 282.35 M", got)
+	near(t, "per month at 100 M", e.PerMonth(), 72.865761+52.962222)
+	// 0.529622 + 72.865761 / 100
+	near(t, "all-in per million at 100 M", e.AllInPerMillion(), 1.258280)
+	// 72.865761 / (1 − 0.529622) = 154.91 M pages a month.
+	if got := e.PagesPerMonthFor(1) / 1e6; math.Abs(got-154.91) > 0.01 {
+		t.Errorf("$1 all-in from %.2f M pages/month, want 154.91 M", got)
 	}
-	if e.CustomMetrics != 128 {
-		t.Errorf("%d custom metrics, want 128", e.CustomMetrics)
+	if e.CustomMetrics != 25 {
+		t.Errorf("%d custom metrics, want 25", e.CustomMetrics)
 	}
 	near(t, "items GB a month", e.ItemsGBPerMonth, 100) // 1,000 B × 1e8
 }
@@ -138,7 +140,7 @@ func TestLambdaRuntimeAgainstHandCalculation(t *testing.T) {
 	}
 	fixed := map[string]term{
 		"NAT gateway": {0, 32.85}, "NAT public IPv4": {0, 3.65}, "RDS instance": {0, 23.36}, "RDS storage": {0, 5.75},
-		"RDS Proxy": {0, 21.90}, "CloudWatch metrics (crawlq)": {0, 38.40}, "Container Insights metrics": {0, 0},
+		"RDS Proxy": {0, 21.90}, "CloudWatch metrics (crawlq)": {0, 7.50}, "Container Insights metrics": {0, 0},
 		"CloudWatch dashboard": {0, 3.00}, "CloudWatch alarms": {0, 1.40}, "logs of the minute ticks": {0, 0.12264},
 		"minute ticks (Lambda + Scheduler)": {0, 0.397121}, "KMS": {0, 1.03}, "Secrets Manager": {0, 0.85}, "ECR images": {0, 0.10},
 	}
@@ -178,8 +180,8 @@ func TestLeanStackAgainstHandCalculation(t *testing.T) {
 		"cross-AZ to the database": {0.008, 0},
 		"logs per page":            {0.052959, 0},
 		"items in S3":              {0.073, 0},
-		// A t4g.nano NAT instance 730 × 0.0042 = 3.066 and its public IPv4 3.65.
-		"NAT instance (t4g.nano)": {0, 3.066},
+		// A t4g.nano NAT instance 730 × 0.0042 = 3.066 + its 8 GB volume 0.64, its public IPv4 3.65.
+		"NAT instance (t4g.nano)": {0, 3.706},
 		"NAT public IPv4":         {0, 3.65},
 		// db.t4g.small 730 × 0.032.
 		"RDS instance": {0, 23.36},
@@ -189,7 +191,7 @@ func TestLeanStackAgainstHandCalculation(t *testing.T) {
 		"CloudWatch metrics (crawlq)":       {0, 7.50},
 		"Container Insights metrics":        {0, 0},
 		"CloudWatch dashboard":              {0, 3.00},
-		"CloudWatch alarms":                 {0, 1.40},
+		"CloudWatch alarms":                 {0, 1.50},
 		"logs of the minute ticks":          {0, 0.12264},
 		"minute ticks (Lambda + Scheduler)": {0, 0.397121},
 		"KMS":                               {0, 1.03},
@@ -198,11 +200,11 @@ func TestLeanStackAgainstHandCalculation(t *testing.T) {
 		"ECR images":      {0, 0.10},
 	})
 	// 0.082283 + 0.027778 + 0.215602 + 0.008 + 0.052959 + 0.073 = 0.459622;
-	// 3.066 + 3.65 + 23.36 + 5.75 + 7.50 + 3.00 + 1.40 + 0.12264 + 0.397121 + 1.03 + 0.45 + 0.10 = 49.825761;
-	// all-in at 100 M: 0.459622 + 0.498258 = 0.957880.
+	// 3.706 + 3.65 + 23.36 + 5.75 + 7.50 + 3.00 + 1.50 + 0.12264 + 0.397121 + 1.03 + 0.45 + 0.10 = 50.565761;
+	// all-in at 100 M: 0.459622 + 0.505658 = 0.965280.
 	near(t, "lean per million", e.PerMillion(), 0.459622)
-	near(t, "lean fixed", e.FixedPerMonth(), 49.825761)
-	near(t, "lean all-in", e.AllInPerMillion(), 0.957880)
+	near(t, "lean fixed", e.FixedPerMonth(), 50.565761)
+	near(t, "lean all-in", e.AllInPerMillion(), 0.965280)
 	if e.AllInPerMillion() > 1 {
 		t.Errorf("lean all-in $%.3f per million at 100 M pages/month, want ≤ $1", e.AllInPerMillion())
 	}

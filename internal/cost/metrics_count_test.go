@@ -21,9 +21,12 @@ import (
 // emit for every queue, spider and monitor kind, and hold CustomMetrics to it.
 func TestCustomMetricsCountsWhatIsEmitted(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct{ queues, spiders int }{{2, 10}, {1, 1}, {3, 40}} {
+	for _, c := range []struct {
+		queues, spiders int
+		perSpider       bool
+	}{{2, 10, true}, {1, 1, true}, {3, 40, true}, {2, 10, false}, {3, 40, false}} {
 		var buf bytes.Buffer
-		w := metrics.Writer{W: &buf}
+		w := metrics.Writer{W: &buf, SpiderTotals: !c.perSpider}
 		var qs []metrics.QueueStat
 		for i := range c.queues {
 			qs = append(qs, metrics.QueueStat{Queue: fmt.Sprintf("q%d", i)})
@@ -74,8 +77,8 @@ func TestCustomMetricsCountsWhatIsEmitted(t *testing.T) {
 				}
 			}
 		}
-		if got, want := cost.CustomMetrics(c.queues, c.spiders, true), len(series); got != want {
-			t.Errorf("%d queues, %d spiders: CustomMetrics = %d, the writers emit %d series", c.queues, c.spiders, got, want)
+		if got, want := cost.CustomMetrics(c.queues, c.spiders, c.perSpider), len(series); got != want {
+			t.Errorf("%d queues, %d spiders, per spider %v: CustomMetrics = %d, the writers emit %d series", c.queues, c.spiders, c.perSpider, got, want)
 		}
 	}
 }

@@ -15,6 +15,8 @@ import (
 var TerraformDefaults = map[string]string{
 	"az_count":             "2",
 	"single_nat_gateway":   "true",
+	"nat":                  "auto",
+	"nat_instance_type":    "t4g.nano",
 	"db_instance_class":    "db.t4g.small",
 	"db_allocated_storage": "50",
 	"db_multi_az":          "false",
@@ -29,6 +31,7 @@ var TerraformDefaults = map[string]string{
 	"log_retention_days":   "30",
 	"region":               "us-east-1",
 	"scrapyd_api":          "false",
+	"metrics_per_spider":   "false",
 }
 
 // dbClasses are the instance classes StackFor can price: hourly Single-AZ price and vCPUs.
@@ -88,12 +91,29 @@ func StackFor(vars map[string]string) (Stack, error) {
 		Zones:             int(num("az_count", 2, 6)),
 		DBStorageGB:       num("db_allocated_storage", 20, 65536), Proxy: true,
 		Dashboards: 1, StandardAlarms: defaultFunctions + 1 + defaultMonitorKinds, InsightsAlarms: 2,
-		Secrets: 2, KMSKeys: 1, S3ItemsPerPut: 100, PerSpiderMetrics: true,
+		Secrets: 2, KMSKeys: 1, S3ItemsPerPut: 100, PerSpiderMetrics: flag("metrics_per_spider"),
 		LogRetentionDays: num("log_retention_days", 1, 3653),
 	}
 	s.NATGateways = s.Zones
 	if flag("single_nat_gateway") {
 		s.NATGateways = 1
+	}
+	// terraform/main.tf's local.nat_instance.
+	switch v["nat"] {
+	case "instance":
+		s.NATInstance = true
+	case "auto":
+		s.NATInstance = v["crawl_runtime"] == "fargate" && v["crawl_lambda_burst"] == "0"
+	case "gateway":
+	default:
+		errs = append(errs, &VarError{Var: "nat", Msg: fmt.Sprintf("%q: want auto, instance or gateway", v["nat"])})
+	}
+	if s.NATInstance {
+		s.NATGateways = 0
+		s.StandardAlarms++ // its status checks
+		if v["nat_instance_type"] != "t4g.nano" {
+			errs = append(errs, &VarError{Var: "nat_instance_type", Msg: fmt.Sprintf("%q: only t4g.nano is priced", v["nat_instance_type"])})
+		}
 	}
 	if flag("scrapyd_api") {
 		s.Secrets++ // the Scrapyd API's basic-auth credentials

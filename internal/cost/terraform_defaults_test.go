@@ -69,18 +69,24 @@ func TestStackFor(t *testing.T) {
 	t.Parallel()
 	d := cost.DefaultStack()
 	if d.DBClass != "db.t4g.small" || d.DBHour != cost.RDSt4gSmallHour || d.PagesPerSecondPerTask != 50 || d.InsightsMetrics != 0 ||
-		d.NATGateways != 1 || !d.Proxy || d.TaskVCPU != 1 || d.TaskMemoryGB != 2 || d.LogRetentionDays != 30 {
+		d.NATGateways != 0 || !d.NATInstance || !d.Proxy || d.TaskVCPU != 1 || d.TaskMemoryGB != 2 || d.LogRetentionDays != 30 {
 		t.Errorf("default stack %+v", d)
 	}
 	s, err := cost.StackFor(map[string]string{"db_instance_class": "db.t4g.medium", "single_nat_gateway": "false", "az_count": "3",
-		"container_insights": "true", "crawl_concurrency": "20", "db_multi_az": "true"})
+		"container_insights": "true", "crawl_concurrency": "20", "db_multi_az": "true", "nat": "gateway"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.DBHour != cost.RDSt4gMediumHour || s.NATGateways != 3 || s.Zones != 3 || s.InsightsMetrics != 22 || s.PagesPerSecondPerTask != 20 || !s.MultiAZ {
+	if s.DBHour != cost.RDSt4gMediumHour || s.NATGateways != 3 || s.NATInstance || s.Zones != 3 || s.InsightsMetrics != 22 || s.PagesPerSecondPerTask != 20 || !s.MultiAZ {
 		t.Errorf("stack with variables %+v", s)
 	}
+	// nat = "auto" is the NAT instance only when no Lambda crawls.
+	if s, err := cost.StackFor(map[string]string{"crawl_runtime": "lambda"}); err != nil || s.NATInstance || s.NATGateways != 1 {
+		t.Errorf("crawl_runtime=lambda: NAT instance %v, %d gateways (%v); want the gateway", s.NATInstance, s.NATGateways, err)
+	}
 	for v, val := range map[string]string{
+		"nat":                "sometimes",
+		"nat_instance_type":  "c7g.large",
 		"db_instance_class":  "db.r7g.large",
 		"crawl_concurrency":  "many",
 		"container_insights": "yes",

@@ -66,6 +66,7 @@ var Vars = []Var{
 	{"CRAWLQ_DISPATCH_FUNCTION", "the worker's name with -dispatch for -worker", "Name of the dispatch function the api (and crawlq's wake after a schedule, cancel or redrive) pokes.", "Functions", also(lambdas, CLI)},
 	{"CRAWLQ_ITEMS_BUCKET", "", "S3 bucket the worker stores items in (under items/), which the api's Scrapyd URL reads them from and keeps answers over 6 MB in; unset: Postgres.", "Functions", also(lambdas, CLI)},
 	{"CRAWLQ_METRICS_NAMESPACE", "crawlq", "CloudWatch namespace of the EMF metrics (queue, spider and monitor metrics).", "Functions", also(lambdas, Runner, CLI)},
+	{"CRAWLQ_METRICS_PER_SPIDER", "true", "Write spider and monitor metrics per spider (dimension Spider: 11 CloudWatch metrics a spider); false: as totals over every spider, each EMF line still naming its spider (Terraform's metrics_per_spider, default false).", "Functions", also(lambdas, Runner, CLI)},
 	{"CRAWLQ_RUN_LOG_GROUP", "", "CloudWatch Logs group that keeps run logs (a stream per run); unset: the crawlq_run_log table.", "Functions", also(lambdas, Runner, CLI)},
 	{"CRAWLQ_EVENT_BUS", "default (functions); for crawlq local, worker and runner: default when AWS_ENDPOINT_URL names an emulator, else off", "Where run events go: an EventBridge bus, off, or file:PATH (JSON Lines). The --event-bus flag wins.", "Functions", also(lambdas, Runner, CLI)},
 

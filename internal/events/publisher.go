@@ -82,6 +82,9 @@ type Config struct {
 	Metrics io.Writer
 	// Namespace is the metrics' CloudWatch namespace. Default "crawlq".
 	Namespace string
+	// SpiderTotals writes the monitor metrics per monitor kind only, without the Spider
+	// dimension (metrics.Writer.SpiderTotals). Default false.
+	SpiderTotals bool
 	// Log receives a line per event for the run's log. Default none.
 	Log RunLog
 	// Batch is events per PutEvents call, 1..10. Default 10.
@@ -574,7 +577,7 @@ func (p *Publisher) recordVerdict(ctx context.Context, rep *Report) {
 				ms = append(ms, metrics.MonitorStat{Spider: rep.Spider, Monitor: r.Monitor, Failed: r.Status == monitor.StatusFailed})
 			}
 		}
-		w := metrics.Writer{Namespace: p.cfg.Namespace, W: p.cfg.Metrics}
+		w := metrics.Writer{Namespace: p.cfg.Namespace, W: p.cfg.Metrics, SpiderTotals: p.cfg.SpiderTotals}
 		if err := w.WriteMonitors(p.cfg.Clock.Now(), ms); err != nil {
 			p.log.Error("events: write monitor metrics", "run", rep.RunID, "err", err)
 		}

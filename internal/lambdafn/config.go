@@ -23,6 +23,9 @@ type Config struct {
 	// MetricsNamespace is the CloudWatch namespace of the EMF metrics (CRAWLQ_METRICS_NAMESPACE).
 	// Default "crawlq".
 	MetricsNamespace string
+	// MetricsPerSpider writes spider and monitor metrics per spider (CRAWLQ_METRICS_PER_SPIDER);
+	// false: as totals (metrics.Writer.SpiderTotals). Default true.
+	MetricsPerSpider bool
 	// RunLogGroup keeps run logs in that CloudWatch Logs group (CRAWLQ_RUN_LOG_GROUP); empty: the
 	// crawlq_run_log table.
 	RunLogGroup string
@@ -88,6 +91,9 @@ func LoadConfig(env envconfig.Env) (Config, error) {
 	}
 	c.Functions.Dispatch = env.StringOr("CRAWLQ_DISPATCH_FUNCTION", def)
 	var err error
+	if c.MetricsPerSpider, err = env.Bool("CRAWLQ_METRICS_PER_SPIDER", true); err != nil {
+		return Config{}, err
+	}
 	if c.Scrapyd, err = envconfig.Scrapyd(env); err != nil {
 		return Config{}, err
 	}

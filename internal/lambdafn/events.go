@@ -22,7 +22,8 @@ const EventsOff = "off"
 // run's log.
 func (d *Deps) Events(metricsOut io.Writer) (*events.Publisher, error) {
 	cfg := events.Config{Pool: d.Pool, Bus: d.Config.EventBus,
-		Monitors: d.Spiders.Monitors, Metrics: metricsOut, Namespace: d.Config.MetricsNamespace, Logger: d.Logger,
+		Monitors: d.Spiders.Monitors, Metrics: metricsOut, Namespace: d.Config.MetricsNamespace,
+		SpiderTotals: !d.Config.MetricsPerSpider, Logger: d.Logger,
 		Log: runlog.EventLog{Store: d.RunLog()}}
 	if path, ok := events.FileBus(cfg.Bus); ok {
 		fp, err := events.NewFilePutter(path)

@@ -12,10 +12,11 @@ import (
 )
 
 // Metrics returns the metrics handler: each call writes one EMF line per queue and per spider
-// to w (the function's stdout). Counters that are totals in Postgres (succeeded, dead) are
-// reported as the change since this execution environment's previous call (zero on its first).
+// to w (the function's stdout), the spiders' as totals unless Config.MetricsPerSpider. Counters
+// that are totals in Postgres (succeeded, dead) are reported as the change since this execution
+// environment's previous call (zero on its first).
 func (d *Deps) Metrics(w io.Writer, namespace string) func(ctx context.Context, payload json.RawMessage) (MetricsResult, error) {
-	mw := metrics.Writer{Namespace: namespace, W: w}
+	mw := metrics.Writer{Namespace: namespace, W: w, SpiderTotals: !d.Config.MetricsPerSpider}
 	prevSucceeded, prevDead := map[string]int64{}, map[string]int64{}
 	var last time.Time
 	var mu sync.Mutex

@@ -173,3 +173,31 @@ func TestNamesDistinct(t *testing.T) {
 		seen[n] = true
 	}
 }
+
+// With SpiderTotals, spider lines publish one series per metric (an empty dimension set) and
+// monitor lines one per monitor kind, while each line still names its spider for Logs Insights.
+func TestSpiderTotals(t *testing.T) {
+	var buf bytes.Buffer
+	w := metrics.Writer{W: &buf, SpiderTotals: true}
+	ts := time.Unix(1_800_000_000, 0)
+	if err := w.Write(ts, []metrics.QueueStat{{Queue: "crawl"}}, []metrics.SpiderStat{{Spider: "a", Pages: 3}, {Spider: "b", Pages: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteMonitors(ts, []metrics.MonitorStat{{Spider: "a", Monitor: "min_items", Failed: true}}); err != nil {
+		t.Fatal(err)
+	}
+	var dims []string
+	sc := bufio.NewScanner(&buf)
+	for sc.Scan() {
+		obj := validateEMF(t, sc.Bytes())
+		d, _ := json.Marshal(obj["_aws"].(map[string]any)["CloudWatchMetrics"].([]any)[0].(map[string]any)["Dimensions"])
+		dims = append(dims, string(d))
+		if _, isQueue := obj["Queue"]; !isQueue && obj["Spider"] == nil {
+			t.Errorf("a spider line lost its spider: %s", sc.Text())
+		}
+	}
+	want := []string{`[["Queue"]]`, `[[]]`, `[[]]`, `[["Monitor"]]`}
+	if !slices.Equal(dims, want) {
+		t.Errorf("dimension sets %v, want %v", dims, want)
+	}
+}

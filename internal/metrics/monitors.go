@@ -28,6 +28,15 @@ type MonitorStat struct {
 	Failed  bool
 }
 
+// monitorDims: per spider and monitor kind, and per kind (the alarms'); only per kind with
+// SpiderTotals.
+func (w Writer) monitorDims() [][]string {
+	if w.SpiderTotals {
+		return [][]string{{DimMonitor}}
+	}
+	return [][]string{{DimSpider, DimMonitor}, {DimMonitor}}
+}
+
 // WriteMonitors emits one EMF line per monitor outcome, stamped ts. Nothing is written when a
 // stat is invalid.
 func (w Writer) WriteMonitors(ts time.Time, ms []MonitorStat) error {
@@ -51,7 +60,7 @@ func (w Writer) WriteMonitors(ts time.Time, ms []MonitorStat) error {
 			DimSpider: m.Spider, DimMonitor: m.Monitor, MonitorFailed: v,
 			"_aws": emfMeta{Timestamp: ts.UnixMilli(), CloudWatchMetrics: []emfDirective{{
 				Namespace:  ns,
-				Dimensions: [][]string{{DimSpider, DimMonitor}, {DimMonitor}},
+				Dimensions: w.monitorDims(),
 				Metrics:    []emfMetric{{Name: MonitorFailed, Unit: UnitCount}},
 			}}},
 		})

@@ -33,6 +33,21 @@ variable "db_instance_id" {
   type        = string
 }
 
+variable "metrics_per_spider" {
+  description = "Whether spider metrics carry the Spider dimension (else they are totals without dimensions)."
+  type        = bool
+}
+
+variable "nat_instance" {
+  description = "Whether the stack has a NAT instance (nat_instance_id) to alarm on."
+  type        = bool
+}
+
+variable "nat_instance_id" {
+  description = "The NAT instance's id, with nat_instance."
+  type        = string
+}
+
 variable "container_insights" {
   description = "Whether the cluster has Container Insights (the running-task widget needs it)."
   type        = bool
@@ -127,8 +142,9 @@ resource "aws_sns_topic_subscription" "email" {
 
 locals {
   # One line per queue / spider, whatever queues and spiders exist: SEARCH finds them.
-  queue_search  = "{${var.namespace},Queue} MetricName="
-  spider_search = "{${var.namespace},Spider} MetricName="
+  queue_search = "{${var.namespace},Queue} MetricName="
+  # Per spider, a line each; as totals, the one series without dimensions.
+  spider_search = var.metrics_per_spider ? "{${var.namespace},Spider} MetricName=" : "{${var.namespace}} MetricName="
 
   crawlq_widgets = [
     { title = "Queue depth (available)", dim = "queue", metric = "QueueAvailable", stat = "Maximum" },
@@ -291,6 +307,25 @@ resource "aws_cloudwatch_metric_alarm" "lambda_errors" {
   comparison_operator = "GreaterThanThreshold"
   threshold           = var.lambda_errors_threshold
   treat_missing_data  = "notBreaching"
+  alarm_actions       = [aws_sns_topic.alarms.arn]
+  ok_actions          = [aws_sns_topic.alarms.arn]
+}
+
+# The NAT instance failing its status checks: the functions cannot reach AWS APIs (dispatch starts
+# no tasks) until EC2 recovers or replaces it.
+resource "aws_cloudwatch_metric_alarm" "nat_instance" {
+  count               = var.nat_instance ? 1 : 0
+  alarm_name          = "${var.name}-nat-instance"
+  alarm_description   = "The NAT instance fails its status checks: the functions cannot reach AWS APIs. EC2 recovers it from host failures; otherwise replace it (terraform apply -replace=module.network.aws_instance.nat[0])."
+  namespace           = "AWS/EC2"
+  metric_name         = "StatusCheckFailed"
+  dimensions          = { InstanceId = var.nat_instance_id }
+  statistic           = "Maximum"
+  period              = 60
+  evaluation_periods  = 3
+  comparison_operator = "GreaterThanOrEqualToThreshold"
+  threshold           = 1
+  treat_missing_data  = "breaching"
   alarm_actions       = [aws_sns_topic.alarms.arn]
   ok_actions          = [aws_sns_topic.alarms.arn]
 }
