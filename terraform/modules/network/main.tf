@@ -115,14 +115,14 @@ resource "aws_route" "private_nat" {
   route_table_id         = aws_route_table.private[count.index].id
   destination_cidr_block = "0.0.0.0/0"
   nat_gateway_id         = var.nat_instance ? null : aws_nat_gateway.this[var.single_nat_gateway ? 0 : count.index].id
-  network_interface_id   = var.nat_instance ? aws_instance.nat[0].primary_network_interface_id : null
+  network_interface_id   = var.nat_instance ? aws_network_interface.nat[0].id : null
 }
 
 # The NAT instance: Amazon Linux 2023 (arm64, the latest at the first apply; replace the instance
 # to move on: `terraform apply -replace=module.network.aws_instance.nat[0]`), forwarding and
 # masquerading the VPC's traffic out of its public address, as AWS documents NAT instances.
-# EC2's automatic recovery (the default for t4g) moves it to healthy hardware after a host
-# failure, keeping its address; the root module alarms on its status checks. It applies
+# EC2's simplified automatic recovery (on by default for t4g) moves it to healthy hardware after
+# a host failure, keeping its address; the root module alarms on its status checks. It applies
 # security updates itself (dnf-automatic).
 data "aws_ssm_parameter" "nat_ami" {
   count = var.nat_instance ? 1 : 0
@@ -153,15 +153,35 @@ resource "aws_vpc_security_group_egress_rule" "nat_all" {
   cidr_ipv4         = "0.0.0.0/0"
 }
 
-resource "aws_instance" "nat" {
-  count                       = var.nat_instance ? 1 : 0
-  ami                         = data.aws_ssm_parameter.nat_ami[0].value
-  instance_type               = var.nat_instance_type
-  subnet_id                   = aws_subnet.public[0].id
-  vpc_security_group_ids      = [aws_security_group.nat[0].id]
-  associate_public_ip_address = true
-  source_dest_check           = false # it forwards packets that are not its own
+# The instance's network interface and address outlive the instance: a replaced instance takes
+# the same interface, so the private route tables and the address allow-lists keep working.
+resource "aws_network_interface" "nat" {
+  count             = var.nat_instance ? 1 : 0
+  subnet_id         = aws_subnet.public[0].id
+  security_groups   = [aws_security_group.nat[0].id]
+  source_dest_check = false # it forwards packets that are not its own
+  description       = "${var.name} NAT instance"
+  tags              = { Name = "${var.name}-nat" }
+}
 
+resource "aws_eip" "nat_instance" {
+  count             = var.nat_instance ? 1 : 0
+  domain            = "vpc"
+  network_interface = aws_network_interface.nat[0].id
+  tags              = { Name = "${var.name}-nat" }
+
+  depends_on = [aws_internet_gateway.this]
+}
+
+resource "aws_instance" "nat" {
+  count         = var.nat_instance ? 1 : 0
+  ami           = data.aws_ssm_parameter.nat_ami[0].value
+  instance_type = var.nat_instance_type
+
+  network_interface {
+    network_interface_id = aws_network_interface.nat[0].id
+    device_index         = 0
+  }
   metadata_options {
     http_tokens = "required"
   }
@@ -169,9 +189,6 @@ resource "aws_instance" "nat" {
     volume_type = "gp3"
     volume_size = 8
     encrypted   = true
-  }
-  maintenance_options {
-    auto_recovery = "default"
   }
   user_data = <<-EOT
     #!/bin/bash
@@ -192,7 +209,8 @@ resource "aws_instance" "nat" {
   lifecycle {
     ignore_changes = [ami]
   }
-  depends_on = [aws_internet_gateway.this]
+  # The user data installs packages: the address must route before the instance boots.
+  depends_on = [aws_eip.nat_instance]
 }
 
 resource "aws_route_table_association" "private" {
