@@ -9,6 +9,7 @@ import (
 	tfjson "github.com/hashicorp/terraform-json"
 
 	"crawlq/internal/cost"
+	"crawlq/internal/metrics"
 )
 
 // checkCostMatchesPlan holds `crawlq cost --var ...` to what terraform plans with those
@@ -73,12 +74,19 @@ func checkCostMatchesPlan(t *testing.T, plan *tfjson.Plan, vars map[string]strin
 		if err := json.Unmarshal([]byte(td.AttributeValues["container_definitions"].(string)), &defs); err != nil {
 			t.Fatal(err)
 		}
+		seen := 0
 		for _, e := range defs[0].Environment {
-			if e.Name == "CRAWLQ_ECS_CRAWL_CONCURRENCY" {
+			switch e.Name {
+			case "CRAWLQ_ECS_CRAWL_CONCURRENCY":
 				c, _ := strconv.ParseFloat(e.Value, 64)
 				want("runner crawl rate (pages/s)", c*cost.PagesPerSecondPerJob, s.PagesPerSecondPerTask)
+				seen++
+			case metrics.EnvPerSpider: // the metrics CustomMetrics counts
+				want(metrics.EnvPerSpider, e.Value, strconv.FormatBool(s.PerSpiderMetrics))
+				seen++
 			}
 		}
+		want("runner variables the bill depends on", seen, 2)
 	}
 	want("CloudWatch alarms", count("aws_cloudwatch_metric_alarm"), s.StandardAlarms+s.InsightsAlarms)
 	want("dashboards", count("aws_cloudwatch_dashboard"), s.Dashboards)
