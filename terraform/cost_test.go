@@ -9,7 +9,6 @@ import (
 	tfjson "github.com/hashicorp/terraform-json"
 
 	"crawlq/internal/cost"
-	"crawlq/internal/metrics"
 )
 
 // checkCostMatchesPlan holds `crawlq cost --var ...` to what terraform plans with those
@@ -81,8 +80,8 @@ func checkCostMatchesPlan(t *testing.T, plan *tfjson.Plan, vars map[string]strin
 				c, _ := strconv.ParseFloat(e.Value, 64)
 				want("runner crawl rate (pages/s)", c*cost.PagesPerSecondPerJob, s.PagesPerSecondPerTask)
 				seen++
-			case metrics.EnvPerSpider: // the metrics CustomMetrics counts
-				want(metrics.EnvPerSpider, e.Value, strconv.FormatBool(s.PerSpiderMetrics))
+			case "CRAWLQ_METRICS_PER_SPIDER": // the metrics CustomMetrics counts
+				want("CRAWLQ_METRICS_PER_SPIDER", e.Value, strconv.FormatBool(s.PerSpiderMetrics))
 				seen++
 			}
 		}
