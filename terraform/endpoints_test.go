@@ -33,7 +33,7 @@ var serviceOf = []struct{ prefix, endpoint, localstack string }{
 	{"aws_sns_", "sns", "sns"},
 	{"aws_eip", "ec2", "ec2"}, {"aws_internet_gateway", "ec2", "ec2"}, {"aws_nat_gateway", "ec2", "ec2"},
 	{"aws_route", "ec2", "ec2"}, {"aws_security_group", "ec2", "ec2"}, {"aws_subnet", "ec2", "ec2"},
-	{"aws_vpc", "ec2", "ec2"}, {"aws_instance", "ec2", "ec2"},
+	{"aws_vpc", "ec2", "ec2"}, {"aws_instance", "ec2", "ec2"}, {"aws_network_interface", "ec2", "ec2"},
 	{"aws_ssm_", "ssm", "ssm"},
 }
 

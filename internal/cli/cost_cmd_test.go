@@ -15,23 +15,23 @@ func TestCostCommand(t *testing.T) {
 	// default inputs (100 KB pages, 2 queues, 10 spiders, 1 KB items kept a month).
 	for _, want := range []string{"list prices read 2025-06",
 		"Fargate Spot runners", "runner public IPv4", "outbound traffic (requests, ACKs, TLS)", "fetched bytes through NAT",
-		"cross-AZ to the database", "logs per page", "items in Postgres", "NAT instance (t4g.nano)", "NAT public IPv4", "RDS instance",
+		"cross-AZ to the database", "logs per page", "items in Postgres", "NAT gateway", "NAT public IPv4", "RDS instance",
 		"RDS storage", "RDS Proxy", "CloudWatch metrics (crawlq)", "25 = 7 x 2 queues + 7 spider totals", "Container Insights metrics",
 		"CloudWatch dashboard", "CloudWatch alarms", "logs of the minute ticks", "minute ticks (Lambda + Scheduler)", "KMS",
 		"Secrets Manager", "ECR images",
-		"$0.5296", "$72.87", "all-in per million pages at 100000000 pages/month: $1.258",
-		"$1 per million pages all-in: from 155 million pages/month", "RDS storage autoscaling stops at 200 GB", "the lean topology (--topology lean", "$0.965 all-in"} {
+		"$0.5296", "$101.91", "all-in per million pages at 100000000 pages/month: $1.549",
+		"$1 per million pages all-in: from 217 million pages/month", "RDS storage autoscaling stops at 200 GB", "the lean topology (--topology lean", "$0.965 all-in"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("cost output lacks %q:\n%s", want, out)
 		}
 	}
 	// The stack as deployed with other variables: the defaults of before (issue 32's bill).
 	code, out, errs = run(t, "", "cost", "--var", "db_instance_class=db.t4g.medium", "--var", "container_insights=true", "--var", "crawl_concurrency=20",
-		"--var", "metrics_per_spider=true", "--var", "nat=gateway")
+		"--var", "metrics_per_spider=true")
 	if code != 0 {
 		t.Fatalf("cost --var: %d %q", code, errs)
 	}
-	for _, want := range []string{"terraform/ with [container_insights=true crawl_concurrency=20 db_instance_class=db.t4g.medium metrics_per_spider=true nat=gateway]", "128 = 7 x 2 queues", "NAT gateway",
+	for _, want := range []string{"terraform/ with [container_insights=true crawl_concurrency=20 db_instance_class=db.t4g.medium metrics_per_spider=true]", "128 = 7 x 2 queues", "NAT gateway",
 		"$0.6947", "$163.50", "all-in per million pages at 100000000 pages/month: $2.330"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("cost --var output lacks %q:\n%s", want, out)

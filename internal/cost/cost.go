@@ -190,7 +190,7 @@ func DefaultStack() Stack {
 
 // LeanStack is the cheapest topology this model knows that keeps crawlq's guarantees (leases,
 // fencing, retries, alarms), and a model only: terraform/ cannot build it yet. It is the default
-// stack (NAT instance, db.t4g.small, spider totals, crawl_concurrency 50) with runners that
+// stack (db.t4g.small, spider totals, crawl_concurrency 50) with nat = "instance", runners that
 // reach the instance directly (IAM auth, no RDS Proxy, so no Lambda may crawl: runtime ecs
 // only, no burst), items to S3 from the runners in batches of 100, and one secret (the
 // master's; the app role would log in by IAM without a password). What each choice costs in
@@ -198,6 +198,8 @@ func DefaultStack() Stack {
 func LeanStack() Stack {
 	s := DefaultStack()
 	s.Name = "lean (a model terraform/ cannot build yet: the default stack without RDS Proxy, items to S3 from the runners)"
+	s.NATGateways, s.NATInstance = 0, true
+	s.StandardAlarms++ // the NAT instance's status checks
 	s.Proxy = false
 	s.ItemsToS3ForECS = true
 	s.Secrets = 1

@@ -49,8 +49,7 @@ func checkTerms(t *testing.T, e cost.Estimate, want map[string]term) {
 // The issue's own calculation (issue 32, point 8) came to $0.61 per million pages + $161/month
 // for the stack of then (db.t4g.medium, Container Insights, 20 pages/s per runner task). With
 // db.t4g.small, Container Insights off, crawl_concurrency 50 and spider metrics as totals by
-// default, and a NAT instance in place of the NAT gateway (no Lambda crawls): $0.53 + $72.87,
-// $1.26 all-in at 100 M pages a month, ≤ $1 from 155 M.
+// default: $0.53 + $101.91, $1.55 all-in at 100 M pages a month, ≤ $1 from 217 M.
 func TestDefaultStackAgainstHandCalculation(t *testing.T) {
 	t.Parallel()
 	e, err := cost.Compute(cost.DefaultStack(), cost.DefaultInputs())
@@ -77,10 +76,9 @@ func TestDefaultStackAgainstHandCalculation(t *testing.T) {
 		"logs per page": {0.052959, 0},
 		// 1,000 B × 1e6 = 1 GB kept 1 month on gp3 at $0.115.
 		"items in Postgres": {0.115, 0},
-		// Fixed: a t4g.nano NAT instance 730 × 0.0042 = 3.066 and its 8 GB gp3 root volume
-		// 8 × 0.08 = 0.64, and its public IPv4 730 × 0.005.
-		"NAT instance (t4g.nano)": {0, 3.706},
-		"NAT public IPv4":         {0, 3.65},
+		// Fixed: one NAT gateway 730 × 0.045, and its Elastic IP 730 × 0.005.
+		"NAT gateway":     {0, 32.85},
+		"NAT public IPv4": {0, 3.65},
 		// db.t4g.small 730 × 0.032; 50 GB gp3 × 0.115; RDS Proxy on 2 vCPU: 2 × 730 × 0.015.
 		"RDS instance": {0, 23.36},
 		"RDS storage":  {0, 5.75},
@@ -91,9 +89,9 @@ func TestDefaultStackAgainstHandCalculation(t *testing.T) {
 		// Container Insights is off.
 		"Container Insights metrics": {0, 0},
 		"CloudWatch dashboard":       {0, 3.00},
-		// 5 Lambda errors + RDS CPU + 4 monitor alarms + the NAT instance's status = 11 × $0.10;
-		// 2 Metrics Insights alarms each analysing 2 queues' metric: 4 × $0.10.
-		"CloudWatch alarms": {0, 1.50},
+		// 5 Lambda errors + RDS CPU + 4 monitor alarms = 10 × $0.10; 2 Metrics Insights alarms
+		// each analysing 2 queues' metric: 4 × $0.10.
+		"CloudWatch alarms": {0, 1.40},
 		// 2 ticks a minute × 43,800 minutes = 87,600 invocations × 400 B = 35.04 MB, plus
 		// (2 + 10) EMF lines a minute × 43,800 × 400 B = 210.24 MB: 0.24528 GB × $0.50.
 		"logs of the minute ticks": {0, 0.12264},
@@ -108,16 +106,16 @@ func TestDefaultStackAgainstHandCalculation(t *testing.T) {
 	})
 	// 0.082283 + 0.027778 + 0.215602 + 0 + 0.036 + 0.052959 + 0.115
 	near(t, "per million", e.PerMillion(), 0.529622)
-	// 3.706 + 3.65 + 23.36 + 5.75 + 21.90 + 7.50 + 0 + 3.00 + 1.50 + 0.12264 + 0.397121 + 1.03 + 0.85 + 0.10
-	near(t, "fixed per month", e.FixedPerMonth(), 72.865761)
+	// 32.85 + 3.65 + 23.36 + 5.75 + 21.90 + 7.50 + 0 + 3.00 + 1.40 + 0.12264 + 0.397121 + 1.03 + 0.85 + 0.10
+	near(t, "fixed per month", e.FixedPerMonth(), 101.909761)
 	// 132.809761 + 100 × 0.52962222 (the per-million sum before rounding: 0.08228333 + 0.02777778 +
 	// 0.21560221 + 0.036 + 0.05295890 + 0.115).
-	near(t, "per month at 100 M", e.PerMonth(), 72.865761+52.962222)
-	// 0.529622 + 72.865761 / 100
-	near(t, "all-in per million at 100 M", e.AllInPerMillion(), 1.258280)
-	// 72.865761 / (1 − 0.529622) = 154.91 M pages a month.
-	if got := e.PagesPerMonthFor(1) / 1e6; math.Abs(got-154.91) > 0.01 {
-		t.Errorf("$1 all-in from %.2f M pages/month, want 154.91 M", got)
+	near(t, "per month at 100 M", e.PerMonth(), 101.909761+52.962222)
+	// 0.529622 + 101.909761 / 100
+	near(t, "all-in per million at 100 M", e.AllInPerMillion(), 1.548720)
+	// 101.909761 / (1 − 0.529622) = 216.65 M pages a month.
+	if got := e.PagesPerMonthFor(1) / 1e6; math.Abs(got-216.65) > 0.01 {
+		t.Errorf("$1 all-in from %.2f M pages/month, want 216.65 M", got)
 	}
 	if e.CustomMetrics != 25 {
 		t.Errorf("%d custom metrics, want 25", e.CustomMetrics)

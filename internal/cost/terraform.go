@@ -15,7 +15,7 @@ import (
 var TerraformDefaults = map[string]string{
 	"az_count":             "2",
 	"single_nat_gateway":   "true",
-	"nat":                  "auto",
+	"nat":                  "gateway",
 	"nat_instance_type":    "t4g.nano",
 	"db_instance_class":    "db.t4g.small",
 	"db_allocated_storage": "50",

@@ -69,7 +69,7 @@ func TestStackFor(t *testing.T) {
 	t.Parallel()
 	d := cost.DefaultStack()
 	if d.DBClass != "db.t4g.small" || d.DBHour != cost.RDSt4gSmallHour || d.PagesPerSecondPerTask != 50 || d.InsightsMetrics != 0 ||
-		d.NATGateways != 0 || !d.NATInstance || !d.Proxy || d.TaskVCPU != 1 || d.TaskMemoryGB != 2 || d.LogRetentionDays != 30 {
+		d.NATGateways != 1 || d.NATInstance || !d.Proxy || d.TaskVCPU != 1 || d.TaskMemoryGB != 2 || d.LogRetentionDays != 30 {
 		t.Errorf("default stack %+v", d)
 	}
 	s, err := cost.StackFor(map[string]string{"db_instance_class": "db.t4g.medium", "single_nat_gateway": "false", "az_count": "3",
@@ -81,12 +81,18 @@ func TestStackFor(t *testing.T) {
 		t.Errorf("stack with variables %+v", s)
 	}
 	// nat = "auto" is the NAT instance only when no Lambda crawls.
-	if s, err := cost.StackFor(map[string]string{"crawl_runtime": "lambda"}); err != nil || s.NATInstance || s.NATGateways != 1 {
-		t.Errorf("crawl_runtime=lambda: NAT instance %v, %d gateways (%v); want the gateway", s.NATInstance, s.NATGateways, err)
+	if s, err := cost.StackFor(map[string]string{"nat": "auto", "crawl_runtime": "lambda"}); err != nil || s.NATInstance || s.NATGateways != 1 {
+		t.Errorf("nat=auto crawl_runtime=lambda: NAT instance %v, %d gateways (%v); want the gateway", s.NATInstance, s.NATGateways, err)
+	}
+	var ve *cost.VarError
+	if _, err := cost.StackFor(map[string]string{"nat": "instance", "nat_instance_type": "c7g.large"}); !errors.As(err, &ve) || ve.Var != "nat_instance_type" {
+		t.Errorf("nat_instance_type=c7g.large: %v, want a VarError naming it", err)
+	}
+	if s, err := cost.StackFor(map[string]string{"nat": "auto"}); err != nil || !s.NATInstance || s.NATGateways != 0 || s.StandardAlarms != 11 {
+		t.Errorf("nat=auto: NAT instance %v, %d gateways, %d alarms (%v); want the instance and its alarm", s.NATInstance, s.NATGateways, s.StandardAlarms, err)
 	}
 	for v, val := range map[string]string{
 		"nat":                "sometimes",
-		"nat_instance_type":  "c7g.large",
 		"db_instance_class":  "db.r7g.large",
 		"crawl_concurrency":  "many",
 		"container_insights": "yes",
