@@ -116,7 +116,7 @@ func LoadRootfs(path string) (v1.Image, error) {
 func FindChromium(img v1.Image) (string, error) {
 	rc := mutate.Extract(img)
 	defer rc.Close()
-	want := map[string]bool{}
+	want, found := map[string]bool{}, map[string]bool{}
 	for _, p := range ChromiumPaths {
 		want[p] = true
 	}
@@ -134,7 +134,14 @@ func FindChromium(img v1.Image) (string, error) {
 			continue
 		}
 		if h.Typeflag == tar.TypeSymlink || (h.Typeflag == tar.TypeReg && h.Mode&0o111 != 0) {
-			return "/" + name, nil
+			found[name] = true
+		}
+	}
+	// The first of ChromiumPaths the image has, whatever the order of its files: Debian's binary
+	// before the launchers that lead to it.
+	for _, p := range ChromiumPaths {
+		if found[p] {
+			return "/" + p, nil
 		}
 	}
 	return "", fmt.Errorf("no Chromium in the image (looked for /%s); build a base with Chromium: crawlq image --chromium (Debian's chromium, by mmdebstrap), or --base an image that has it",
