@@ -108,12 +108,21 @@ func (g guard) check(addr netip.Addr) error {
 // connect(), so a refusal means nothing is sent; and it runs for every connection, so neither a
 // redirect nor a DNS answer that changes between lookups (DNS rebinding) gets past it.
 func (g guard) control(network, address string, _ syscall.RawConn) error {
+	addr, err := dialedAddr("dial", network, address)
+	if err != nil {
+		return err
+	}
+	return g.check(addr)
+}
+
+// dialedAddr is the IP of a Control hook's resolved "ip:port". Not an IP literal (should not
+// happen after resolution): refused rather than guessed at.
+func dialedAddr(what, network, address string) (netip.Addr, error) {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
-		// Not an IP literal (should not happen after resolution): refuse rather than guess.
-		return fmt.Errorf("dial %s %s: %w: unparseable address", network, address, ErrForbiddenAddress)
+		return netip.Addr{}, fmt.Errorf("%s %s %s: %w: unparseable address", what, network, address, ErrForbiddenAddress)
 	}
-	return g.check(ap.Addr())
+	return ap.Addr(), nil
 }
 
 // CheckAddr is the fetcher's address guard for other packages that connect on a crawl's behalf

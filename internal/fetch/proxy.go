@@ -37,11 +37,11 @@ func (g guard) checkProxy(addr netip.Addr) error {
 }
 
 func (g guard) proxyControl(network, address string, _ syscall.RawConn) error {
-	ap, err := netip.ParseAddrPort(address)
+	addr, err := dialedAddr("dial proxy", network, address)
 	if err != nil {
-		return fmt.Errorf("dial proxy %s %s: %w: unparseable address", network, address, ErrForbiddenAddress)
+		return err
 	}
-	return g.checkProxy(ap.Addr())
+	return g.checkProxy(addr)
 }
 
 // CheckProxyAddr judges the address of a proxy (see above): nil when a spider may use a proxy
