@@ -49,12 +49,19 @@ func NewHTTP(t testing.TB, o HTTPOptions) *Proxy {
 		t.Fatal(err)
 	}
 	p := &Proxy{ln: ln, URL: "http://" + userinfo(o.User, o.Password) + ln.Addr().String()}
-	var conns sync.Map
+	p.serveEach(t, new(sync.Map), func(c net.Conn) { p.serve(c, o) })
+	return p
+}
+
+// serveEach serves every connection p.ln accepts with serve, each on its own goroutine, until
+// the test ends: then the listener and the open connections (those accepted, and any others the
+// caller put in conns) are closed and waited for.
+func (p *Proxy) serveEach(t testing.TB, conns *sync.Map, serve func(net.Conn)) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
 		for {
-			c, err := ln.Accept()
+			c, err := p.ln.Accept()
 			if err != nil {
 				return
 			}
@@ -64,16 +71,15 @@ func NewHTTP(t testing.TB, o HTTPOptions) *Proxy {
 				defer p.wg.Done()
 				defer conns.Delete(c)
 				defer c.Close()
-				p.serve(c, o)
+				serve(c)
 			}()
 		}
 	}()
 	t.Cleanup(func() {
-		ln.Close()
+		p.ln.Close()
 		conns.Range(func(k, _ any) bool { k.(net.Conn).Close(); return true })
 		p.wg.Wait()
 	})
-	return p
 }
 
 func userinfo(user, pass string) string {
@@ -161,29 +167,7 @@ func NewSOCKS5(t testing.TB, user, pass string) *Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns.Store(c, true)
-			p.wg.Add(1)
-			go func() {
-				defer p.wg.Done()
-				defer conns.Delete(c)
-				defer c.Close()
-				_ = srv.ServeConn(c)
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		conns.Range(func(k, _ any) bool { k.(net.Conn).Close(); return true })
-		p.wg.Wait()
-	})
+	p.serveEach(t, &conns, func(c net.Conn) { _ = srv.ServeConn(c) })
 	return p
 }
 
