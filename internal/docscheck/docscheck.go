@@ -74,7 +74,7 @@ func Blocks(markdown string) ([]Block, error) {
 			}
 			continue
 		}
-		if strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~") {
+		if isFence(trimmed) {
 			marker := trimmed[:3]
 			info := strings.TrimSpace(strings.TrimLeft(trimmed, marker[:1]))
 			fence = strings.Repeat(marker[:1], len(trimmed)-len(strings.TrimLeft(trimmed, marker[:1])))

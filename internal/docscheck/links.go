@@ -27,8 +27,7 @@ func Links(markdown string) []Link {
 	var out []Link
 	inCode := false
 	for i, l := range strings.Split(markdown, "\n") {
-		t := strings.TrimSpace(l)
-		if strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~") {
+		if isFence(l) {
 			inCode = !inCode
 			continue
 		}
@@ -47,6 +46,12 @@ func Links(markdown string) []Link {
 	return out
 }
 
+// isFence says whether a Markdown line opens or closes a fenced code block.
+func isFence(line string) bool {
+	t := strings.TrimSpace(line)
+	return strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~")
+}
+
 func stripCodeSpans(l string) string {
 	parts := strings.Split(l, "`")
 	for i := 1; i < len(parts); i += 2 {
@@ -62,8 +67,7 @@ func Anchors(markdown string) map[string]bool {
 	seen := map[string]int{}
 	inCode := false
 	for _, l := range strings.Split(markdown, "\n") {
-		t := strings.TrimSpace(l)
-		if strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~") {
+		if isFence(l) {
 			inCode = !inCode
 			continue
 		}
