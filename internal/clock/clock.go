@@ -44,6 +44,20 @@ func DeadlineIn(ctx context.Context) (time.Duration, bool) {
 	return time.Until(dl), true
 }
 
+// Stopwatch measures wall time that really passes: how long a piece of work took, how long a
+// retry has been trying, how long since a paced step last ran. That is not the service's "now":
+// a test's stopped Clock must neither keep a retry loop from ever giving up nor make every
+// measured duration zero. So services take the time of day (timestamps, schedules, windows,
+// expiries) from their Clock and elapsed time from a Stopwatch. The zero Stopwatch started
+// long ago: its Elapsed is larger than any bound.
+type Stopwatch struct{ start time.Time }
+
+// StartStopwatch returns a stopwatch started now.
+func StartStopwatch() Stopwatch { return Stopwatch{start: time.Now()} }
+
+// Elapsed is the wall time since the stopwatch started (on the monotonic clock).
+func (s Stopwatch) Elapsed() time.Duration { return time.Since(s.start) }
+
 // Func adapts a func() time.Time (a Now field of an older config) to a Clock.
 type Func func() time.Time
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"crawlq/internal/clock"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/dispatch"
 	"crawlq/internal/lambdafn"
@@ -32,7 +33,7 @@ func TestPokeFansOutAndLeavesMaintenanceToTheTick(t *testing.T) {
 	if _, err := qc.Enqueue(ctx, queue.EnqueueParams{Queue: "crawl", Kind: "noop"}); err != nil {
 		t.Fatal(err)
 	}
-	ahead := queue.New(pool, queue.Config{Now: func() time.Time { return time.Now().Add(2 * time.Minute) }})
+	ahead := queue.New(pool, queue.Config{Clock: clock.NewStopped(time.Now().Add(2 * time.Minute))})
 	rec := &recorder{next: lc}
 	d, err := dispatch.New(dispatch.Config{Queue: ahead, Invoker: rec, WorkerFunction: "crawlq-worker", WorkerMax: 3, Lookahead: -1})
 	if err != nil {

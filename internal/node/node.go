@@ -129,8 +129,8 @@ func New(cfg Config) (*Node, error) {
 	var now func() time.Time // nil: the database's clock (see Clock)
 	if cfg.Clock != nil {
 		now = cfg.Clock.Now
-		if cfg.Queue.Now == nil {
-			cfg.Queue.Now = now
+		if cfg.Queue.Clock == nil {
+			cfg.Queue.Clock = cfg.Clock
 		}
 	}
 	if len(cfg.Queues) == 0 {

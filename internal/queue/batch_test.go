@@ -184,8 +184,10 @@ func TestReservationHandsJobsToTheWorker(t *testing.T) {
 	c, pool := newClient(t)
 	ctx := ctxT(t)
 	ran := make(chan *queue.Job, 100)
+	signals := &queue.WorkerTestSignals{}
+	signals.Outcome.Init()
 	w, err := queue.NewWorker(c, queue.WorkerConfig{Queue: "q", Concurrency: 4, BatchSize: 4, Lease: 600 * time.Millisecond,
-		HeartbeatInterval: 100 * time.Millisecond, PollInterval: time.Hour}, func(ctx context.Context, j *queue.Job) error {
+		HeartbeatInterval: 100 * time.Millisecond, PollInterval: time.Hour, TestSignals: signals}, func(ctx context.Context, j *queue.Job) error {
 		ran <- j
 		return nil
 	})
@@ -282,7 +284,11 @@ func TestReservationHandsJobsToTheWorker(t *testing.T) {
 			t.Fatal("handed jobs did not run")
 		}
 	}
-	testwait.Until(t, "stats(t, c).Succeeded == 2", func() bool { return stats(t, c).Succeeded == 2 })
+	for range 2 {
+		if o := signals.Outcome.Wait(t); o.What != queue.OutcomeCompleted || !got[o.Job] {
+			t.Fatalf("outcome %+v; want a handed job completed", o)
+		}
+	}
 	if s := stats(t, c); s.Running != 0 || s.Available != 0 || w.Stats().Lost != 0 || w.Stats().Claimed != 2 {
 		t.Fatalf("stats %+v, worker %+v; want 2 succeeded, none lost", s, w.Stats())
 	}

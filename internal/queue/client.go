@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"crawlq/internal/backoff"
+	"crawlq/internal/clock"
 	"crawlq/internal/dbsqlc"
 )
 
@@ -42,10 +43,11 @@ type Config struct {
 	RetryBase time.Duration
 	// RetryMax caps the retry delay. Default 1h.
 	RetryMax time.Duration
-	// Now is the clock the statements act at (leases, run times, rescue, retention). Default nil:
-	// the database's now(), so that workers with skewed clocks agree. Tests set it and move it
-	// instead of sleeping.
-	Now func() time.Time
+	// Clock is the time the statements act at (leases, run times, rescue, retention). Default
+	// nil: the database's now() in each statement, so that workers with skewed clocks agree (and
+	// the wall clock where the client itself needs the time of day). Tests set a stopped clock
+	// and move it instead of sleeping.
+	Clock clock.Clock
 }
 
 func (c Config) withDefaults() Config {
@@ -75,12 +77,16 @@ func (c *Client) Pool() *pgxpool.Pool { return c.pool }
 
 // now is the time a statement acts at: nil for the database's clock.
 func (c *Client) now() *time.Time {
-	if c.cfg.Now == nil {
+	if c.cfg.Clock == nil {
 		return nil
 	}
-	t := c.cfg.Now()
+	t := c.cfg.Clock.Now()
 	return &t
 }
+
+// localNow is the time of day where the client itself needs it: the Clock's, or else the wall
+// clock, which stands in for the database's.
+func (c *Client) localNow() time.Time { return clock.Or(c.cfg.Clock).Now() }
 
 // Backoff returns the delay before retrying after failed attempt number attempt (1-based):
 // exponential from RetryBase, capped at RetryMax, with "equal jitter" (half fixed, half random)

@@ -124,7 +124,7 @@ func TestCountsMatchRows(t *testing.T) {
 	}
 	check("claim, complete, fail, snooze, release, cancel")
 
-	clk.Add(2 * time.Minute) // past the leases of the jobs still running
+	clk.Advance(2 * time.Minute) // past the leases of the jobs still running
 	if n, err := c.Rescue(ctx, 100); err != nil || n == 0 {
 		t.Fatalf("rescue: %d %v", n, err)
 	}
@@ -154,7 +154,7 @@ func TestCountsMatchRows(t *testing.T) {
 
 	// A delayed job that comes due is counted available by stats before and after promotion.
 	enqueue(t, c, queue.EnqueueParams{Delay: time.Minute})
-	clk.Add(time.Minute)
+	clk.Advance(time.Minute)
 	if n, err := c.Promote(ctx, 100); err != nil || n == 0 {
 		t.Fatalf("nothing promoted: %v", err)
 	}

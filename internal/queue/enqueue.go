@@ -42,7 +42,7 @@ func (c *Client) EnqueueManyTx(ctx context.Context, db DB, ps []EnqueueParams) (
 		return nil, err
 	}
 	results := make([]EnqueueResult, len(ps))
-	b := planBatch(ps)
+	b := planBatch(ps, c.localNow())
 	for mode, idx := range b.send {
 		if len(idx) == 0 {
 			continue
@@ -92,8 +92,9 @@ type keySlot struct {
 	dups  []int // later indexes folded into it
 }
 
-// planBatch groups ps by statement and folds in-batch duplicates into the job that is sent.
-func planBatch(ps []EnqueueParams) batchPlan {
+// planBatch groups ps by statement and folds in-batch duplicates into the job that is sent; now
+// places a relative Delay beside an absolute RunAt.
+func planBatch(ps []EnqueueParams, now time.Time) batchPlan {
 	b := batchPlan{byKey: map[[2]string]*keySlot{}}
 	for i := range ps {
 		p := &ps[i]
@@ -120,7 +121,7 @@ func planBatch(ps []EnqueueParams) batchPlan {
 			case Replace:
 				f.RunAt, f.Delay, f.Priority = p.RunAt, p.Delay, p.Priority
 			case Earliest:
-				if earlier(p, f) {
+				if earlier(p, f, now) {
 					f.RunAt, f.Delay = p.RunAt, p.Delay
 				}
 			}
@@ -256,21 +257,20 @@ func (c *Client) insertOnce(ps []EnqueueParams, idx []int, limit int, out []Enqu
 	return arg, read
 }
 
-// earlier reports whether a's requested start is before b's, comparing like with like where
-// both are relative delays and falling back to wall-clock for absolute times.
-func earlier(a, b *EnqueueParams) bool {
+// earlier reports whether a's requested start is before b's, a relative Delay counted from now.
+func earlier(a, b *EnqueueParams, now time.Time) bool {
 	at := func(p *EnqueueParams) time.Time {
 		if !p.RunAt.IsZero() {
 			return p.RunAt
 		}
-		return time.Now().Add(p.Delay)
+		return now.Add(p.Delay)
 	}
 	return at(a).Before(at(b))
 }
 
 // insert inserts the jobs ps[idx], whose duplicates take mode, and puts their results in out.
 func (c *Client) insert(ctx context.Context, db DB, mode DuplicateMode, ps []EnqueueParams, idx []int, out []EnqueueResult) error {
-	if copier, ok := db.(copyDB); ok && len(idx) >= copyMin && plain(ps, idx) && c.cfg.Now == nil {
+	if copier, ok := db.(copyDB); ok && len(idx) >= copyMin && plain(ps, idx) && c.cfg.Clock == nil {
 		return c.copyInsert(ctx, copier, ps, idx, out)
 	}
 	col := columnsOf(ps, idx)
@@ -361,7 +361,7 @@ var copyColumns = []string{"id", "queue", "kind", "priority", "max_attempts", "p
 
 // copyInsert inserts plain jobs with COPY, the fastest bulk path. COPY returns no ids, so they
 // are drawn from the identity sequence first (one round trip; the sequence caches 1000 per session).
-// It is not used with a Config.Now: COPY takes the database's clock for run_at.
+// It is not used with a Config.Clock: COPY takes the database's clock for run_at.
 func (c *Client) copyInsert(ctx context.Context, db copyDB, ps []EnqueueParams, idx []int, out []EnqueueResult) error {
 	ids, err := dbsqlc.New(db).NextJobIDs(ctx, int32(len(idx)))
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"crawlq/internal/clock"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/migrate"
 	"crawlq/internal/queue"
@@ -41,8 +42,8 @@ func TestOnceKeysLiveOnTheirJobs(t *testing.T) {
 	if _, err := migrate.Up(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	clk := &testClock{t: time.Now().Truncate(time.Microsecond)}
-	c := queue.New(pool, queue.Config{Now: clk.Now})
+	clk := clock.NewStopped(time.Now().Truncate(time.Microsecond))
+	c := queue.New(pool, queue.Config{Clock: clk})
 	p := func(key string) queue.EnqueueParams {
 		return queue.EnqueueParams{Queue: "q", Kind: "page", ParentID: 1, OnceKey: key}
 	}
@@ -67,7 +68,7 @@ func TestOnceKeysLiveOnTheirJobs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	clk.Add(2 * time.Hour)
+	clk.Advance(2 * time.Hour)
 	if n, err := c.Retention(ctx, queue.RetentionParams{MaxAge: time.Hour}); err != nil || n != 1 {
 		t.Fatalf("retention deleted %d %v; want the plain job only", n, err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"crawlq/internal/clock"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/queue"
 	"crawlq/internal/testwait"
@@ -25,32 +26,13 @@ func newClient(t *testing.T) (*queue.Client, *pgxpool.Pool) {
 	return queue.New(pool, queue.Config{RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond}), pool
 }
 
-// testClock is a queue clock that tests move instead of sleeping.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Add moves the clock forward by d.
-func (c *testClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // newClockClient is newClient with a clock of the test's own, starting at the present and
 // standing still until the test moves it.
-func newClockClient(t *testing.T) (*queue.Client, *pgxpool.Pool, *testClock) {
+func newClockClient(t *testing.T) (*queue.Client, *pgxpool.Pool, *clock.Stopped) {
 	t.Helper()
 	pool := dbtest.Pool(t)
-	clk := &testClock{t: time.Now().Truncate(time.Microsecond)}
-	return queue.New(pool, queue.Config{RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond, Now: clk.Now}), pool, clk
+	clk := clock.NewStopped(time.Now().Truncate(time.Microsecond))
+	return queue.New(pool, queue.Config{RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond, Clock: clk}), pool, clk
 }
 
 // get reads a job, failing the test on an error.
@@ -131,7 +113,7 @@ func TestDelayedJobRunsWhenDue(t *testing.T) {
 	if st.Scheduled != 1 || st.Available != 0 || st.PastDue != 0 {
 		t.Fatalf("stats before due: %+v", st)
 	}
-	clk.Add(time.Minute + time.Second)
+	clk.Advance(time.Minute + time.Second)
 	st = stats(t, c)
 	if st.PastDue != 1 || st.Available != 1 || st.Scheduled != 0 || st.OldestPastDue <= 0 {
 		t.Fatalf("stats once due: %+v", st)
@@ -174,7 +156,7 @@ func TestRetryBackoffDeadAndRedrive(t *testing.T) {
 			if jobs := claim(t, c, 1, time.Minute); len(jobs) != 0 {
 				t.Fatalf("attempt %d: claimed during the backoff: %v", attempt, jobs)
 			}
-			clk.Add(time.Second) // past the backoff (at most RetryMax, 50ms)
+			clk.Advance(time.Second) // past the backoff (at most RetryMax, 50ms)
 			if n, err := c.Promote(ctx, 10); err != nil || n != 1 {
 				t.Fatalf("attempt %d: promote: %d %v", attempt, n, err)
 			}
@@ -262,14 +244,14 @@ func TestLeaseExpiryRescueAndFencing(t *testing.T) {
 	ctx := ctxT(t)
 	r := enqueue(t, c, queue.EnqueueParams{})
 	stale := claim(t, c, 1, time.Minute)[0]
-	clk.Add(59 * time.Second)
+	clk.Advance(59 * time.Second)
 	if n, err := c.Rescue(ctx, 10); err != nil || n != 0 {
 		t.Fatalf("rescued a job whose lease is still valid: %d %v", n, err)
 	}
 	if len(claim(t, c, 1, time.Minute)) != 0 {
 		t.Fatal("a leased job was claimed twice")
 	}
-	clk.Add(2 * time.Second)
+	clk.Advance(2 * time.Second)
 	if n, err := c.Rescue(ctx, 10); err != nil || n != 1 {
 		t.Fatalf("rescue: %d %v", n, err)
 	}
@@ -312,7 +294,7 @@ func TestRescueOutOfAttemptsIsDead(t *testing.T) {
 	c, _, clk := newClockClient(t)
 	r := enqueue(t, c, queue.EnqueueParams{MaxAttempts: 1})
 	claim(t, c, 1, time.Minute)
-	clk.Add(time.Minute + time.Second)
+	clk.Advance(time.Minute + time.Second)
 	if n, err := c.Rescue(ctxT(t), 10); err != nil || n != 1 {
 		t.Fatalf("not rescued: %d %v", n, err)
 	}
@@ -451,7 +433,9 @@ func TestCancel(t *testing.T) {
 	r := enqueue(t, c, queue.EnqueueParams{})
 	started := make(chan struct{})
 	cause := make(chan error, 1)
-	w, err := queue.NewWorker(c, queue.WorkerConfig{Queue: "q", Lease: 3 * time.Second, HeartbeatInterval: 100 * time.Millisecond},
+	signals := &queue.WorkerTestSignals{}
+	signals.Outcome.Init()
+	w, err := queue.NewWorker(c, queue.WorkerConfig{Queue: "q", Lease: 3 * time.Second, HeartbeatInterval: 100 * time.Millisecond, TestSignals: signals},
 		func(ctx context.Context, j *queue.Job) error {
 			close(started)
 			<-ctx.Done()
@@ -476,22 +460,16 @@ func TestCancel(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("running job never learned of its cancellation")
 	}
-	waitState(t, c, r.ID, queue.StateCancelled)
+	if o := signals.Outcome.Wait(t); o.Job != r.ID || o.What != queue.OutcomeFailed || o.State != queue.StateCancelled {
+		t.Fatalf("outcome %+v; want job %d failed into %s", o, r.ID, queue.StateCancelled)
+	}
+	if j := get(t, c, r.ID); j.State != queue.StateCancelled {
+		t.Fatalf("job %d is %s; want %s", r.ID, j.State, queue.StateCancelled)
+	}
 	stop()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-}
-
-func waitState(t *testing.T, c *queue.Client, id int64, want queue.State) {
-	t.Helper()
-	testwait.For(t, fmt.Sprintf("job %d %s", id, want), func() (string, bool) {
-		j, err := c.Get(ctxT(t), id)
-		if err != nil {
-			return err.Error(), false
-		}
-		return string(j.State), j.State == want
-	})
 }
 
 func TestRetention(t *testing.T) {

@@ -7,7 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
+
+	"crawlq/internal/clock"
 )
 
 // A Worker's parts, one file each (the Client calls they make are in lease.go):
@@ -25,6 +26,7 @@ import (
 //     cancel requests.
 //   - worker_registry.go: the worker's row in crawlq_worker (LiveWorkers).
 //   - worker_stop.go: the stop: the grace period, cancelling and releasing held jobs.
+//   - worker_signals.go: what a worker tells a waiting test (WorkerTestSignals).
 
 // Handler works one claimed job. Its return value decides the job's fate:
 //   - nil: the job succeeded; the worker completes it (batched with others).
@@ -76,12 +78,12 @@ type Worker struct {
 	// reservations) take room in it first, so a send never blocks: len(ready)+reserved <= cap.
 	ready chan *Job
 
-	mu        sync.Mutex
-	inflight  map[int64]*held // claimed and not yet finished, including those waiting for a handler
-	reserved  int             // room in ready taken by producers and not yet filled
-	busy      int             // handlers working a job
-	stopped   bool            // ready is closed
-	stoppedAt time.Time       // when stopped was set (writeDeadline)
+	mu       sync.Mutex
+	inflight map[int64]*held // claimed and not yet finished, including those waiting for a handler
+	reserved int             // room in ready taken by producers and not yet filled
+	busy     int             // handlers working a job
+	stopped  bool            // ready is closed
+	stopping clock.Stopwatch // started when stopped was set (writeLeft)
 
 	claimed, succeeded, failed, snoozed, released, lost, deferred, cancelled atomic.Int64
 	// unrecorded counts jobs whose outcome could not be written (the database stayed unreachable

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"crawlq/internal/backoff"
+	"crawlq/internal/clock"
 )
 
 // claimRetry is the wait after a claim failed: 100 ms, doubling, at most a second, so claims
@@ -15,7 +16,7 @@ var claimRetry = backoff.Policy{Base: 100 * time.Millisecond, Max: time.Second}
 // least half the buffer is free (or all that MaxJobs leaves), promotes scheduled jobs when a claim
 // came back short, and waits for a poke or the poll interval when it found nothing.
 func (w *Worker) claimLoop(ctx context.Context) {
-	var lastPromote time.Time
+	var sincePromote clock.Stopwatch // paces promotion in wall time; zero: promote at the first chance
 	failures := 0
 	for ctx.Err() == nil {
 		want, ok := w.claimWant()
@@ -46,8 +47,8 @@ func (w *Worker) claimLoop(ctx context.Context) {
 		}
 		failures = 0
 		w.hand(jobs, room, false)
-		if len(jobs) < room && time.Since(lastPromote) > w.cfg.PollInterval/2 {
-			lastPromote = time.Now()
+		if len(jobs) < room && sincePromote.Elapsed() > w.cfg.PollInterval/2 {
+			sincePromote = clock.StartStopwatch()
 			if w.promote(ctx) {
 				continue
 			}

@@ -35,6 +35,9 @@ type WorkerConfig struct {
 	MaxJobs int
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// TestSignals, when set, is where the worker tells a test what became of its jobs; several
+	// workers may share one (a node's). Default none.
+	TestSignals *WorkerTestSignals
 }
 
 func (c *WorkerConfig) setDefaults() error {

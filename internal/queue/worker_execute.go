@@ -98,6 +98,7 @@ func (w *Worker) interrupted(workCtx, jctx context.Context, j *Job, err error) b
 	case errors.Is(cause, ErrLeaseLost):
 		w.lost.Add(1)
 		w.forget(j.ID)
+		w.signal(Outcome{Job: j.ID, What: OutcomeLost, Err: err})
 		return true
 	case errors.Is(cause, ErrWorkerStopping):
 		w.releaseJob(workCtx, j)

@@ -3,9 +3,11 @@ package queue
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"crawlq/internal/backoff"
+	"crawlq/internal/clock"
 	"crawlq/internal/db"
 )
 
@@ -23,32 +25,48 @@ func (w *Worker) record(ctx context.Context, j *Job, err error, done chan<- Leas
 	case errors.Is(err, ErrCompleted):
 		w.succeeded.Add(1)
 		w.forget(j.ID)
+		w.signal(Outcome{Job: j.ID, What: OutcomeCompleted, Err: err})
 	case errors.As(err, &jerr) && jerr.deferred:
 		w.deferred.Add(1)
 		d := deferBackoff(w.faults.Add(1))
 		w.log.Warn("job met a fault that is not its own; put back without counting the attempt",
 			"job", j.ID, "kind", j.Kind, "in", d, "err", err)
-		w.finish(ctx, j, func(ctx context.Context) error { return w.c.Snooze(ctx, j.Lease(), d) })
+		w.finishAs(ctx, j, err, OutcomeDeferred, func(ctx context.Context) error { return w.c.Snooze(ctx, j.Lease(), d) })
 	case errors.As(err, &jerr) && jerr.cancel:
 		w.cancelled.Add(1)
-		w.finish(ctx, j, func(ctx context.Context) error { return w.c.CancelHeld(ctx, j.Lease(), err) })
+		w.finishAs(ctx, j, err, OutcomeCancelled, func(ctx context.Context) error { return w.c.CancelHeld(ctx, j.Lease(), err) })
 	case errors.As(err, &snooze):
 		w.snoozed.Add(1)
-		w.finish(ctx, j, func(ctx context.Context) error { return w.c.Snooze(ctx, j.Lease(), snooze.d) })
+		w.finishAs(ctx, j, err, OutcomeSnoozed, func(ctx context.Context) error { return w.c.Snooze(ctx, j.Lease(), snooze.d) })
 	default:
 		opts := FailOptions{}
 		if errors.As(err, &jerr) {
 			opts.RetryIn, opts.Dead = jerr.retryIn, jerr.permanent
 		}
 		w.failed.Add(1)
-		w.finish(ctx, j, func(ctx context.Context) error {
-			st, ferr := w.c.Fail(ctx, j, err, opts)
+		var st State
+		o := w.finish(ctx, j, func(ctx context.Context) error {
+			var ferr error
+			st, ferr = w.c.Fail(ctx, j, err, opts)
 			if ferr == nil {
 				w.log.Debug("job failed", "job", j.ID, "kind", j.Kind, "attempt", j.Attempt, "state", st, "err", err)
 			}
 			return ferr
 		})
+		if o != "" {
+			w.signal(Outcome{Job: j.ID, What: o, Err: err})
+		} else {
+			w.signal(Outcome{Job: j.ID, What: OutcomeFailed, State: st, Err: err})
+		}
 	}
+}
+
+// finishAs is finish for an outcome that is what when written; it tells a test (signal).
+func (w *Worker) finishAs(ctx context.Context, j *Job, err error, what string, write func(context.Context) error) {
+	if o := w.finish(ctx, j, write); o != "" {
+		what = o
+	}
+	w.signal(Outcome{Job: j.ID, What: what, Err: err})
 }
 
 // finish runs a fenced write for j, then forgets the job. It retries while the database is
@@ -56,31 +74,32 @@ func (w *Worker) record(ctx context.Context, j *Job, err error, done chan<- Leas
 // from this worker before its lease has expired and a rescue has run, which needs the database
 // too. So after an outage the worker records what its jobs did within a second or so of the
 // database coming back, instead of leaving them to expire and be rescued (at the cost of an
-// attempt) half a minute later.
-func (w *Worker) finish(ctx context.Context, j *Job, write func(context.Context) error) {
+// attempt) half a minute later. It returns "" when the write landed, else OutcomeLost or
+// OutcomeUnrecorded.
+func (w *Worker) finish(ctx context.Context, j *Job, write func(context.Context) error) string {
 	defer w.forget(j.ID)
-	give := time.Now().Add(2 * w.cfg.Lease)
+	tried := clock.StartStopwatch()
 	for try := 1; ; try++ {
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := write(wctx)
 		cancel()
 		if err == nil {
-			return
+			return ""
 		}
 		if errors.Is(err, ErrLeaseLost) {
 			w.lost.Add(1)
-			return
+			return OutcomeLost
 		}
 		// Only a fault of the database is worth waiting out; anything else gets a few tries. A
 		// stopping worker waits it out too, for a while: a write that never lands costs the job an
 		// attempt when the rescue returns it.
-		if ctx.Err() != nil || time.Now().After(w.writeDeadline(give)) || (try >= 5 && !db.IsTransient(err)) {
+		if ctx.Err() != nil || w.writeLeft(tried) <= 0 || (try >= 5 && !db.IsTransient(err)) {
 			w.log.Error("could not record job outcome; its lease will expire and it will be rescued", "job", j.ID, "err", err)
 			w.unrecorded.Add(1)
-			return
+			return OutcomeUnrecorded
 		}
 		if try == 1 {
-			w.log.Warn("the database refuses the write of a job's outcome; retrying", "job", j.ID, "until", w.writeDeadline(give), "err", err)
+			w.log.Warn("the database refuses the write of a job's outcome; retrying", "job", j.ID, "for at most", w.writeLeft(tried), "err", err)
 		}
 		backoff.Sleep(ctx, writeRetry.Delay(try))
 	}
@@ -133,7 +152,7 @@ func (w *Worker) complete(ctx context.Context, done <-chan Lease) {
 // completeBatch writes one batch of completions, retrying while the leases can be valid, as
 // finish does.
 func (w *Worker) completeBatch(ctx context.Context, batch []Lease) {
-	give := time.Now().Add(2 * w.cfg.Lease) // as long as the leases can be valid (see finish)
+	tried := clock.StartStopwatch()
 	for try := 1; ; try++ {
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		lost, err := w.c.CompleteMany(wctx, batch)
@@ -142,9 +161,12 @@ func (w *Worker) completeBatch(ctx context.Context, batch []Lease) {
 			w.completed(batch, lost)
 			return
 		}
-		if ctx.Err() != nil || time.Now().After(give) {
+		if ctx.Err() != nil || tried.Elapsed() > w.leaseLife() {
 			w.log.Error("could not record completions; their leases will expire and the jobs will be rescued", "n", len(batch), "err", err)
 			w.unrecorded.Add(int64(len(batch)))
+			for _, l := range batch {
+				w.signal(Outcome{Job: l.ID, What: OutcomeUnrecorded})
+			}
 			return
 		}
 		backoff.Sleep(ctx, writeRetry.Delay(try))
@@ -164,4 +186,13 @@ func (w *Worker) completed(batch []Lease, lost []int64) {
 		delete(w.inflight, l.ID)
 	}
 	w.mu.Unlock()
+	if w.cfg.TestSignals != nil {
+		for _, l := range batch {
+			if slices.Contains(lost, l.ID) {
+				w.signal(Outcome{Job: l.ID, What: OutcomeLost})
+			} else {
+				w.signal(Outcome{Job: l.ID, What: OutcomeCompleted})
+			}
+		}
+	}
 }

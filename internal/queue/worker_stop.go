@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"crawlq/internal/backoff"
+	"crawlq/internal/clock"
 	"crawlq/internal/db"
 )
 
@@ -14,7 +15,7 @@ import (
 // released) and waits for them to return. handlersDone is startHandlers' channel.
 func (w *Worker) stopHandlers(handlersDone <-chan struct{}) {
 	w.mu.Lock()
-	w.stopped, w.stoppedAt = true, time.Now()
+	w.stopped, w.stopping = true, clock.StartStopwatch()
 	close(w.ready)
 	w.mu.Unlock()
 	select {
@@ -32,15 +33,23 @@ func (w *Worker) stopHandlers(handlersDone <-chan struct{}) {
 // away longer than this does not hold the stop up, and the rescue returns those jobs.
 const stopWrites = 15 * time.Second
 
-// writeDeadline is when an outcome write gives up: give (the job's lease can no longer be valid),
-// or, once Run is stopping, stopWrites after the stop began, if sooner.
-func (w *Worker) writeDeadline(give time.Time) time.Time {
+// leaseLife bounds the retries of a write that records or hands back held jobs: their leases
+// can be valid for as long as this after the write was first tried (a heartbeat may have just
+// extended them), and no longer.
+func (w *Worker) leaseLife() time.Duration { return 2 * w.cfg.Lease }
+
+// writeLeft is how much longer an outcome write first tried at tried may retry: until the job's
+// lease can no longer be valid (leaseLife), or, once Run is stopping, until stopWrites after the
+// stop began, if sooner. Both are wall time that really passes while the write retries, whatever
+// the client's Clock says.
+func (w *Worker) writeLeft(tried clock.Stopwatch) time.Duration {
+	left := w.leaseLife() - tried.Elapsed()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.stopped && w.stoppedAt.Add(stopWrites).Before(give) {
-		return w.stoppedAt.Add(stopWrites)
+	if w.stopped {
+		left = min(left, stopWrites-w.stopping.Elapsed())
 	}
-	return give
+	return left
 }
 
 // cancelAll ends the context of every running handler with cause.
@@ -70,7 +79,7 @@ func (w *Worker) releaseAll(ctx context.Context) {
 
 // releaseJob hands one held job back (retrying briefly, see finish) without counting its attempt.
 func (w *Worker) releaseJob(ctx context.Context, j *Job) {
-	w.finish(ctx, j, func(ctx context.Context) error {
+	w.finishAs(ctx, j, nil, OutcomeReleased, func(ctx context.Context) error {
 		_, err := w.c.Release(ctx, []Lease{j.Lease()})
 		w.released.Add(1)
 		return err
@@ -84,7 +93,7 @@ func (w *Worker) releaseLeases(ctx context.Context, leases []Lease) {
 	if len(leases) == 0 {
 		return
 	}
-	giveUp := time.Now().Add(stopWrites)
+	tried := clock.StartStopwatch()
 	for try := 1; ; try++ {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		_, err := w.c.Release(rctx, leases)
@@ -92,14 +101,20 @@ func (w *Worker) releaseLeases(ctx context.Context, leases []Lease) {
 		if err == nil {
 			break
 		}
-		if ctx.Err() != nil || !db.IsTransient(err) || time.Now().After(giveUp) {
+		if ctx.Err() != nil || !db.IsTransient(err) || tried.Elapsed() > stopWrites {
 			w.log.Error("could not release jobs; their leases will expire and the rescue returns them at the cost of an attempt",
 				"jobs", len(leases), "err", err)
 			w.unrecorded.Add(int64(len(leases)))
+			for _, l := range leases {
+				w.signal(Outcome{Job: l.ID, What: OutcomeUnrecorded})
+			}
 			return
 		}
 		w.log.Warn("the database refuses the release of held jobs; retrying", "jobs", len(leases), "try", try, "err", err)
 		backoff.Sleep(ctx, writeRetry.Delay(try))
 	}
 	w.released.Add(int64(len(leases)))
+	for _, l := range leases {
+		w.signal(Outcome{Job: l.ID, What: OutcomeReleased})
+	}
 }
