@@ -170,8 +170,9 @@ command pokes it with your AWS credentials (else the stack's minute tick acts on
 func runsCmd() *Command {
 	return &Command{
 		Name: "runs", Synopsis: "list spider runs", Usage: "[--spider NAME] [--state S,...] [--limit N] [--json]",
-		Help: `Lists runs newest first with their stats. With --spider, a history: each run's figures with
-their change against the run before it, its monitors' verdict (and which failed) and its field
+		Help: `Lists runs newest first with their stats. With --spider, a history: each run's figures (a
+succeeded run's with their change against the last succeeded run before it: a cancelled or failed
+run stopped part way, so it is not a baseline), its monitors' verdict (and which failed) and its field
 coverage (each field's share of the run's items). --json adds each run's report.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			pg := dbFlag(fs, env)

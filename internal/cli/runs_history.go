@@ -32,16 +32,15 @@ func withReports(ctx context.Context, n *node.Node, runs []*crawl.Run) ([]view.R
 	return out, nil
 }
 
-// printHistory prints one spider's runs, newest first, each with its figures and their change
-// against the run before it (the next row down).
+// printHistory prints one spider's runs, newest first, each succeeded run with its figures and
+// their change against the succeeded run before it. A cancelled or failed run stopped part way, so
+// a change against it (or of it) would measure the stop, not the site: such a run shows its
+// figures alone, and the next succeeded run is compared with the last one that succeeded.
 func printHistory(w io.Writer, runs []view.Run) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tMONITORS\tPAGES\tITEMS\tERRORS\tRETRIES\tMB\tSECONDS\tCOVERAGE\tCREATED")
 	for i, r := range runs {
-		var prev *view.Run
-		if i+1 < len(runs) {
-			prev = &runs[i+1]
-		}
+		prev := lastSucceeded(runs[i+1:])
 		mons, cov := "-", "-"
 		if r.Report != nil {
 			mons = r.Report.Monitors
@@ -52,7 +51,7 @@ func printHistory(w io.Writer, runs []view.Run) error {
 		}
 		s := r.Stats
 		col := func(v int64, pv func(*view.Run) int64) string {
-			if prev == nil || !prev.Finished() || !r.Finished() {
+			if prev == nil || r.State != "succeeded" {
 				return fmt.Sprint(v)
 			}
 			return fmt.Sprintf("%d (%s)", v, change(v, pv(prev)))
@@ -65,6 +64,16 @@ func printHistory(w io.Writer, runs []view.Run) error {
 			float64(s.Bytes)/1e6, s.DurationSeconds, cov, r.CreatedAt.Format(time.RFC3339))
 	}
 	return tw.Flush()
+}
+
+// lastSucceeded is the newest succeeded run of older, which is newest first.
+func lastSucceeded(older []view.Run) *view.Run {
+	for i := range older {
+		if older[i].State == "succeeded" {
+			return &older[i]
+		}
+	}
+	return nil
 }
 
 // change says how v differs from was: "=", "+12%", "-60%", or "+5" when was is 0.

@@ -29,16 +29,22 @@ func TestRunsHistory(t *testing.T) {
 	pool := dbtest.Open(t, url, 4)
 	ctx := context.Background()
 	var ids []int64
-	for _, items := range []int64{100, 110, 44} {
+	// A run cancelled part way (7 items) between the third and fourth: neither a baseline nor
+	// compared with one.
+	for _, r := range []struct {
+		items int64
+		state string
+	}{{100, "succeeded"}, {110, "succeeded"}, {7, "cancelled"}, {44, "succeeded"}} {
 		var id int64
 		if err := pool.QueryRow(ctx, `INSERT INTO crawlq_run (spider, queue) VALUES ('demo', 'crawl') RETURNING id`).Scan(&id); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := pool.Exec(ctx, `UPDATE crawlq_run SET state = 'succeeded', started_at = now() - interval '2 seconds', finished_at = now(), items = $2, pages = $2 WHERE id = $1`, id, items); err != nil {
+		if _, err := pool.Exec(ctx, `UPDATE crawlq_run SET state = $3, started_at = now() - interval '2 seconds', finished_at = now(), items = $2, pages = $2 WHERE id = $1`, id, r.items, r.state); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, id)
 	}
+	ids = append(ids[:2], ids[3]) // the succeeded ones
 	if _, err := pool.Exec(ctx, `INSERT INTO crawlq_item (run_id, key, spider, url, data) VALUES ($1, 'a', 'demo', 'http://x/', '{"title":"A","price":""}')`, ids[2]); err != nil {
 		t.Fatal(err)
 	}
@@ -55,11 +61,13 @@ func TestRunsHistory(t *testing.T) {
 		t.Fatalf("runs: %d %s", code, errs)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 4 || !strings.HasPrefix(lines[0], "ID") {
+	if len(lines) != 5 || !strings.HasPrefix(lines[0], "ID") {
 		t.Fatalf("history:\n%s", out)
 	}
-	// Newest first: 44 items is -60% against 110; 110 is +10% against 100; the oldest has no change.
-	for i, want := range [][]string{{"44 (-60%)", "failed (min_items)", "title=100%"}, {"110 (+10%)", "passed"}, {"100 ", "passed"}} {
+	// Newest first: 44 items is -60% against 110, the last succeeded run (not +529% against the
+	// cancelled 7); the cancelled run shows its figures alone; 110 is +10% against 100; the oldest
+	// has no change.
+	for i, want := range [][]string{{"44 (-60%)", "failed (min_items)", "title=100%"}, {"cancelled", "  7  "}, {"110 (+10%)", "passed"}, {"100 ", "passed"}} {
 		for _, w := range want {
 			if !strings.Contains(lines[i+1], w) {
 				t.Errorf("line %q lacks %q", lines[i+1], w)
