@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
@@ -138,7 +139,7 @@ running) is skipped, and list says so; a tick that fails (an unknown spider) sho
 					return func(ctx context.Context, args []string) error {
 						return withScheduleAPI(ctx, pg, env, func(a *api.API, _ *cronstore.Store) error {
 							if _, err := callAPI(ctx, a, map[string]any{"action": "delschedule", "name": args[0]}); err != nil {
-								return err
+								return fmt.Errorf("%w (crawlq schedules list shows the schedules)", err)
 							}
 							fmt.Fprintf(env.Stdout, "%s: deleted\n", args[0])
 							return nil
@@ -182,7 +183,9 @@ func callAPI(ctx context.Context, a *api.API, req map[string]any) (api.Response,
 	}
 	resp := a.Handle(ctx, b)
 	if resp["status"] != "ok" {
-		return nil, fmt.Errorf("%s: %v", req["action"], resp["message"])
+		// The command names itself in front of this; the api's action and its "bad request" class
+		// are the api's words, not the command's.
+		return nil, errors.New(strings.TrimPrefix(fmt.Sprint(resp["message"]), "bad request: "))
 	}
 	return resp, nil
 }

@@ -39,10 +39,12 @@ func TestSchedulesCommand(t *testing.T) {
 		{[]string{"schedules", "add", "--spider", "nosuch", "--cron", "@daily"}, 1, "nosuch"},
 		{[]string{"schedules", "add", "--spider", "demo", "--cron", "@daily", "--timezone", "Mars/Olympus"}, 1, "timezone"},
 		{[]string{"schedules", "add", "--spider", "demo", "--cron", "@daily", "--settings", "{"}, 2, "--settings"},
-		{[]string{"schedules", "del", "nosuch"}, 1, "unknown schedule"},
+		{[]string{"schedules", "del", "nosuch"}, 1, `unknown schedule "nosuch" (crawlq schedules list shows the schedules)`},
 	} {
 		if code, _, errs := run(t, url, c.args...); code != c.code || !strings.Contains(errs, c.want) {
 			t.Errorf("%q: exit %d, %q; want %d and %q", c.args, code, errs, c.code, c.want)
+		} else if strings.Contains(errs, "schedule:") || strings.Contains(errs, "bad request") {
+			t.Errorf("%q: %q names the api's action, not the command's words", c.args, errs)
 		}
 	}
 	code, out, errs = run(t, url, "schedules", "list", "--json")
