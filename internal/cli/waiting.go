@@ -50,9 +50,9 @@ func waitingFor(ctx context.Context, n *node.Node, r *crawl.Run, waiting, runnin
 		if hd, ok, err := hostPauseOf(ctx, n, next); err != nil {
 			return "", err
 		} else if ok {
-			return fmt.Sprintf("waits: host %s is down (failing since %s, %d failed probes); its pages wait until %s (in %s), then one probes it",
+			return fmt.Sprintf("waits: host %s is down (failing since %s, %d failed probes); its pages wait until %s (in %s), then one probes it; %s",
 				hd.Host, hd.Since.Local().Format("15:04:05"), hd.Probes, hd.PausedUntil.Local().Format("15:04:05"),
-				hd.PausedUntil.Sub(now).Round(time.Second)), nil
+				hd.PausedUntil.Sub(now).Round(time.Second), givesUp(hd, now)), nil
 		}
 		why := "a retry's backoff"
 		if k := len(next.Errors); k > 0 {
@@ -86,7 +86,17 @@ func hostPauseOf(ctx context.Context, n *node.Node, j *queue.Job) (crawl.HostDow
 	if j.Kind != "page" || json.Unmarshal(j.Args, &a) != nil || a.URL == "" {
 		return crawl.HostDown{}, false, nil
 	}
-	return n.Crawler.HostPause(ctx, a.URL)
+	return n.Crawler.HostPause(ctx, j.ParentID, a.URL)
+}
+
+// givesUp says when the run stops waiting for a down host: its pages die at the first failed
+// probe once the host has been down for the run's down limit.
+func givesUp(hd crawl.HostDown, now time.Time) string {
+	if !hd.GivesUpAt.After(now) {
+		return fmt.Sprintf("it has been down past the run's limit of %s: its pages die at the next failed probe", hd.DownLimit)
+	}
+	return fmt.Sprintf("the run gives up on it if it is still down at %s (in %s; down limit %s)",
+		hd.GivesUpAt.Local().Format("15:04:05"), hd.GivesUpAt.Sub(now).Round(time.Second), hd.DownLimit)
 }
 
 // clipMsg keeps the first n bytes of s for a message, marking a cut with "...", and never leaves a

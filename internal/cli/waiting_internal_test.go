@@ -58,7 +58,8 @@ func TestWaitingForSaysWhatARunWaitsFor(t *testing.T) {
 }
 
 // A running run whose pages wait for their host's pause: --watch names the host, since when it
-// fails, its probes and when the next one is due, instead of a page due "in 58s".
+// fails, its probes, when the next one is due, instead of a page due "in 58s", and when the run
+// gives up on the host.
 func TestWaitingForNamesAPausedHost(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -109,5 +110,10 @@ func TestWaitingForNamesAPausedHost(t *testing.T) {
 	host := strings.TrimPrefix(dead, "http://")
 	if !strings.Contains(line, "host "+host+" is down") || !strings.Contains(line, "1 failed probes") || !strings.Contains(line, "then one probes it") {
 		t.Errorf("--watch of a run whose host is paused: %q", line)
+	}
+	// Nothing was fetched, so the start limit (1m by default) applies: the line says when the run
+	// stops waiting.
+	if !strings.Contains(line, "the run gives up on it if it is still down at ") || !strings.Contains(line, "down limit 1m0s") {
+		t.Errorf("--watch does not say when the run gives up on the host: %q", line)
 	}
 }

@@ -302,10 +302,16 @@ type HostDown struct {
 	PausedUntil time.Time // its pages wait until then; the first one after probes it
 	Probes      int       // failures in its streak
 	Since       time.Time // when it began failing
+	// DownLimit is how long the run lets the host stay down (Retry.DownLimit: the shorter start
+	// limit while the run has fetched nothing), and GivesUpAt is Since plus it: the first failed
+	// probe after then ends the host's pages of the run as dead.
+	DownLimit time.Duration
+	GivesUpAt time.Time
 }
 
-// HostPause returns the pause of the host of pageURL, and false when it is not paused.
-func (c *Crawler) HostPause(ctx context.Context, pageURL string) (HostDown, bool, error) {
+// HostPause returns the pause of the host of pageURL, a page of run runID, and false when the
+// host is not paused.
+func (c *Crawler) HostPause(ctx context.Context, runID int64, pageURL string) (HostDown, bool, error) {
 	host := urlx.Host(pageURL)
 	row, err := c.db.HostPauseOf(ctx, dbsqlc.HostPauseOfParams{Host: host, Now: c.now()})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -314,5 +320,11 @@ func (c *Crawler) HostPause(ctx context.Context, pageURL string) (HostDown, bool
 	if err != nil {
 		return HostDown{}, false, fmt.Errorf("host pause of %s: %w", host, err)
 	}
-	return HostDown{Host: host, PausedUntil: row.PausedUntil, Probes: int(row.FailStreak), Since: row.DownSince}, true, nil
+	ri, err := c.runInfo(ctx, runID)
+	if err != nil {
+		return HostDown{}, false, err
+	}
+	limit := ri.settings.Retry.DownLimit(c.runFetched(ctx, ri))
+	return HostDown{Host: host, PausedUntil: row.PausedUntil, Probes: int(row.FailStreak), Since: row.DownSince,
+		DownLimit: limit, GivesUpAt: row.DownSince.Add(limit)}, true, nil
 }
