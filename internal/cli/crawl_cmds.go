@@ -294,6 +294,9 @@ the same ones for the same --seed.`,
 				defer stop()
 				site := demosite.New(cfg)
 				a, err := site.Serve(ctx, *addr)
+				if errors.Is(err, syscall.EADDRINUSE) {
+					return fmt.Errorf("%s is in use: a demo site started earlier may still serve there (the same flags serve the same catalogue); stop it (pkill -f 'crawlq demo-site') or pass --addr 127.0.0.1:PORT: %w", *addr, err)
+				}
 				if err != nil {
 					return err
 				}

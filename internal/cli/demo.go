@@ -95,7 +95,7 @@ exactly what the site says a correct crawl yields.`,
 					if err != nil {
 						return err
 					}
-					fmt.Fprintf(env.Stdout, "\nrun %d %s in %.1fs: %d pages, %d items, %d bytes, %d errors, %d retries; by kind, errors and skips: %s\n",
+					fmt.Fprintf(env.Stdout, "\nrun %d %s in %.1fs: %d pages, %d items, %d bytes, %d errors (pages that failed for good), %d retries; every outcome by kind (errors, retries and skips): %s\n",
 						r.ID, state, r.Stats.Duration, r.Stats.Pages, r.Stats.Items, r.Stats.Bytes, r.Stats.Errors, r.Stats.Retries, kindCounts(r.Stats.ErrorsByKind))
 					sample, err := items.ListItems(ctx, pool, s.RunID, 3)
 					if err != nil {
@@ -111,7 +111,7 @@ exactly what the site says a correct crawl yields.`,
 					if r.State != "succeeded" || r.Stats.Items != int64(exp.Items) {
 						return fmt.Errorf("%w: run %s with %d items, want succeeded with %d", errDemoMismatch, r.State, r.Stats.Items, exp.Items)
 					}
-					fmt.Fprintf(env.Stdout, "OK: exactly the %d items a correct crawl yields; the server saw %d requests for %d distinct pages\n",
+					fmt.Fprintf(env.Stdout, "OK: exactly the %d items a correct crawl yields; the server saw %d requests for %d distinct URLs (robots.txt, redirects and not-found answers are requests, not pages)\n",
 						exp.Items, totalHits(site), len(site.Hits()))
 					return nil
 				})

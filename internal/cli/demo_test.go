@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"net"
 	"strings"
 	"testing"
 
@@ -16,10 +17,26 @@ func TestDemoSaysHowToSeeItsItems(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("crawlq demo --items 24: exit %d\n%s\n%s", code, out, errs)
 	}
-	if strings.Contains(out, "map[") || !strings.Contains(out, "by kind, errors and skips: redirect 1, robots_disallowed ") {
+	if strings.Contains(out, "map[") || !strings.Contains(out, "every outcome by kind (errors, retries and skips): redirect 1, robots_disallowed ") {
 		t.Errorf("crawlq demo's summary does not list the errors and skips by kind:\n%s", out)
 	}
 	if !strings.Contains(out, "see them all: crawlq items 1 --limit 10000") || !strings.Contains(out, "export DATABASE_URL=$(make -s db)") {
 		t.Errorf("crawlq demo's last hint does not say how to reach its database:\n%s", out)
+	}
+}
+
+// A demo site started on an address already taken (the README's one still running when the guide
+// starts its own) says so and what to do, not only the kernel's "bind: address already in use".
+func TestDemoSiteOnATakenAddressSaysWhatToDo(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	code, _, errs := run(t, "", "demo-site", "--items", "10", "--addr", l.Addr().String())
+	if code != 1 || !strings.Contains(errs, l.Addr().String()+" is in use") || !strings.Contains(errs, "pkill -f 'crawlq demo-site'") ||
+		!strings.Contains(errs, "--addr") {
+		t.Errorf("demo-site on a taken address: exit %d, %q", code, errs)
 	}
 }
