@@ -129,22 +129,3 @@ func TestDemoCrawlInProcess(t *testing.T) {
 	}
 	fmt.Println("demo crawl:", r.Stats.Pages, "pages,", r.Stats.Items, "items in", r.Stats.Duration, "s")
 }
-
-func dumpJobs(t *testing.T, pool *pgxpool.Pool) {
-	rows, err := pool.Query(context.Background(), `SELECT id, kind, state, errors FROM crawlq_job WHERE errors IS NOT NULL LIMIT 5`)
-	if err != nil {
-		t.Errorf("dump jobs: %v", err)
-		return
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id int64
-		var k, s string
-		var e []byte
-		if err := rows.Scan(&id, &k, &s, &e); err != nil {
-			t.Errorf("dump jobs: %v", err)
-			return
-		}
-		t.Logf("job %d %s %s %s", id, k, s, e)
-	}
-}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"sync"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"crawlq/internal/dbsqlc"
 	"crawlq/internal/fetch"
+	"crawlq/internal/queue"
 	"crawlq/internal/spider"
 	"crawlq/internal/urlx"
 )
@@ -327,4 +329,13 @@ func (c *Crawler) HostPause(ctx context.Context, runID int64, pageURL string) (H
 	limit := ri.settings.Retry.DownLimit(c.runFetched(ctx, ri))
 	return HostDown{Host: host, PausedUntil: row.PausedUntil, Probes: int(row.FailStreak), Since: row.DownSince,
 		DownLimit: limit, GivesUpAt: row.DownSince.Add(limit)}, true, nil
+}
+
+// hostPaused puts back a page whose host is paused, to wait for the pause to end without counting
+// an attempt; nil when the host is not paused.
+func (c *Crawler) hostPaused(host string) error {
+	if d := c.health.paused(host, time.Now()); d > 0 {
+		return queue.Snooze(d + time.Duration(mrand.Int64N(int64(min(d/4, time.Second))+1)))
+	}
+	return nil
 }

@@ -2,8 +2,17 @@ package crawl
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"crawlq/internal/dbsqlc"
+	"crawlq/internal/queue"
+	"crawlq/internal/spider"
 )
 
 // A spider's concurrency bounds the requests in flight to one domain from each worker process
@@ -68,4 +77,67 @@ func (h *hostSlots) acquire(ctx context.Context, host string, limit int, wait ti
 	}
 	done()
 	return nil, false
+}
+
+// takeHost holds one of host's slots in this process and, for a spider with a delay, its
+// politeness slot across every worker (reserve). It returns the function that frees both after
+// the request, or a snooze while the host is busy.
+func (c *Crawler) takeHost(ctx context.Context, host string, s spider.Settings) (release func(), err error) {
+	free, ok := c.hosts.acquire(ctx, host, s.Concurrency, hostWait)
+	if !ok {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, queue.Snooze(jitter(time.Second)) // the domain is busy here: let other work run
+	}
+	if s.Delay <= 0 {
+		return free, nil
+	}
+	r, wait, err := c.reserve(ctx, host, s)
+	if err != nil || wait > 0 {
+		free()
+		if err != nil {
+			return nil, err
+		}
+		return nil, queue.Snooze(wait)
+	}
+	return func() { free(); r() }, nil
+}
+
+// reserve takes host for one request. It returns the function that frees it after the request,
+// or how long to wait when a request to it is in flight or its delay has not passed.
+//
+// With a delay, a domain's requests are serial, each starting at least the delay after the
+// previous response (Scrapy's download delay). Without one, requests are not paced through here;
+// worker concurrency bounds them.
+func (c *Crawler) reserve(ctx context.Context, host string, s spider.Settings) (func(), time.Duration, error) {
+	busyFor := c.fetchTimeout() + 5*time.Second
+	token := randToken()
+	_, err := c.db.ReserveSlot(ctx, dbsqlc.ReserveSlotParams{Host: host, BusyForUs: busyFor.Microseconds(), Token: token, Now: c.now()})
+	if errors.Is(err, pgx.ErrNoRows) {
+		secs, err := c.db.SlotWait(ctx, dbsqlc.SlotWaitParams{Host: host, DelayUs: s.Delay.Microseconds(), Now: c.now()})
+		if err != nil {
+			return nil, 0, fmt.Errorf("politeness wait: %w", err)
+		}
+		wait := time.Duration(secs*float64(time.Second)) + time.Duration(mrand.Int64N(int64(s.Delay/4)+1))
+		return nil, max(wait, 10*time.Millisecond), nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("politeness: %w", err)
+	}
+	release := func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := c.db.ReleaseSlot(rctx, dbsqlc.ReleaseSlotParams{Host: host, DelayUs: s.Delay.Microseconds(), Token: token, Now: c.now()}); err != nil {
+			c.log.Warn("release politeness slot; it frees when its busy window ends", "host", host, "err", err)
+		}
+	}
+	return release, 0, nil
+}
+
+func (c *Crawler) fetchTimeout() time.Duration {
+	if c.cfg.Fetch.ReadTimeout > 0 {
+		return c.cfg.Fetch.ReadTimeout
+	}
+	return 30 * time.Second
 }

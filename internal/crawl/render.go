@@ -111,3 +111,18 @@ func (c *Crawler) get(ctx context.Context, f *fetch.Fetcher, job *queue.Job, s s
 
 // crashedUnder counts a crash of Chromium under page job id and returns how many it has met.
 func (c *Crawler) crashedUnder(id int64) int { return c.bump(c.crashes, id) }
+
+// pageSettings are the settings page a is fetched with: its run's, with the render of the rule that
+// found it. A browser page that reached a process that renders none is put back for a runner.
+func (c *Crawler) pageSettings(ri *runInfo, a pageArgs) (spider.Settings, error) {
+	s := ri.settings
+	if a.Render != "" {
+		s.Render = a.Render // the rule that found the page says how to fetch it
+	}
+	if s.Render == spider.RenderBrowser && c.cfg.Browser == nil {
+		// Not this process's page: a process that renders pages (a runner) takes it.
+		c.log.Warn("a browser page reached a process that renders none; put back for a runner", "run", ri.id, "url", a.URL)
+		return s, queue.Snooze(10 * time.Second)
+	}
+	return s, nil
+}

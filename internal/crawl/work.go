@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
-	"net/url"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,10 +15,8 @@ import (
 	"crawlq/internal/db"
 	"crawlq/internal/dbsqlc"
 	"crawlq/internal/fetch"
-	"crawlq/internal/items"
 	"crawlq/internal/proxy"
 	"crawlq/internal/queue"
-	"crawlq/internal/robots"
 	"crawlq/internal/spider"
 	"crawlq/internal/urlstate"
 	"crawlq/internal/urlx"
@@ -302,240 +299,129 @@ func deferFault(err error) error {
 	return err
 }
 
-// crawlPage fetches, parses and stores one page of run ri.
+// pageJob is a page job at work: its args, its run, and what crawlPage settled for it before its
+// fetch.
+type pageJob struct {
+	job *queue.Job
+	ri  *runInfo
+	a   pageArgs        // its session as the session step left it (sessions.go)
+	s   spider.Settings // its run's settings, the page's render applied (render.go)
+	// host is the page's host, for politeness and host health (hosts.go, hostpause.go).
+	host    string
+	v       *via // the proxy it goes through; nil: direct (proxies.go)
+	fetcher *fetch.Fetcher
+	rv      *revisit // its URL state; nil unless its spider keeps one (revisit.go)
+}
+
+// crawlPage fetches, parses and stores one page of run ri. Each step either lets the page go on
+// (nil) or decides its fate (its error: a snooze, a retry, a finish).
 func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a pageArgs) error {
 	if c.isCancelled(ri.id) {
 		// Found before the cancel reached this process: it ends cancelled without fetching.
 		return errRunCancelled
 	}
-	s := ri.settings
-	if a.Render != "" {
-		s.Render = a.Render // the rule that found the page says how to fetch it
-	}
-	if s.Render == spider.RenderBrowser && c.cfg.Browser == nil {
-		// Not this process's page: a process that renders pages (a runner) takes it.
-		c.log.Warn("a browser page reached a process that renders none; put back for a runner", "run", ri.id, "url", a.URL)
-		return queue.Snooze(10 * time.Second)
-	}
-	host := urlx.Host(a.URL)
-	if d := c.health.paused(host, time.Now()); d > 0 {
-		// The host is down: wait for its pause to end without counting an attempt (hostpause.go).
-		return queue.Snooze(d + time.Duration(mrand.Int64N(int64(min(d/4, time.Second))+1)))
-	}
-	v, err := c.session(ri, &a)
+	p, err := c.preparePage(ctx, job, ri, a)
 	if err != nil {
 		return err
 	}
+	if err := c.obeyRobots(ctx, p); err != nil {
+		return err
+	}
+	if p.a.Sitemap == sitemapRobots {
+		return c.robotsSitemaps(ctx, job, ri, p.fetcher, p.host, p.a)
+	}
+	if p.rv.notDue(time.Now()) {
+		return c.revisitSame(ctx, job, ri, p.a, p.rv, nil)
+	}
+	res, err := c.fetchPage(ctx, p)
+	if err != nil {
+		return err
+	}
+	switch {
+	case res.Location != "":
+		return c.redirect(ctx, job, ri, p.a, res)
+	case p.a.Sitemap != "":
+		return c.sitemapFetched(ctx, job, ri, p.a, res)
+	case p.rv.unchanged(res):
+		return c.revisitSame(ctx, job, ri, p.a, p.rv, res)
+	}
+	return c.parsePage(ctx, p, res)
+}
+
+// preparePage settles how page a is fetched: its settings, whether this process can fetch it,
+// whether its host is paused, its session and proxy, its fetcher and its URL state.
+func (c *Crawler) preparePage(ctx context.Context, job *queue.Job, ri *runInfo, a pageArgs) (*pageJob, error) {
+	s, err := c.pageSettings(ri, a)
+	if err != nil {
+		return nil, err
+	}
+	host := urlx.Host(a.URL)
+	if err := c.hostPaused(host); err != nil {
+		return nil, err
+	}
+	v, err := c.session(ri, &a)
+	if err != nil {
+		return nil, err
+	}
 	fetcher, err := c.fetcher(s, v.proxy())
 	if err != nil {
-		return queue.Permanent(err)
+		return nil, queue.Permanent(err)
 	}
-	rv, err := c.revisitLoad(ctx, ri, a) // nil unless the spider keeps URL state (revisit.go)
+	rv, err := c.revisitLoad(ctx, ri, a)
 	if err != nil {
-		return deferFault(err)
+		return nil, deferFault(err)
 	}
-	if s.ObeyRobots {
-		pol, wait, err := c.policy(ctx, ri, fetcher, a.URL)
-		var rf *robotsFetchError
-		if errors.As(err, &rf) {
-			if perr, ok := c.proxyFailed(ctx, job, ri, v, rf.err); ok {
-				return perr
-			}
-			return c.fetchFailed(ctx, job, ri, host, rf.err, nil, rf.start)
-		}
-		if err != nil {
-			return err
-		}
-		if wait > 0 {
-			return queue.Snooze(wait)
-		}
-		if u, perr := url.Parse(a.URL); perr == nil && !pol.Allowed(s.UserAgent, u.RequestURI()) {
-			return c.finishPage(ctx, job, ri, outcome{kind: "robots_disallowed"}, nil)
-		}
-	}
-	if a.Sitemap == sitemapRobots {
-		return c.robotsSitemaps(ctx, job, ri, fetcher, host, a)
-	}
-	if rv.notDue(time.Now()) {
-		return c.revisitSame(ctx, job, ri, a, rv, nil)
-	}
-	free, ok := c.hosts.acquire(ctx, host, s.Concurrency, hostWait)
-	if !ok {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return queue.Snooze(jitter(time.Second)) // the domain is busy here: let other work run
-	}
-	var release func()
-	if s.Delay > 0 {
-		r, wait, err := c.reserve(ctx, host, s)
-		if err != nil || wait > 0 {
-			free()
-			if err != nil {
-				return err
-			}
-			return queue.Snooze(wait)
-		}
-		release = r
+	return &pageJob{job: job, ri: ri, a: a, s: s, host: host, v: v, fetcher: fetcher, rv: rv}, nil
+}
+
+// fetchPage requests the page while it holds its host (hosts.go). It returns the page's answer,
+// or an error that decides the page's fate: a ban, a failed fetch, its host busy.
+func (c *Crawler) fetchPage(ctx context.Context, p *pageJob) (*fetch.Result, error) {
+	release, err := c.takeHost(ctx, p.host, p.s)
+	if err != nil {
+		return nil, err
 	}
 	start := time.Now()
-	res, ferr := c.revisitGet(ctx, fetcher, job, s, a.URL, v.proxy(), rv, cookies(a.Session, a.URL))
-	free()
-	if release != nil {
-		release()
-	}
+	res, ferr := c.revisitGet(ctx, p.fetcher, p.job, p.s, p.a.URL, p.v.proxy(), p.rv, cookies(p.a.Session, p.a.URL))
+	release()
 	if ctx.Err() == nil && !queue.Decided(ferr) {
-		if why := banned(s.Ban, res); why != "" {
-			return c.bannedPage(ctx, job, ri, v, a.Session, why)
+		if why := banned(p.s.Ban, res); why != "" {
+			return nil, c.bannedPage(ctx, p.job, p.ri, p.v, p.a.Session, why)
 		}
 	}
 	if ferr != nil {
-		if ctx.Err() != nil || queue.Decided(ferr) {
-			return ferr // cancelled, lease lost or stopping: the worker decides; or get did
-		}
-		if perr, ok := c.proxyFailed(ctx, job, ri, v, ferr); ok {
-			return perr
-		}
-		if rv.ended(ferr) {
-			return c.revisitEnded(ctx, job, ri, host, rv, ferr, res, start)
-		}
-		return c.fetchFailed(ctx, job, ri, host, ferr, res, start)
+		return nil, c.pageFetchFailed(ctx, p, ferr, res, start)
 	}
-	if v != nil {
-		v.rot.OK(v.px)
+	if p.v != nil {
+		p.v.rot.OK(p.v.px)
 	}
-	ri.fetched.Store(true)
-	c.hostAnswered(ctx, ri.id, host, start)
-	if res.Location != "" {
-		return c.redirect(ctx, job, ri, a, res)
-	}
-	if a.Sitemap != "" {
-		return c.sitemapFetched(ctx, job, ri, a, res)
-	}
-	if rv.unchanged(res) {
-		return c.revisitSame(ctx, job, ri, a, rv, res)
-	}
-	result, perr := spider.ParseWithStats(ctx, ri.spider, &spider.Response{
-		URL: res.URL, Status: res.Status, Header: res.Header, Body: res.Body, Depth: a.Depth,
-	})
-	if perr != nil {
-		if errors.Is(perr, spider.ErrBadPage) {
-			return c.finishPage(ctx, job, ri, outcome{pages: 1, errors: 1, bytes: res.Bytes, kind: "bad_page"}, nil)
-		}
-		return perr
-	}
-	var its []items.Item
-	if len(result.Items) > 0 {
-		its = make([]items.Item, len(result.Items))
-		for i, it := range result.Items {
-			data, err := json.Marshal(it.Fields)
-			if err != nil {
-				return queue.Permanent(fmt.Errorf("item %q: %w", it.Key, err))
-			}
-			its[i] = items.Item{RunID: ri.id, Spider: ri.name, Key: it.Key, URL: res.URL, Data: data}
-			if err := its[i].Validate(); err != nil {
-				return queue.Permanent(err)
-			}
-		}
-	}
-	var state *urlstate.Page
-	if rv != nil {
-		its, state = rv.changed(ri.id, res, result.Follow, its) // only new and changed items
-	}
-	if c.cfg.TxSink != nil {
-		// The items commit with the page (finish.go).
-		return c.finishPageItems(ctx, job, ri, outcome{pages: 1, items: len(its), bytes: res.Bytes, state: state}, follows(a, res, result.Follow), its)
-	}
-	if len(its) > 0 {
-		wctx, cancel := context.WithTimeout(ctx, c.cfg.ItemTimeout)
-		err := c.cfg.Pipeline.Write(wctx, its)
-		cancel()
-		if err != nil {
-			if errors.Is(err, items.ErrBackpressure) || (ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded)) {
-				// The sink is behind: put the page back rather than hold a worker.
-				return queue.Snooze(time.Second + time.Duration(mrand.Int64N(int64(time.Second))))
-			}
-			return err
-		}
-	}
-	return c.finishPage(ctx, job, ri, outcome{pages: 1, items: len(its), bytes: res.Bytes, state: state}, follows(a, res, result.Follow))
+	p.ri.fetched.Store(true)
+	c.hostAnswered(ctx, p.ri.id, p.host, start)
+	return res, nil
 }
 
-// fetchFailed decides the fate of a page whose fetch (or its site's robots.txt fetch) failed.
-// A failure that retrying will not fix is recorded and the page finishes. A failure of the host
-// (the connection, or a streak of 5xx/429) pauses the host and puts the page back without counting
-// the attempt, unless the host has been down for longer than the spider allows. Otherwise the
-// attempt counts, and the page is retried with the spider's backoff (or the server's Retry-After)
-// until it is dead.
-//
-// start is when the failed request started.
-func (c *Crawler) fetchFailed(ctx context.Context, job *queue.Job, ri *runInfo, host string, ferr error, res *fetch.Result, start time.Time) error {
-	kind := fetch.Kind(ferr)
-	r := ri.settings.Retry
-	if !fetch.Retryable(ferr) {
-		// Recorded, not retried: 4xx other than 408/429, too large, forbidden, bad URL.
-		if fetch.IsStatus(ferr) {
-			c.hostAnswered(ctx, ri.id, host, start) // the host answers; the page is at fault
+// parsePage parses a fetched page with its spider and stores what it yielded: its items (only
+// the new and changed ones for a spider that keeps URL state) and its follow-ups.
+func (c *Crawler) parsePage(ctx context.Context, p *pageJob, res *fetch.Result) error {
+	result, err := spider.ParseWithStats(ctx, p.ri.spider, &spider.Response{
+		URL: res.URL, Status: res.Status, Header: res.Header, Body: res.Body, Depth: p.a.Depth,
+	})
+	if err != nil {
+		if errors.Is(err, spider.ErrBadPage) {
+			return c.finishPage(ctx, p.job, p.ri, outcome{pages: 1, errors: 1, bytes: res.Bytes, kind: "bad_page"}, nil)
 		}
-		if errors.Is(ferr, fetch.ErrForbiddenAddress) {
-			// The page's failure, not the host's: said here with the address and what would allow
-			// it, since the run's stats keep only the kind.
-			c.log.Warn("page refused: its address is not public", "run", ri.id, "url", pageURL(job), "err", ferr)
-		}
-		o := outcome{errors: 1, kind: kind}
-		if res != nil {
-			o.bytes = res.Bytes
-		}
-		return c.finishPage(ctx, job, ri, o, nil)
+		return err
 	}
-	if hostDown, cause := c.hostFailure(ctx, host, ferr, r, job.ID); hostDown {
-		limit := r.DownLimit(c.runFetched(ctx, ri))
-		p, err := c.hostFailed(ctx, host, r, cause, limit)
-		if err != nil {
-			return err
-		}
-		if p.started {
-			c.addStat(ctx, ri.id, outcome{kind: "host_paused"})
-			c.logHostPaused(ctx, ri.id, host, cause, p.until, limit)
-		}
-		if p.downFor < limit {
-			wait := time.Until(p.until)
-			if d, ok := fetch.RetryAfter(ferr); ok {
-				wait = max(wait, d)
-			}
-			return queue.Snooze(max(wait, 0) + time.Duration(mrand.Int64N(int64(min(max(wait/4, time.Millisecond), time.Second)))))
-		}
-		// Down for longer than the spider allows: the page dies now rather than at the end of
-		// attempts that would each wait out a pause.
-		c.addStat(ctx, ri.id, outcome{errors: 1, kind: kind})
-		err = fmt.Errorf("host %s down for %s, past its down limit of %s: %w", host, p.downFor.Round(time.Millisecond), limit, ferr)
-		c.log.Warn("page died: its host is down past its limit", "run", ri.id, "url", pageURL(job), "err", err)
-		c.logPageDied(ctx, ri.id, pageURL(job), job.Attempt, err)
-		return queue.Permanent(err)
+	its, err := pageItems(p.ri, res.URL, result.Items)
+	if err != nil {
+		return err
 	}
-	if c.health.endedOutage(host, start) || c.health.othersFailing(host, job.ID) || c.health.firstSoft(job.ID) {
-		// The last answer of an outage that ended while it was in flight, or perhaps one of the
-		// first of one (other pages of the host fail too, or this is the page's first such
-		// failure: hostHealth.firstSoft): put back, the attempt not counted, and counted as a
-		// retry in the run's stats.
-		c.addStat(ctx, ri.id, outcome{retries: 1, kind: kind})
-		wait := r.PageBackoff(job.Attempt)
-		if d, ok := fetch.RetryAfter(ferr); ok {
-			wait = d
-		}
-		return queue.Snooze(wait)
+	o := outcome{pages: 1, bytes: res.Bytes}
+	if p.rv != nil {
+		its, o.state = p.rv.changed(p.ri.id, res, result.Follow, its)
 	}
-	o := outcome{retries: 1, kind: kind}
-	if job.Attempt >= job.MaxAttempts {
-		o = outcome{errors: 1, kind: kind}
-		c.log.Warn("page died: its retries are exhausted", "run", ri.id, "url", pageURL(job), "attempts", job.Attempt, "err", ferr)
-		c.logPageDied(ctx, ri.id, pageURL(job), job.Attempt, ferr)
-	}
-	c.addStat(ctx, ri.id, o)
-	if d, ok := fetch.RetryAfter(ferr); ok && d > 0 {
-		return queue.RetryIn(ferr, d)
-	}
-	return queue.RetryIn(ferr, r.PageBackoff(job.Attempt))
+	o.items = len(its)
+	return c.storePage(ctx, p, o, follows(p.a, res, result.Follow), its)
 }
 
 // addStat records one outcome of a page that does not finish now (a retry, a host pause). A
@@ -594,125 +480,6 @@ func (c *Crawler) fetcher(s spider.Settings, px *proxy.Proxy) (*fetch.Fetcher, e
 	}
 	c.fetchers[k] = f
 	return f, nil
-}
-
-// policy returns the robots.txt policy for pageURL's site in this run: from this process's cache,
-// else from Postgres, else by fetching it — once per site per run, by whichever worker claims it
-// (the others wait: a positive duration).
-func (c *Crawler) policy(ctx context.Context, ri *runInfo, f *fetch.Fetcher, pageURL string) (*robots.Policy, time.Duration, error) {
-	origin, err := robots.RobotsURL(pageURL)
-	if err != nil {
-		return nil, 0, nil // the fetch will report the bad URL
-	}
-	if p, ok := c.robots.Get(ri.id, origin); ok {
-		return p, 0, nil
-	}
-	stored, err := c.db.GetRobots(ctx, dbsqlc.GetRobotsParams{RunID: ri.id, Origin: origin, Now: c.now()})
-	switch {
-	case err == nil && stored.Status.Valid:
-		p := robots.FromStored(int(stored.Status.Int32), stored.Body)
-		c.robots.Put(ri.id, origin, p)
-		return p, 0, nil
-	case err == nil && stored.Fresh:
-		return nil, jitter(300 * time.Millisecond), nil // another worker is fetching it
-	case err != nil && !errors.Is(err, pgx.ErrNoRows):
-		return nil, 0, fmt.Errorf("read robots.txt: %w", err)
-	}
-	if _, err := c.db.ClaimRobots(ctx, dbsqlc.ClaimRobotsParams{RunID: ri.id, Origin: origin, Now: c.now()}); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, jitter(300 * time.Millisecond), nil
-		}
-		return nil, 0, fmt.Errorf("claim robots.txt: %w", err)
-	}
-	unclaim := func() {
-		// A claim left behind goes stale in 60 seconds, when another worker takes it over.
-		if err := c.db.UnclaimRobots(context.WithoutCancel(ctx), dbsqlc.UnclaimRobotsParams{RunID: ri.id, Origin: origin}); err != nil {
-			c.log.Warn("give up robots.txt claim; it goes stale in 60s", "origin", origin, "err", err)
-		}
-	}
-	if ri.settings.Delay > 0 {
-		release, wait, err := c.reserve(ctx, urlx.Host(pageURL), ri.settings)
-		if err != nil || wait > 0 {
-			unclaim()
-			return nil, wait, err
-		}
-		defer release()
-	}
-	start := time.Now()
-	res, ferr := f.Fetch(ctx, origin)
-	st := 0
-	var got []byte
-	switch {
-	case res != nil:
-		st, got = res.Status, res.Body
-	case ctx.Err() != nil:
-		unclaim()
-		return nil, 0, fmt.Errorf("fetch %s: %w", origin, ferr)
-	case fetch.Retryable(ferr), errors.Is(ferr, fetch.ErrForbiddenAddress):
-		// A refused address is the page's failure, said as such (fetchFailed), not a robots.txt
-		// that disallows everything; nothing is stored, so each page of the origin is refused.
-		unclaim()
-		return nil, 0, &robotsFetchError{fmt.Errorf("fetch %s: %w", origin, ferr), start}
-	}
-	// Status 0 (unreachable for good) disallows everything, as RFC 9309 asks.
-	if len(got) > robots.MaxBodyBytes {
-		got = got[:robots.MaxBodyBytes]
-	}
-	if err := c.db.StoreRobots(ctx, dbsqlc.StoreRobotsParams{RunID: ri.id, Origin: origin, Status: int32(st), Body: got}); err != nil {
-		unclaim()
-		return nil, 0, fmt.Errorf("store robots.txt: %w", err)
-	}
-	p := robots.FromStored(st, got)
-	c.robots.Put(ri.id, origin, p)
-	return p, 0, nil
-}
-
-// robotsFetchError is a failed fetch of a site's robots.txt that may pass: the page that needed it
-// meets the same fate as if its own fetch had failed so (fetchFailed).
-type robotsFetchError struct {
-	err   error
-	start time.Time // when the robots.txt request started
-}
-
-func (e *robotsFetchError) Error() string { return e.err.Error() }
-func (e *robotsFetchError) Unwrap() error { return e.err }
-
-// reserve takes host for one request. It returns the function that frees it after the request,
-// or how long to wait when a request to it is in flight or its delay has not passed.
-//
-// With a delay, a domain's requests are serial, each starting at least the delay after the
-// previous response (Scrapy's download delay). Without one, requests are not paced through here;
-// worker concurrency bounds them.
-func (c *Crawler) reserve(ctx context.Context, host string, s spider.Settings) (func(), time.Duration, error) {
-	busyFor := c.fetchTimeout() + 5*time.Second
-	token := randToken()
-	_, err := c.db.ReserveSlot(ctx, dbsqlc.ReserveSlotParams{Host: host, BusyForUs: busyFor.Microseconds(), Token: token, Now: c.now()})
-	if errors.Is(err, pgx.ErrNoRows) {
-		secs, err := c.db.SlotWait(ctx, dbsqlc.SlotWaitParams{Host: host, DelayUs: s.Delay.Microseconds(), Now: c.now()})
-		if err != nil {
-			return nil, 0, fmt.Errorf("politeness wait: %w", err)
-		}
-		wait := time.Duration(secs*float64(time.Second)) + time.Duration(mrand.Int64N(int64(s.Delay/4)+1))
-		return nil, max(wait, 10*time.Millisecond), nil
-	}
-	if err != nil {
-		return nil, 0, fmt.Errorf("politeness: %w", err)
-	}
-	release := func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if err := c.db.ReleaseSlot(rctx, dbsqlc.ReleaseSlotParams{Host: host, DelayUs: s.Delay.Microseconds(), Token: token, Now: c.now()}); err != nil {
-			c.log.Warn("release politeness slot; it frees when its busy window ends", "host", host, "err", err)
-		}
-	}
-	return release, 0, nil
-}
-
-func (c *Crawler) fetchTimeout() time.Duration {
-	if c.cfg.Fetch.ReadTimeout > 0 {
-		return c.cfg.Fetch.ReadTimeout
-	}
-	return 30 * time.Second
 }
 
 func jitter(d time.Duration) time.Duration { return d + time.Duration(mrand.Int64N(int64(d))) }

@@ -23,14 +23,13 @@ import (
 
 // streamPlan is a spider's selectors compiled for the streaming path.
 type streamPlan struct {
-	comps   []compound
-	base    selGroup   // base[href]
-	links   selGroup   // a[href], area[href]
-	follow  []selGroup // per follow rule; nil: every link
-	items   []selGroup // per item rule container; nil: the document
-	fields  [][]selGroup
-	fattrs  [][]string // per item rule, per field: "text" or an attribute name
-	maxComp int
+	comps  []compound
+	base   selGroup   // base[href]
+	links  selGroup   // a[href], area[href]
+	follow []selGroup // per follow rule; nil: every link
+	items  []selGroup // per item rule container; nil: the document
+	fields [][]selGroup
+	fattrs [][]string // per item rule, per field: "text" or an attribute name
 }
 
 // maxStreamDepth stays below the DOM parser's limit of 512 open elements, so a page that
@@ -138,9 +137,8 @@ type streamer struct {
 	data     *pageData
 	items    [][]*container // per item rule, in document order
 	openC    []*container   // containers still open (or the document)
-	follow   []*[]string    // per rule with a selector: the hrefs of each match, in match order
-	followBy [][]*[]string
-	active   []bool // item rules that apply to this page
+	followBy [][]*[]string  // per follow rule with a selector: the hrefs of each match, in match order
+	active   []bool         // item rules that apply to this page
 }
 
 // extract reads page data from body, or reports false when the page needs the DOM path.
