@@ -127,7 +127,7 @@ type Crawler struct {
 	crashes  map[int64]int                // page jobs Chromium crashed under, and how often
 	// Spiders' proxies (proxies.go): rotations by list, and the uncounted retries of page jobs
 	// whose proxy failed or that were banned.
-	rotations  map[string]*proxy.Rotation
+	rotations  map[string]*proxies
 	proxyTries map[int64]int
 	banTries   map[int64]int
 	retired    map[sessionKey]bool // sessions retired here (sessions.go)
@@ -171,7 +171,7 @@ func New(cfg Config) (*Crawler, error) {
 		cfg.RunLog = runlog.Postgres{Pool: cfg.Pool}
 	}
 	return &Crawler{cfg: cfg, db: dbsqlc.New(cfg.Pool), log: cfg.Logger, robots: robots.NewCache(4096),
-		fetchers: map[fetcherKey]*fetch.Fetcher{}, browsers: map[browserKey]*browser.Pool{}, crashes: map[int64]int{}, rotations: map[string]*proxy.Rotation{}, proxyTries: map[int64]int{}, banTries: map[int64]int{}, retired: map[sessionKey]bool{}, runs: map[int64]*runInfo{}, active: map[int64]int{}, seen: newSeenCache(seenCacheSize), cancelled: map[int64]bool{}, hosts: newHostSlots(), health: newHostHealth(),
+		fetchers: map[fetcherKey]*fetch.Fetcher{}, browsers: map[browserKey]*browser.Pool{}, crashes: map[int64]int{}, rotations: map[string]*proxies{}, proxyTries: map[int64]int{}, banTries: map[int64]int{}, retired: map[sessionKey]bool{}, runs: map[int64]*runInfo{}, active: map[int64]int{}, seen: newSeenCache(seenCacheSize), cancelled: map[int64]bool{}, hosts: newHostSlots(), health: newHostHealth(),
 		closed: make(chan struct{}), finishersDone: make(chan struct{})}, nil
 }
 

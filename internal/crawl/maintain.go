@@ -9,10 +9,10 @@ import (
 )
 
 // What a finished run leaves behind, and when it may go. A finished run keeps its row (with its
-// final stats) and its items; its once keys, stored robots.txt copies and stat rows serve only a
-// live run. They may go once the run is finished and can never run again: a redrive brings back
-// dead jobs only, and a redriven page would find links the run already fetched, which only the
-// once keys stop from being fetched again. So a run is purged only when it has no unfinished and
+// final stats) and its items; its once keys, stored robots.txt copies, retired sessions and stat
+// rows serve only a live run. They may go once the run is finished and can never run again: a
+// redrive brings back dead jobs only, and a redriven page would find links the run already
+// fetched, which only the once keys stop from being fetched again. So a run is purged only when it has no unfinished and
 // no dead job (queue.Client.Settled, re-checked by the delete itself): a run with dead pages keeps
 // everything until those are redriven or removed by the dead-job retention, whichever comes first.
 // Stat rows may go because dbsqlc.FinishRun folded them into the run row; a reopened run (not purged,
@@ -30,14 +30,14 @@ func (c *Crawler) PurgeCandidates(ctx context.Context, before time.Time, limit i
 
 // Purged is what one PurgeRun call did.
 type Purged struct {
-	OnceKeys, Robots, Stats int      // rows deleted
-	Settled                 bool     // the run has no unfinished and no dead job (else nothing was deleted)
-	Done                    bool     // nothing is left: the run is marked purged
-	After                   [16]byte // the once key the next call goes on after
+	OnceKeys, Robots, Sessions, Stats int      // rows deleted
+	Settled                           bool     // the run has no unfinished and no dead job (else nothing was deleted)
+	Done                              bool     // nothing is left: the run is marked purged
+	After                             [16]byte // the once key the next call goes on after
 }
 
 // PurgeRun deletes up to limit rows of each kind a finished, settled run leaves behind (once keys
-// after key `after`, robots.txt copies, stat rows) and marks the run purged once none is left. A
+// after key `after`, robots.txt copies, retired sessions, stat rows) and marks the run purged once none is left. A
 // run that is not settled (it has dead jobs, or is live again) is left alone. Call it again with
 // the returned After until Done.
 func (c *Crawler) PurgeRun(ctx context.Context, run int64, after [16]byte, limit int) (Purged, error) {
@@ -55,11 +55,15 @@ func (c *Crawler) PurgeRun(ctx context.Context, run int64, after [16]byte, limit
 		return p, fmt.Errorf("delete robots.txt copies of run %d: %w", run, err)
 	}
 	p.Robots = int(n)
+	if n, err = c.db.DeleteRunSessions(ctx, dbsqlc.DeleteRunSessionsParams{RunID: run, MaxRows: int32(limit)}); err != nil {
+		return p, fmt.Errorf("delete retired sessions of run %d: %w", run, err)
+	}
+	p.Sessions = int(n)
 	if n, err = c.db.DeleteRunStats(ctx, dbsqlc.DeleteRunStatsParams{RunID: run, MaxRows: int32(limit)}); err != nil {
 		return p, fmt.Errorf("delete stat rows of run %d: %w", run, err)
 	}
 	p.Stats = int(n)
-	if p.OnceKeys == limit || p.Robots == limit || p.Stats == limit {
+	if p.OnceKeys == limit || p.Robots == limit || p.Sessions == limit || p.Stats == limit {
 		return p, nil // more left: the next call goes on
 	}
 	if err := c.db.MarkRunPurged(ctx, run); err != nil {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"crawlq/internal/dbsqlc"
 	"crawlq/internal/fetch"
 	"crawlq/internal/proxy"
 	"crawlq/internal/queue"
@@ -20,20 +21,41 @@ import (
 // The pages of a spider with proxies (Settings.Proxies) go through them in turn, their
 // robots.txt too: one proxy.Rotation per spider's list in this process. A proxy that fails
 // (proxy.ErrProxy: unreachable, credentials refused, no tunnel) or whose page is banned
-// (Settings.Ban) is rested with a doubling backoff; that is said in the process log and the
-// run's log (once per rest, the password redacted) and counted in the run's stats (kinds
-// "proxy" and "banned"). The page is put back at once to go through another proxy, without
-// counting an attempt, up to maxProxyTries proxy failures or Ban.Retries bans of the page in
-// this process; past them they count as any retryable failure. While every proxy rests, pages
-// wait for the first one back.
+// (Settings.Ban) is benched with a doubling rest, shared by every worker process through its row
+// in crawlq_domain (keyed "proxy " and its redacted URL; the host pause's queries: HostFailed
+// doubles it, HostRecovered ends its streak once a request through it is answered again). Each
+// process reads the benched proxies of a list at most every proxySync before choosing one, so a
+// proxy benched by one worker is skipped by the others without failing them first. The rest is
+// said in the process log and the run's log (once per rest, by the process that started it, the
+// password redacted) and counted in the run's stats (kinds "proxy" and "banned"). The page is
+// put back at once to go through another proxy, without counting an attempt, up to
+// maxProxyTries proxy failures or Ban.Retries bans of the page in this process; past them they
+// count as any retryable failure. While every proxy rests, pages wait for the first one back. A
+// database that cannot be reached leaves each process with its own rests (said in its log).
 
 // maxProxyTries bounds the uncounted retries of one page whose proxy failed.
 const maxProxyTries = 10
 
+// proxySync is how often a process reads which of a list's proxies other processes benched.
+const proxySync = time.Second
+
+// proxies is a spider's list of proxies in this process: its rotation, and when the benches
+// shared in crawlq_domain were last read into it.
+type proxies struct {
+	rot  *proxy.Rotation
+	keys []string // each proxy's row in crawlq_domain
+
+	mu     sync.Mutex
+	synced time.Time
+}
+
+// proxyKey is p's row in crawlq_domain.
+func proxyKey(p *proxy.Proxy) string { return "proxy " + p.String() }
+
 // via is the proxy a page goes through, from its spider's rotation; nil: direct.
 type via struct {
-	rot *proxy.Rotation
-	px  *proxy.Proxy
+	ps *proxies
+	px *proxy.Proxy
 }
 
 func (v *via) proxy() *proxy.Proxy {
@@ -45,7 +67,7 @@ func (v *via) proxy() *proxy.Proxy {
 
 // rotation returns this process's rotation of a spider's proxies, their ${CRAWLQ_PROXY_...}
 // variables filled from Config.LookupEnv.
-func (c *Crawler) rotation(s spider.Settings) (*proxy.Rotation, error) {
+func (c *Crawler) rotation(s spider.Settings) (*proxies, error) {
 	key := strings.Join(s.Proxies, "\n")
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -57,6 +79,7 @@ func (c *Crawler) rotation(s spider.Settings) (*proxy.Rotation, error) {
 		lookup = os.LookupEnv
 	}
 	ps := make([]*proxy.Proxy, len(s.Proxies))
+	keys := make([]string, len(s.Proxies))
 	for i, raw := range s.Proxies {
 		exp, err := proxy.Expand(raw, lookup)
 		if err == nil {
@@ -65,35 +88,102 @@ func (c *Crawler) rotation(s spider.Settings) (*proxy.Rotation, error) {
 		if err != nil {
 			return nil, fmt.Errorf("proxies[%d]: %w", i, err)
 		}
+		keys[i] = proxyKey(ps[i])
 	}
-	r := proxy.NewRotation(ps, c.cfg.ProxyRest, 0)
+	r := &proxies{rot: proxy.NewRotation(ps, c.proxyRest(), proxy.DefaultRestMax), keys: keys}
 	c.rotations[key] = r
 	return r, nil
 }
 
+func (c *Crawler) proxyRest() time.Duration {
+	if c.cfg.ProxyRest > 0 {
+		return c.cfg.ProxyRest
+	}
+	return proxy.DefaultRestBase
+}
+
+// sync reads which of ps's proxies are benched, by any process, unless it did so within
+// proxySync. A failed read is logged; the process goes on with what it knew.
+func (c *Crawler) sync(ctx context.Context, ps *proxies) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if time.Since(ps.synced) < proxySync {
+		return
+	}
+	rows, err := c.db.PausedOf(ctx, dbsqlc.PausedOfParams{Hosts: ps.keys, Now: c.now()})
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("could not read which proxies other workers benched; going on with this process's view", "err", err)
+		}
+		return
+	}
+	ps.synced = time.Now()
+	byKey := make(map[string]time.Time, len(rows))
+	for _, r := range rows {
+		byKey[r.Host] = r.PausedUntil
+	}
+	for i, px := range ps.rot.Proxies() {
+		if until, ok := byKey[ps.keys[i]]; ok {
+			ps.rot.RestUntil(px, until, false)
+		}
+	}
+}
+
 // pickProxy chooses the proxy of a page: nil for a spider without proxies; an error to return
 // (a snooze while every proxy rests, or a spider whose proxies cannot be read).
-func (c *Crawler) pickProxy(s spider.Settings) (*via, error) {
+func (c *Crawler) pickProxy(ctx context.Context, s spider.Settings) (*via, error) {
 	if len(s.Proxies) == 0 {
 		return nil, nil
 	}
-	rot, err := c.rotation(s)
+	ps, err := c.rotation(s)
 	if err != nil {
 		return nil, queue.Permanent(err)
 	}
-	px, wait := rot.Next(time.Now())
+	c.sync(ctx, ps)
+	px, wait := ps.rot.Next(time.Now())
 	if px == nil {
 		return nil, queue.Snooze(wait + jitter(min(wait/4, time.Second)+time.Millisecond))
 	}
-	return &via{rot: rot, px: px}, nil
+	return &via{ps: ps, px: px}, nil
 }
 
-// rest benches a page's proxy for cause, said once per rest in the logs.
+// rest benches a page's proxy for cause, in its shared row (in this process only when that
+// cannot be written), said once per rest in the logs.
 func (c *Crawler) rest(ctx context.Context, runID int64, v *via, cause string) {
-	d, fresh := v.rot.Rest(v.px, time.Now())
+	rest := c.proxyRest()
+	row, err := c.db.HostFailed(context.WithoutCancel(ctx), dbsqlc.HostFailedParams{
+		Host: proxyKey(v.px), FirstPauseUs: rest.Microseconds(), MaxPauseUs: proxy.DefaultRestMax.Microseconds(),
+		StaleAfterUs: (2 * proxy.DefaultRestMax).Microseconds(), Now: c.now(),
+	})
+	var d time.Duration
+	fresh := false
+	if err != nil {
+		c.log.Warn("could not bench a proxy for every worker; benched in this process only", "proxy", v.px.String(), "err", err)
+		d, fresh = v.ps.rot.Rest(v.px, time.Now())
+	} else {
+		v.ps.rot.RestUntil(v.px, row.PausedUntil, true)
+		fresh = row.Started
+		// The rest HostFailed started: the first one doubled per failed probe before.
+		d = rest
+		for i := int32(1); i < row.FailStreak && d < proxy.DefaultRestMax; i++ {
+			d *= 2
+		}
+		d = min(d, proxy.DefaultRestMax)
+	}
 	if fresh {
 		c.log.Warn("proxy rested", "run", runID, "proxy", v.px.String(), "for", d, "cause", cause)
 		c.pageLog().ProxyRested(ctx, runID, c.clock(), v.px.String(), cause, d)
+	}
+}
+
+// proxyAnswered records that a request through a page's proxy got an answer: when it had
+// failed here, its shared streak ends, so its next failure rests it for the first rest again.
+func (c *Crawler) proxyAnswered(ctx context.Context, v *via) {
+	if v == nil || !v.ps.rot.OK(v.px) {
+		return
+	}
+	if err := c.db.HostRecovered(context.WithoutCancel(ctx), proxyKey(v.px)); err != nil {
+		c.log.Warn("a proxy answers again, but its streak could not be cleared; it goes stale in 20 minutes", "proxy", v.px.String(), "err", err)
 	}
 }
 
@@ -148,7 +238,7 @@ func banRegexp(pattern string) *regexp.Regexp {
 // retryable failure, with the spider's backoff, and dies when out of attempts.
 func (c *Crawler) bannedPage(ctx context.Context, job *queue.Job, ri *runInfo, v *via, sa *sessionArgs, why string) error {
 	s := ri.settings
-	c.retireSession(ri.id, sa, why)
+	c.retireSession(ctx, ri.id, sa, why)
 	if v != nil {
 		c.rest(ctx, ri.id, v, why)
 	} else {

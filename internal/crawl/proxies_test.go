@@ -136,3 +136,69 @@ items:
 		}
 	}
 }
+
+// A proxy benched by one worker process is benched for the others: node A meets a proxy that
+// refuses its credentials and benches it (for a minute); node B, started after A stopped and
+// which never saw it fail, crawls a second run without asking it once, and counts no proxy
+// failure.
+func TestProxyBenchSharedAcrossWorkers(t *testing.T) {
+	t.Parallel()
+	const pages = 6
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		if r.URL.Path == "/" {
+			for i := 1; i <= pages; i++ {
+				fmt.Fprintf(w, `<a href="/p/%d">%d</a> `, i, i)
+			}
+			return
+		}
+		fmt.Fprintf(w, `<div class="product"><span class="sku">%s</span></div>`, strings.TrimPrefix(r.URL.Path, "/p/"))
+	})
+	base := serveHandler(t, mux)
+	bad := proxytest.NewHTTP(t, proxytest.HTTPOptions{User: "erin", Password: "the-right-one"})
+	good := proxytest.NewHTTP(t, proxytest.HTTPOptions{})
+	spec := fmt.Sprintf(`
+name: bench
+start_urls: [http://127.0.0.1/]
+obey_robots: false
+proxies: [%s, %s]
+follow:
+  - css: a
+items:
+  - css: div.product
+    key: sku
+    fields:
+      sku: {css: span.sku, required: true}
+`, strings.Replace(bad.URL, "the-right-one", "a-wrong-one", 1), good.URL)
+
+	pool := dbtest.Pool(t)
+	crawlOn := func(name string) *crawl.Run {
+		t.Helper()
+		n, stop := startNode(t, pool, node.Config{Spiders: registry(t, spec), Workers: 1, Worker: queue.WorkerConfig{Concurrency: 2},
+			ProxyRest: time.Minute})
+		defer stop()
+		s, err := n.Crawler.Schedule(context.Background(), crawl.ScheduleParams{Spider: "bench", Args: map[string]string{"base_url": base}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := waitRun(t, n.Crawler, s.RunID, time.Minute)
+		if r.State != crawl.StateSucceeded || r.Stats.Items != pages {
+			t.Fatalf("node %s: run %s with %d items (%v); want succeeded with %d", name, r.State, r.Stats.Items, r.Stats.ErrorsByKind, pages)
+		}
+		return r
+	}
+	r := crawlOn("A")
+	refused := bad.Refused.Load()
+	if refused < 1 || r.Stats.ErrorsByKind["proxy"] < 1 {
+		t.Fatalf("node A: the bad proxy refused %d CONNECTs, stats %v; want it met and benched", refused, r.Stats.ErrorsByKind)
+	}
+	tunnels := good.Tunnels.Load()
+	r = crawlOn("B")
+	if n := bad.Refused.Load() - refused; n != 0 || r.Stats.ErrorsByKind["proxy"] != 0 {
+		t.Errorf("node B asked the proxy node A benched %d times (stats %v); want never", n, r.Stats.ErrorsByKind)
+	}
+	if n := good.Tunnels.Load() - tunnels; n != pages+1 {
+		t.Errorf("node B went through the good proxy %d times, want %d", n, pages+1)
+	}
+}

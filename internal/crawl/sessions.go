@@ -1,11 +1,13 @@
 package crawl
 
 import (
+	"context"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
 	"time"
 
+	"crawlq/internal/dbsqlc"
 	"crawlq/internal/fetch"
 	"crawlq/internal/queue"
 	"crawlq/internal/spider"
@@ -15,8 +17,10 @@ import (
 // to sessions 1..N, and each page's follow-ups (and redirects) stay in its session. A session is
 // a cookie jar and, for a spider with proxies, one proxy: both travel in the page jobs' args, so
 // a follow-up taken by another worker process, or after a crash, is still in its session. A
-// session whose page is banned, or whose proxy rests, is retired: the page goes on in a new
-// session (no cookies, the next proxy in turn), said in the process log.
+// session whose page is banned, or whose proxy rests, is retired for every worker process (a row
+// in crawlq_session, read before each page of a session): the page, and every other page of the
+// session wherever it runs, goes on in a new session (no cookies, the next proxy in turn), said
+// in the process log.
 //
 // Cookies are kept as the Set-Cookie lines received with the URL they came with, replayed into a
 // cookie jar (net/http/cookiejar: its domain, path, expiry and secure rules) for each request;
@@ -97,52 +101,83 @@ type sessionKey struct {
 	run, id int64
 }
 
-// retireSession ends a run's session in this process: its pages go on in new sessions.
-func (c *Crawler) retireSession(runID int64, sa *sessionArgs, why string) {
+// retireSession ends a run's session for every worker process (its row in crawlq_session; in this
+// process only when that cannot be written, said in its log): its pages go on in new sessions.
+func (c *Crawler) retireSession(ctx context.Context, runID int64, sa *sessionArgs, why string) {
 	if sa == nil {
 		return
 	}
+	c.retiredHere(runID, sa.ID)
+	err := c.db.RetireSession(context.WithoutCancel(ctx), dbsqlc.RetireSessionParams{RunID: runID, Session: sa.ID})
+	if err != nil {
+		c.log.Warn("could not retire a session for every worker; retired in this process only", "run", runID, "session", sa.ID, "err", err)
+	}
+	c.log.Info("session retired", "run", runID, "session", sa.ID, "cause", why)
+}
+
+// retiredHere remembers in this process that a run's session is retired.
+func (c *Crawler) retiredHere(runID, id int64) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if len(c.retired) >= maxSoft {
 		clear(c.retired)
 	}
-	c.retired[sessionKey{runID, sa.ID}] = true
+	c.retired[sessionKey{runID, id}] = true
+}
+
+// isRetired reports whether a run's session was retired, here or by another process. A failed
+// read counts as not retired (said in the log): the page keeps its session, as it would have
+// before the other process's ban.
+func (c *Crawler) isRetired(ctx context.Context, runID, id int64) bool {
+	c.mu.Lock()
+	retired := c.retired[sessionKey{runID, id}]
 	c.mu.Unlock()
-	c.log.Info("session retired", "run", runID, "session", sa.ID, "cause", why)
+	if retired {
+		return true
+	}
+	retired, err := c.db.SessionRetired(ctx, dbsqlc.SessionRetiredParams{RunID: runID, Session: id})
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("could not read whether a session was retired; the page keeps it", "run", runID, "session", id, "err", err)
+		}
+		return false
+	}
+	if retired {
+		c.retiredHere(runID, id)
+	}
+	return retired
 }
 
 // session returns the session a page is fetched in, and its proxy (via, nil without proxies):
 // its own, or a new one when it was retired or its proxy rests. err is a snooze while every
 // proxy rests, or a spider whose proxies cannot be read.
-func (c *Crawler) session(ri *runInfo, a *pageArgs) (*via, error) {
+func (c *Crawler) session(ctx context.Context, ri *runInfo, a *pageArgs) (*via, error) {
 	s := ri.settings
 	if s.Sessions <= 0 || a.Session == nil {
-		return c.pickProxy(s)
+		return c.pickProxy(ctx, s)
 	}
-	c.mu.Lock()
-	retired := c.retired[sessionKey{ri.id, a.Session.ID}]
-	c.mu.Unlock()
-	if retired {
+	if c.isRetired(ctx, ri.id, a.Session.ID) {
 		a.Session = &sessionArgs{ID: randToken()}
 	}
 	if len(s.Proxies) == 0 {
 		return nil, nil
 	}
 	if a.Session.Proxy > 0 {
-		rot, err := c.rotation(s)
+		ps, err := c.rotation(s)
 		if err != nil {
 			return nil, queue.Permanent(err)
 		}
-		px, inTurn := rot.At(a.Session.Proxy-1, time.Now())
+		c.sync(ctx, ps)
+		px, inTurn := ps.rot.At(a.Session.Proxy-1, time.Now())
 		if inTurn {
-			return &via{rot: rot, px: px}, nil
+			return &via{ps: ps, px: px}, nil
 		}
-		c.retireSession(ri.id, a.Session, "its proxy rests")
+		c.retireSession(ctx, ri.id, a.Session, "its proxy rests")
 		a.Session = &sessionArgs{ID: randToken()}
 	}
-	v, err := c.pickProxy(s)
+	v, err := c.pickProxy(ctx, s)
 	if v != nil {
-		a.Session.Proxy = v.rot.Index(v.px) + 1
+		a.Session.Proxy = v.ps.rot.Index(v.px) + 1
 	}
 	return v, err
 }

@@ -359,7 +359,7 @@ func (c *Crawler) preparePage(ctx context.Context, job *queue.Job, ri *runInfo, 
 	if err := c.hostPaused(host); err != nil {
 		return nil, err
 	}
-	v, err := c.session(ri, &a)
+	v, err := c.session(ctx, ri, &a)
 	if err != nil {
 		return nil, err
 	}
@@ -392,9 +392,7 @@ func (c *Crawler) fetchPage(ctx context.Context, p *pageJob) (*fetch.Result, err
 	if ferr != nil {
 		return nil, c.pageFetchFailed(ctx, p, ferr, res, start)
 	}
-	if p.v != nil {
-		p.v.rot.OK(p.v.px)
-	}
+	c.proxyAnswered(ctx, p.v)
 	p.ri.fetched.Store(true)
 	c.hostAnswered(ctx, p.ri.id, p.host, start)
 	return res, nil

@@ -1,6 +1,8 @@
 -- Every query on crawlq_domain: politeness and host health shared by every worker, one row per
 -- host (internal/crawl; the table is in internal/migrate/migrations/0002_crawl.sql and
--- 0005_run_outcomes.sql). Every request updates its host's row twice (ReserveSlot, ReleaseSlot),
+-- 0005_run_outcomes.sql). A spider's proxies have rows of their own, keyed "proxy " and the
+-- proxy's URL with its password redacted (no host name has a space): their politeness (the
+-- slot queries) and their bench (HostFailed, HostRecovered, PausedOf), shared as a host's are. Every request updates its host's row twice (ReserveSlot, ReleaseSlot),
 -- so the table has no index besides its primary key (host): an index on the times would make
 -- those updates non-HOT. now: the caller's clock (tests), else the database's (NULL); durations
 -- are in microseconds (_us).
@@ -107,3 +109,10 @@ FROM crawlq_domain WHERE host = @host;
 SELECT paused_until::timestamptz AS paused_until, fail_streak, COALESCE(down_since, paused_until)::timestamptz AS down_since
 FROM crawlq_domain
 WHERE host = @host AND paused_until > COALESCE(sqlc.narg(now)::timestamptz, now());
+
+-- name: PausedOf :many
+-- The pauses among the given rows that last past now: how a process learns which of a spider's
+-- proxies another process benched. Index: the primary key.
+SELECT host, paused_until::timestamptz AS paused_until
+FROM crawlq_domain
+WHERE host = ANY(@hosts::text[]) AND paused_until > COALESCE(sqlc.narg(now)::timestamptz, now());

@@ -136,6 +136,44 @@ func (q *Queries) HostRecovered(ctx context.Context, host string) error {
 	return err
 }
 
+const PausedOf = `-- name: PausedOf :many
+SELECT host, paused_until::timestamptz AS paused_until
+FROM crawlq_domain
+WHERE host = ANY($1::text[]) AND paused_until > COALESCE($2::timestamptz, now())
+`
+
+type PausedOfParams struct {
+	Hosts []string
+	Now   *time.Time
+}
+
+type PausedOfRow struct {
+	Host        string
+	PausedUntil time.Time
+}
+
+// The pauses among the given rows that last past now: how a process learns which of a spider's
+// proxies another process benched. Index: the primary key.
+func (q *Queries) PausedOf(ctx context.Context, arg PausedOfParams) ([]PausedOfRow, error) {
+	rows, err := q.db.Query(ctx, PausedOf, arg.Hosts, arg.Now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []PausedOfRow{}
+	for rows.Next() {
+		var i PausedOfRow
+		if err := rows.Scan(&i.Host, &i.PausedUntil); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const PruneDomains = `-- name: PruneDomains :one
 WITH chunk AS (
     SELECT host FROM crawlq_domain WHERE host > $1::text ORDER BY host LIMIT $2
@@ -223,7 +261,9 @@ type ReserveSlotParams struct {
 
 // Every query on crawlq_domain: politeness and host health shared by every worker, one row per
 // host (internal/crawl; the table is in internal/migrate/migrations/0002_crawl.sql and
-// 0005_run_outcomes.sql). Every request updates its host's row twice (ReserveSlot, ReleaseSlot),
+// 0005_run_outcomes.sql). A spider's proxies have rows of their own, keyed "proxy " and the
+// proxy's URL with its password redacted (no host name has a space): their politeness (the
+// slot queries) and their bench (HostFailed, HostRecovered, PausedOf), shared as a host's are. Every request updates its host's row twice (ReserveSlot, ReleaseSlot),
 // so the table has no index besides its primary key (host): an index on the times would make
 // those updates non-HOT. now: the caller's clock (tests), else the database's (NULL); durations
 // are in microseconds (_us).

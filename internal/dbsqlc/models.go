@@ -294,6 +294,12 @@ type CrawlqSchedule struct {
 	UpdatedAt   time.Time
 }
 
+type CrawlqSession struct {
+	RunID     int64
+	Session   int64
+	RetiredAt time.Time
+}
+
 type CrawlqSpider struct {
 	Seq       int64
 	Name      string

@@ -205,6 +205,7 @@ type Result struct {
 	Jobs     int  `json:"jobs"`      // finished jobs deleted
 	OnceKeys int  `json:"once_keys"` // once keys deleted (with the page jobs that carry them)
 	Robots   int  `json:"robots"`    // robots.txt copies deleted
+	Sessions int  `json:"sessions"`  // retired sessions deleted
 	Stats    int  `json:"stats"`     // run stat rows deleted
 	Runs     int  `json:"runs"`      // runs fully purged
 	Hosts    int  `json:"hosts"`     // politeness rows deleted
@@ -218,7 +219,7 @@ type Result struct {
 
 // Deleted sums the rows the pass deleted.
 func (r Result) Deleted() int {
-	return r.Jobs + r.OnceKeys + r.Robots + r.Stats + r.Hosts + r.URLStates
+	return r.Jobs + r.OnceKeys + r.Robots + r.Sessions + r.Stats + r.Hosts + r.URLStates
 }
 
 // Start runs passes every Interval (with ±10% jitter, so processes started together spread out)
@@ -289,7 +290,7 @@ func (s *Service) RunOnce(ctx context.Context, now time.Time) (Result, error) {
 		return res, fmt.Errorf("maintenance: %w", err)
 	}
 	if res.Deleted() > 0 || res.Partial {
-		s.log.Info("maintenance pass", "jobs", res.Jobs, "once_keys", res.OnceKeys, "robots", res.Robots, "stats", res.Stats,
+		s.log.Info("maintenance pass", "jobs", res.Jobs, "once_keys", res.OnceKeys, "robots", res.Robots, "sessions", res.Sessions, "stats", res.Stats,
 			"runs", res.Runs, "hosts", res.Hosts, "partial", res.Partial, "took", res.Took)
 	}
 	return res, nil
@@ -415,7 +416,7 @@ func (s *Service) purgeRuns(ctx context.Context, now time.Time, res *Result) err
 				}); err != nil {
 					return err
 				}
-				res.OnceKeys, res.Robots, res.Stats = res.OnceKeys+p.OnceKeys, res.Robots+p.Robots, res.Stats+p.Stats
+				res.OnceKeys, res.Robots, res.Sessions, res.Stats = res.OnceKeys+p.OnceKeys, res.Robots+p.Robots, res.Sessions+p.Sessions, res.Stats+p.Stats
 				if p.Done {
 					res.Runs++
 					progress = true

@@ -66,6 +66,9 @@ type Config struct {
 	// LookupEnv fills the ${CRAWLQ_PROXY_...} variables of spiders' proxies
 	// (crawl.Config.LookupEnv). Default os.LookupEnv.
 	LookupEnv func(string) (string, bool)
+	// ProxyRest is the first rest of a spider's proxy that failed or was banned
+	// (crawl.Config.ProxyRest). Default 10s.
+	ProxyRest time.Duration
 	// ItemTimeout bounds a page's wait for its items (crawl.Config.ItemTimeout). Default 60s.
 	ItemTimeout time.Duration
 	// Queue tunes the queue client (retry backoff).
@@ -186,7 +189,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	cr, err := crawl.New(crawl.Config{Pool: cfg.Pool, Queue: qc, Spiders: reg, Pipeline: pl, TxSink: txSink, Fetch: cfg.Fetch, Browser: cfg.Browser,
 		OnFinish: n.finished, OnStart: n.started, OnEnqueue: n.poke, Reserve: n.reserve, ItemTimeout: cfg.ItemTimeout, Logger: cfg.Logger,
-		CountItems: countItems, RunLog: cfg.RunLog, LookupEnv: cfg.LookupEnv, Now: now})
+		CountItems: countItems, RunLog: cfg.RunLog, LookupEnv: cfg.LookupEnv, ProxyRest: cfg.ProxyRest, Now: now})
 	if err != nil {
 		return nil, err
 	}

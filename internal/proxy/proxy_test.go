@@ -114,6 +114,30 @@ func TestRotationRestsWithBackoff(t *testing.T) {
 	}
 }
 
+// A rest decided elsewhere (another process's, read from their shared row) benches the proxy
+// here too, without counting a failure here; one a failure here led to is ended by OK.
+func TestRotationTakesSharedRests(t *testing.T) {
+	a, _ := proxy.Parse("http://a:1")
+	b, _ := proxy.Parse("http://b:1")
+	r := proxy.NewRotation([]*proxy.Proxy{a, b}, time.Second, 4*time.Second)
+	now := time.Unix(1000, 0)
+	r.RestUntil(a, now.Add(time.Minute), false)
+	r.RestUntil(a, now.Add(time.Second), false) // an older view does not shorten it
+	if p, _ := r.Next(now.Add(30 * time.Second)); p != b {
+		t.Fatalf("handed out %v during a shared rest; want b", p)
+	}
+	if r.OK(a) || r.States()[0].Failures != 0 {
+		t.Errorf("a rest from elsewhere counted as a failure here: %+v", r.States()[0])
+	}
+	if p, _ := r.At(0, now.Add(time.Minute)); p != a {
+		t.Errorf("a is not back when its shared rest ends")
+	}
+	r.RestUntil(b, now.Add(time.Second), true)
+	if !r.OK(b) || r.OK(b) || r.States()[1].Failures != 1 {
+		t.Errorf("a failure here: OK should end its streak once; states %+v", r.States())
+	}
+}
+
 // get fetches target through p over a plain HTTP client whose every connection is dialed through it.
 func get(t *testing.T, p *proxy.Proxy, target string) (string, error) {
 	t.Helper()

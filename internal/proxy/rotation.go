@@ -7,7 +7,8 @@ import (
 
 // Rotation hands out a spider's proxies in turn and rests one that fails or is banned: for
 // RestBase after its first failure in a row, doubling with each further one up to RestMax, and
-// back in turn after its first success. Safe for concurrent use.
+// back in turn after its first success. A rest decided elsewhere (shared by several processes)
+// is taken with RestUntil. Safe for concurrent use.
 type Rotation struct {
 	mu      sync.Mutex
 	entries []*entry
@@ -90,13 +91,45 @@ func (r *Rotation) Rest(p *Proxy, now time.Time) (d time.Duration, fresh bool) {
 	return d, true
 }
 
-// OK records that a request through p got an answer: its streak of failures ends.
-func (r *Rotation) OK(p *Proxy) {
+// RestUntil rests p until until, a rest decided elsewhere (a row several processes share, which
+// doubles it itself): its rest ends at the later of until and its own. failed says a failure of
+// p here led to it, counted in States and ended by OK; false: another process benched it.
+func (r *Rotation) RestUntil(p *Proxy, until time.Time, failed bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e := r.find(p); e != nil {
-		e.streak = 0
+	e := r.find(p)
+	if e == nil {
+		return
 	}
+	if failed {
+		e.fails++
+		e.streak++
+	}
+	if until.After(e.until) {
+		e.until = until
+	}
+}
+
+// OK records that a request through p got an answer: its streak of failures ends. It reports
+// whether p had failed here since its last answer.
+func (r *Rotation) OK(p *Proxy) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.find(p)
+	if e == nil || e.streak == 0 {
+		return false
+	}
+	e.streak = 0
+	return true
+}
+
+// Proxies returns the proxies, in the order given to NewRotation.
+func (r *Rotation) Proxies() []*Proxy {
+	out := make([]*Proxy, len(r.entries))
+	for i, e := range r.entries {
+		out[i] = e.p
+	}
+	return out
 }
 
 func (r *Rotation) find(p *Proxy) *entry {
