@@ -20,5 +20,5 @@ func main() {
 	if err != nil {
 		log.Fatalf("crawlq-worker: %v", err)
 	}
-	lambda.Start(deps.Worker(lambdafn.WorkerOptions{ItemsBucket: deps.Config.ItemsBucket}))
+	lambda.Start(deps.Worker(lambdafn.WorkerOptions{ItemsBucket: deps.Config.ItemsBucket, ProxyEnv: envconfig.ProxyEnv(os.Environ())}))
 }

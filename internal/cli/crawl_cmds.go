@@ -18,6 +18,7 @@ import (
 	"crawlq/internal/browser"
 	"crawlq/internal/crawl"
 	"crawlq/internal/demosite"
+	"crawlq/internal/envconfig"
 	"crawlq/internal/events"
 	"crawlq/internal/fetch"
 	"crawlq/internal/node"
@@ -95,7 +96,7 @@ Spiders: the built-in specs plus those in --spiders.`,
 					}
 					n, err := node.New(node.Config{Pool: pool, Spiders: reg, Queues: strings.Split(*queues, ","), Workers: *workers,
 						Worker: queue.WorkerConfig{Concurrency: *conc, Lease: *lease}, MaintainEvery: up, Maintain: mc, Events: evs,
-						Fetch: fetch.Config{AllowLoopback: *allowLoopback}, Browser: &browser.Config{}})
+						Fetch: fetch.Config{AllowLoopback: *allowLoopback}, Browser: &browser.Config{}, ProxyEnv: envconfig.ProxyEnv(os.Environ())})
 					if err != nil {
 						return err
 					}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"crawlq/internal/awsx"
+	"crawlq/internal/command"
 	"crawlq/internal/db"
 	"crawlq/internal/envconfig"
 	"crawlq/internal/events"
@@ -140,8 +141,9 @@ Stops on SIGINT/SIGTERM, releasing every claimed job.`,
 					}
 				}
 				st, err := local.New(local.Config{Deps: deps, Prefix: *prefix, Tick: *tick, WorkerTimeout: *workerTimeout,
-					Worker:  lambdafn.WorkerOptions{IdleExit: *idle, Fetch: fetch.Config{AllowLoopback: *allowLoopback}},
-					Metrics: env.Stdout, Runners: *runners})
+					Worker: lambdafn.WorkerOptions{IdleExit: *idle, Fetch: fetch.Config{AllowLoopback: *allowLoopback},
+						ProxyEnv: envconfig.ProxyEnv(os.Environ())},
+					Metrics: env.Stdout, Runners: *runners, CommandEnv: command.Inherited(os.LookupEnv, command.DefaultInheritEnv)})
 				if err != nil {
 					return err
 				}

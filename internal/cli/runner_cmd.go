@@ -14,6 +14,7 @@ import (
 
 	"crawlq/internal/command"
 	"crawlq/internal/ecsrun"
+	"crawlq/internal/envconfig"
 	"crawlq/internal/events"
 	"crawlq/internal/fetch"
 	"crawlq/internal/node"
@@ -97,7 +98,8 @@ and CRAWLQ_SPIDER_DIR.`,
 				}
 				return pg.withPool(ctx, func(pool *pgxpool.Pool) error {
 					log := slog.New(slog.NewJSONHandler(env.Stderr, nil))
-					cc := command.Config{Timeout: *cmdTimeout, KillGrace: *killGrace, ShutdownGrace: *shutdownGrace}
+					cc := command.Config{Timeout: *cmdTimeout, KillGrace: *killGrace, ShutdownGrace: *shutdownGrace,
+						Env: command.Inherited(os.LookupEnv, command.DefaultInheritEnv)}
 					var runLog runlog.Store = runlog.Postgres{Pool: pool}
 					if g := env.Getenv("CRAWLQ_RUN_LOG_GROUP"); g != "" { // the AWS stack: run logs in CloudWatch
 						var err error
@@ -119,7 +121,7 @@ and CRAWLQ_SPIDER_DIR.`,
 					r, err := runner.New(runner.Config{
 						Pool: pool, Queue: *q, Concurrency: *conc, Lease: *lease, StopGrace: *grace, MaxJobs: *maxJobs,
 						MaxMemory: *maxMem << 20, MaintainEvery: up, Maintain: mc, Spiders: reg, Events: evs, Logger: log,
-						Command: cc, Fetch: fetch.Config{AllowLoopback: *allowLoopback},
+						Command: cc, Fetch: fetch.Config{AllowLoopback: *allowLoopback}, ProxyEnv: envconfig.ProxyEnv(os.Environ()),
 					})
 					if err != nil {
 						return usageErr("%v", err)

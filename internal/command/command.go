@@ -6,7 +6,7 @@
 // # The contract with the command
 //
 // The command runs in its own process group, with stdin from /dev/null and this environment
-// (besides the inherited variables named in Config.InheritEnv and the spec's Env):
+// (besides Config.Env, the runner's variables it hands on, and the spec's Env):
 //
 //	CRAWLQ_RUN_ID      the run's id
 //	CRAWLQ_SPIDER      the spider's name
@@ -78,7 +78,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -105,10 +107,22 @@ var (
 	ErrInvalid = errors.New("command: invalid input")
 )
 
-// DefaultInheritEnv are the variables of the runner's environment a command sees by default.
+// DefaultInheritEnv are the variables of the runner's environment a command sees (Inherited).
 // Deliberately few: the runner's environment holds the database URL and cloud credentials,
 // which a spider's code has no business reading; give a command what it needs in its spec's Env.
 var DefaultInheritEnv = []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR"}
+
+// Inherited returns the variables named that lookup finds (os.LookupEnv, at the process's edge),
+// for Config.Env.
+func Inherited(lookup func(string) (string, bool), names []string) map[string]string {
+	env := map[string]string{}
+	for _, k := range names {
+		if v, ok := lookup(k); ok {
+			env[k] = v
+		}
+	}
+	return env
+}
 
 // Config tunes a Runner.
 type Config struct {
@@ -138,9 +152,11 @@ type Config struct {
 	BatchSize int
 	// FlushInterval is how long a partial batch waits for more items. Default 100ms.
 	FlushInterval time.Duration
-	// InheritEnv names the runner's environment variables passed on. Default DefaultInheritEnv;
-	// an empty non-nil slice passes none.
-	InheritEnv []string
+	// Env are the variables of the runner's environment a command sees, read where the process
+	// starts (Inherited(os.LookupEnv, DefaultInheritEnv)); a spec's Env and the variables above go
+	// over them, and a Scrapy run's PYTHONPATH, when Env has one, goes after its egg's. Default
+	// none.
+	Env map[string]string
 	// RecordStats adds a Scrapy run's pages and errors by kind to the run's stats
 	// (crawl.Crawler.RecordCommandStats). Default none.
 	RecordStats func(ctx context.Context, runID int64, pages int64, errorsByKind map[string]int64) error
@@ -182,9 +198,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.FlushInterval == 0 {
 		c.FlushInterval = 100 * time.Millisecond
-	}
-	if c.InheritEnv == nil {
-		c.InheritEnv = DefaultInheritEnv
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -349,10 +362,8 @@ func (r *Runner) env(run *crawl.Run, spec spider.CommandSpec, settings spider.Se
 		return nil, fmt.Errorf("%w: encode settings: %w", ErrInvalid, err)
 	}
 	var env []string
-	for _, k := range r.cfg.InheritEnv {
-		if v, ok := os.LookupEnv(k); ok {
-			env = append(env, k+"="+v)
-		}
+	for _, k := range slices.Sorted(maps.Keys(r.cfg.Env)) {
+		env = append(env, k+"="+r.cfg.Env[k])
 	}
 	for k, v := range spec.Env {
 		env = append(env, k+"="+v)

@@ -46,6 +46,9 @@ func start(t *testing.T, specs map[string]spider.CommandSpec, cfg command.Config
 func startWith(t *testing.T, specs map[string]spider.CommandSpec, cfgp *command.Config, pl items.Config, hook func(*env, *command.Config)) *env {
 	t.Helper()
 	cfg := *cfgp
+	if cfg.Env == nil {
+		cfg.Env = command.Inherited(os.LookupEnv, command.DefaultInheritEnv)
+	}
 	if _, err := os.Stat("/bin/sh"); err != nil {
 		t.Fatal("these tests need /bin/sh")
 	}
@@ -322,7 +325,7 @@ func TestExitStatusMapping(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pl.Close(context.Background()) })
-	r, err := command.New(command.Config{Pipeline: pl, KillGrace: 200 * time.Millisecond, MaxLogLine: 32})
+	r, err := command.New(command.Config{Pipeline: pl, Env: command.Inherited(os.LookupEnv, command.DefaultInheritEnv), KillGrace: 200 * time.Millisecond, MaxLogLine: 32})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,7 +103,7 @@ func (r *Runner) prepareScrapy(ctx context.Context, run *crawl.Run, argv []strin
 	}
 	if old := spec.Env["PYTHONPATH"]; old != "" {
 		pythonPath += string(os.PathListSeparator) + old
-	} else if old := os.Getenv("PYTHONPATH"); old != "" && r.inherits("PYTHONPATH") {
+	} else if old := r.cfg.Env["PYTHONPATH"]; old != "" {
 		pythonPath += string(os.PathListSeparator) + old
 	}
 	sr.env = append(sr.env, "PYTHONPATH="+pythonPath, "CRAWLQ_STATS_FILE="+sr.statsFile)
@@ -178,15 +178,6 @@ func scrapydEnv(project, spider, job, version string, specEnv map[string]string)
 		env = append(env, "SCRAPYD_EGG_VERSION="+version)
 	}
 	return env
-}
-
-func (r *Runner) inherits(name string) bool {
-	for _, k := range r.cfg.InheritEnv {
-		if k == name {
-			return true
-		}
-	}
-	return false
 }
 
 // scrapySettings maps crawlq settings to Scrapy's. A setting left at crawlq's default is not

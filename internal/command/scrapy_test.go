@@ -3,6 +3,7 @@ package command
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -74,7 +75,7 @@ func TestScrapyStatsVerdict(t *testing.T) {
 // a STATS_CLASS the run asks for goes to the stats hook, which chains to it, not to Scrapy.
 func TestScrapyCommandLineAsScrapyd(t *testing.T) {
 	t.Parallel()
-	r := &Runner{cfg: Config{InheritEnv: []string{}}}
+	r := &Runner{cfg: Config{}}
 	run := &crawl.Run{ID: 5, Spider: "catalog", Args: map[string]string{"_job": "mine", "q": "x"}}
 	argv := []string{"scrapy", "crawl", "catalog", "-s", "STATS_CLASS=my.Stats", "-s", "X=1"}
 	sr, err := r.prepareScrapy(t.Context(), run, argv, spider.CommandSpec{Command: argv}, spider.DefaultSettings())
@@ -101,5 +102,43 @@ func TestScrapyCommandLineAsScrapyd(t *testing.T) {
 	defer os.RemoveAll(sr2.dir)
 	if env := strings.Join(sr2.env, " "); strings.Contains(env, "SCRAPY_PROJECT=") || strings.Contains(env, "CRAWLQ_STATS_CLASS") {
 		t.Errorf("env %s: want the spec's SCRAPY_PROJECT kept, no stats class given", env)
+	}
+}
+
+// TestCommandSeesConfigEnvOnly: a command's environment is Config.Env (what the edge read) with
+// the spec's and crawlq's variables over it, never this process's own, and a Scrapy run's
+// PYTHONPATH comes from Config.Env.
+func TestCommandSeesConfigEnvOnly(t *testing.T) {
+	t.Setenv("PATH", "/from/the/process")
+	t.Setenv("PYTHONPATH", "/process/python")
+	r := &Runner{cfg: Config{Env: map[string]string{"PATH": "/from/the/edge", "PYTHONPATH": "/edge/python"}}}
+	env, err := r.env(&crawl.Run{ID: 7, Spider: "s"}, spider.CommandSpec{Env: map[string]string{"A": "1"}}, spider.DefaultSettings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(env, "\n")
+	for _, want := range []string{"PATH=/from/the/edge", "PYTHONPATH=/edge/python", "A=1", "CRAWLQ_RUN_ID=7"} {
+		if !slices.Contains(env, want) {
+			t.Errorf("command env lacks %s:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "/from/the/process") {
+		t.Errorf("the process's own PATH reached the command:\n%s", got)
+	}
+	run := &crawl.Run{ID: 5, Spider: "catalog"}
+	argv := []string{"scrapy", "crawl", "catalog"}
+	sr, err := r.prepareScrapy(t.Context(), run, argv, spider.CommandSpec{Command: argv}, spider.DefaultSettings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(sr.dir)
+	var pp string
+	for _, kv := range sr.env {
+		if v, ok := strings.CutPrefix(kv, "PYTHONPATH="); ok {
+			pp = v
+		}
+	}
+	if !strings.HasSuffix(pp, string(os.PathListSeparator)+"/edge/python") {
+		t.Errorf("scrapy PYTHONPATH %q: want Config.Env's last", pp)
 	}
 }

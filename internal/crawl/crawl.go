@@ -105,9 +105,10 @@ type Config struct {
 	// AllowLoopback, UserAgent and AllowPrivate come from Fetch and the spider. Nil: such pages
 	// are left to a process that renders them (the ECS runners).
 	Browser *browser.Config
-	// LookupEnv fills the ${CRAWLQ_PROXY_...} variables of spiders' proxy URLs (proxies.go).
-	// Default os.LookupEnv.
-	LookupEnv func(string) (string, bool)
+	// ProxyEnv are the variables spiders' proxy URLs may name as ${CRAWLQ_PROXY_...}
+	// (proxies.go), read where the process starts (envconfig.ProxyEnv). Default none: a proxy
+	// URL that names one fails its pages, saying the variable is not set.
+	ProxyEnv map[string]string
 	// ProxyRest is the first rest of a proxy that failed or was banned, doubling with each
 	// failure in a row up to 10 minutes. Default 10s.
 	ProxyRest time.Duration

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -66,7 +65,7 @@ func (v *via) proxy() *proxy.Proxy {
 }
 
 // rotation returns this process's rotation of a spider's proxies, their ${CRAWLQ_PROXY_...}
-// variables filled from Config.LookupEnv.
+// variables filled from Config.ProxyEnv.
 func (c *Crawler) rotation(s spider.Settings) (*proxies, error) {
 	key := strings.Join(s.Proxies, "\n")
 	c.mu.Lock()
@@ -74,10 +73,7 @@ func (c *Crawler) rotation(s spider.Settings) (*proxies, error) {
 	if r := c.rotations[key]; r != nil {
 		return r, nil
 	}
-	lookup := c.cfg.LookupEnv
-	if lookup == nil {
-		lookup = os.LookupEnv
-	}
+	lookup := func(k string) (string, bool) { v, ok := c.cfg.ProxyEnv[k]; return v, ok }
 	ps := make([]*proxy.Proxy, len(s.Proxies))
 	keys := make([]string, len(s.Proxies))
 	for i, raw := range s.Proxies {

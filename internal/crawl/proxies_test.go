@@ -87,10 +87,8 @@ items:
 	var logBuf syncBuffer
 	pool := dbtest.Pool(t)
 	n, _ := startNode(t, pool, node.Config{Spiders: registry(t, spec), Workers: 1, Worker: queue.WorkerConfig{Concurrency: 4},
-		Logger: slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		LookupEnv: func(k string) (string, bool) {
-			return map[string]string{"CRAWLQ_PROXY_ALICE": "pw-from-env-1"}[k], k == "CRAWLQ_PROXY_ALICE"
-		}})
+		Logger:   slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		ProxyEnv: map[string]string{"CRAWLQ_PROXY_ALICE": "pw-from-env-1"}})
 	s, err := n.Crawler.Schedule(context.Background(), crawl.ScheduleParams{Spider: "px", Args: map[string]string{"base_url": base}})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@
 package envconfig
 
 import (
+	"crawlq/internal/proxy"
 	"fmt"
 	"strconv"
 	"strings"
@@ -125,4 +126,16 @@ func (e Env) OnOff(name string) (bool, error) {
 	default:
 		return false, Errorf(name, "not on or off: %q", v)
 	}
+}
+
+// ProxyEnv returns the variables of environ (os.Environ() at the edges) that spiders' proxy URLs
+// may name: those starting with proxy.EnvPrefix (crawl.Config.ProxyEnv).
+func ProxyEnv(environ []string) map[string]string {
+	env := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, proxy.EnvPrefix) {
+			env[k] = v
+		}
+	}
+	return env
 }

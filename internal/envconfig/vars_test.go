@@ -34,7 +34,7 @@ func TestDocIsFresh(t *testing.T) {
 // notProcessVars are names the code holds that are not crawlq's configuration.
 var notProcessVars = map[string]string{
 	"CRAWLQ_SCRAPY_PROJECT": "a key crawlq sets in an uploaded spider's spec env, read back from the spec",
-	"PYTHONPATH":            "handed on to a Scrapy run (after its egg) when the runner's InheritEnv names it",
+	"PYTHONPATH":            "handed on to a Scrapy run (after its egg) when the runner's command.Config.Env has it",
 }
 
 var (
@@ -129,12 +129,10 @@ func TestVarsMatchTheCode(t *testing.T) {
 	}
 }
 
-// passThrough are the files that hand variables of their process's environment on (to a child
-// process: terraform, a spider's command, scrapy list; or a spec's proxy credentials,
-// CRAWLQ_PROXY_*, when the process left crawl.Config.LookupEnv unset) without reading
-// configuration from it.
-var passThrough = []string{"internal/command/command.go", "internal/command/scrapy.go", "internal/deploy/deploy.go",
-	"internal/spiderstore/egg.go", "internal/crawl/proxies.go"}
+// passThrough are the files that hand their process's whole environment on to a child process
+// (terraform; scrapy list) without reading configuration from it. A spider's command and a
+// spec's proxy credentials take theirs from the edge (command.Config.Env, crawl.Config.ProxyEnv).
+var passThrough = []string{"internal/deploy/deploy.go", "internal/spiderstore/egg.go"}
 
 // TestEnvironmentReadAtTheEdges: os.Getenv, os.LookupEnv and os.Environ appear only in cmd/,
 // functions/, internal/cli, lambdafn's Setup and the pass-through files; every other package

@@ -37,6 +37,9 @@ type WorkerOptions struct {
 	// that is not public, the function's own runtime API on 127.0.0.1:9001 among them; crawlq
 	// local sets AllowLoopback with --allow-loopback, to crawl a site on this machine.
 	Fetch fetch.Config
+	// ProxyEnv fills the ${CRAWLQ_PROXY_...} variables of spiders' proxies (node.Config.ProxyEnv),
+	// read by the function's main (envconfig.ProxyEnv). Default none.
+	ProxyEnv map[string]string
 	// Configure, when set, adjusts each invocation's node before it runs (extra job kinds).
 	Configure func(*node.Node)
 }
@@ -97,7 +100,7 @@ func (d *Deps) Worker(opt WorkerOptions) func(ctx context.Context, ev dispatch.W
 			return res, fmt.Errorf("assemble worker: %w", err)
 		}
 		n, err := node.New(node.Config{Pool: d.Pool, Spiders: d.Spiders, Queues: []string{ev.Queue}, Worker: wc,
-			MaintainEvery: -1, Sink: sink, Events: evs, Fetch: opt.Fetch, Logger: d.Logger, RunLog: d.RunLog()})
+			MaintainEvery: -1, Sink: sink, Events: evs, Fetch: opt.Fetch, ProxyEnv: opt.ProxyEnv, Logger: d.Logger, RunLog: d.RunLog()})
 		if err != nil {
 			return res, fmt.Errorf("assemble worker: %w", err)
 		}

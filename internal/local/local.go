@@ -35,6 +35,7 @@ import (
 
 	"crawlq/internal/api"
 	"crawlq/internal/backoff"
+	"crawlq/internal/command"
 	"crawlq/internal/crawl"
 	"crawlq/internal/cronstore"
 	"crawlq/internal/dispatch"
@@ -83,6 +84,9 @@ type Config struct {
 	// long-queue runs are worked by worker invocations, which run no commands (start a
 	// `crawlq runner` beside it, or set this).
 	Runners int
+	// CommandEnv are the variables of this process's environment the runner's commands see
+	// (command.Config.Env). Default none.
+	CommandEnv map[string]string
 	// Metrics receives the metrics function's EMF lines. Default os.Stdout.
 	Metrics io.Writer
 	// Logger defaults to Deps.Logger.
@@ -189,7 +193,8 @@ func New(cfg Config) (*Stack, error) {
 		// (the runner learns of a cancel at its heartbeat); one small UPDATE a second here.
 		r, err := runner.New(runner.Config{Pool: d.Pool, Queue: cfg.LongQueue, Concurrency: cfg.Runners, MaintainEvery: -1,
 			HeartbeatInterval: time.Second,
-			StopGrace:         10 * time.Second, Events: evs, Fetch: cfg.Worker.Fetch, Logger: s.log})
+			StopGrace:         10 * time.Second, Events: evs, Fetch: cfg.Worker.Fetch, ProxyEnv: cfg.Worker.ProxyEnv,
+			Command: command.Config{Env: cfg.CommandEnv}, Logger: s.log})
 		if err != nil {
 			return nil, err
 		}

@@ -63,9 +63,9 @@ type Config struct {
 	// Browser, when set, lets this node render the pages of spiders with render: browser
 	// (crawl.Config.Browser): the runners set it.
 	Browser *browser.Config
-	// LookupEnv fills the ${CRAWLQ_PROXY_...} variables of spiders' proxies
-	// (crawl.Config.LookupEnv). Default os.LookupEnv.
-	LookupEnv func(string) (string, bool)
+	// ProxyEnv fills the ${CRAWLQ_PROXY_...} variables of spiders' proxies
+	// (crawl.Config.ProxyEnv). Default none.
+	ProxyEnv map[string]string
 	// ProxyRest is the first rest of a spider's proxy that failed or was banned
 	// (crawl.Config.ProxyRest). Default 10s.
 	ProxyRest time.Duration
@@ -189,7 +189,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	cr, err := crawl.New(crawl.Config{Pool: cfg.Pool, Queue: qc, Spiders: reg, Pipeline: pl, TxSink: txSink, Fetch: cfg.Fetch, Browser: cfg.Browser,
 		OnFinish: n.finished, OnStart: n.started, OnEnqueue: n.poke, Reserve: n.reserve, ItemTimeout: cfg.ItemTimeout, Logger: cfg.Logger,
-		CountItems: countItems, RunLog: cfg.RunLog, LookupEnv: cfg.LookupEnv, ProxyRest: cfg.ProxyRest, Now: now})
+		CountItems: countItems, RunLog: cfg.RunLog, ProxyEnv: cfg.ProxyEnv, ProxyRest: cfg.ProxyRest, Now: now})
 	if err != nil {
 		return nil, err
 	}

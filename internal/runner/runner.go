@@ -107,6 +107,9 @@ type Config struct {
 	// browser (started at the first such page; the machine's, or the image's, chromium). Nil:
 	// the zero browser.Config, its defaults.
 	Browser *browser.Config
+	// ProxyEnv fills the ${CRAWLQ_PROXY_...} variables of spiders' proxies (node.Config.ProxyEnv).
+	// Default none.
+	ProxyEnv map[string]string
 	// Sink receives items. Default the Postgres sink.
 	Sink items.Sink
 	// Handlers adds job kinds to the runner's mux beside the crawl's (tests, embedding).
@@ -190,7 +193,7 @@ func New(cfg Config) (*Runner, error) {
 		return nil, err
 	}
 	n, err := node.New(node.Config{Pool: cfg.Pool, Spiders: cfg.Spiders, SpiderDir: cfg.SpiderDir, Queues: []string{cfg.Queue},
-		MaintainEvery: -1, Maintain: cfg.Maintain, Sink: cfg.Sink, Pipeline: cfg.Pipeline, Fetch: cfg.Fetch, Browser: cfg.Browser, Events: cfg.Events, Logger: cfg.Logger})
+		MaintainEvery: -1, Maintain: cfg.Maintain, Sink: cfg.Sink, Pipeline: cfg.Pipeline, Fetch: cfg.Fetch, Browser: cfg.Browser, ProxyEnv: cfg.ProxyEnv, Events: cfg.Events, Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("assemble runner: %w", err)
 	}
