@@ -38,6 +38,7 @@ import (
 	"crawlq/internal/items"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
+	"crawlq/internal/testwait"
 )
 
 // summary collects each scenario's figures; TestChaos prints them at the end.
@@ -210,29 +211,19 @@ func waitRefused(t *testing.T, ws []*workerProc, at []int64, since time.Time, d 
 	t.Helper()
 	saw := make([]time.Duration, len(ws))
 	seen := make([]bool, len(ws))
-	for {
-		left := 0
+	testwait.ForAtMost(t, d, "every worker logs a refused connection after the database stopped", func() (string, bool) {
+		var left []string
 		for i, w := range ws {
 			if !seen[i] && strings.Contains(w.logSince(t, at[i]), refused) {
 				seen[i], saw[i] = true, time.Since(since).Round(10*time.Millisecond)
 			}
 			if !seen[i] {
-				left++
+				left = append(left, fmt.Sprintf("worker %d, its log ending:\n%s", i, w.logTail()))
 			}
 		}
-		if left == 0 {
-			return saw
-		}
-		if time.Since(since) > d {
-			for i, w := range ws {
-				if !seen[i] {
-					t.Errorf("worker %d logged no refused connection within %s of the database stopping:\n%s", i, d, w.logTail())
-				}
-			}
-			t.FailNow()
-		}
-		time.Sleep(20 * time.Millisecond) // paces a poll of the logs
-	}
+		return strings.Join(left, "\n"), len(left) == 0
+	})
+	return saw
 }
 
 func (w *workerProc) logTail() string {
@@ -277,28 +268,26 @@ func schedule(t *testing.T, c *crawl.Crawler, base string, concurrency int) int6
 // waitRun polls until the run is final. Reads may fail while the database is down; they retry.
 func waitRun(t *testing.T, c *crawl.Crawler, id int64, d time.Duration, progress func(*crawl.Run)) *crawl.Run {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	var last *crawl.Run
-	var lastErr error
-	for time.Now().Before(deadline) {
+	type read struct {
+		Run *crawl.Run
+		Err error
+	}
+	var last read
+	testwait.ForAtMost(t, d, fmt.Sprintf("run %d final", id), func() (read, bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		r, err := c.Get(ctx, id)
 		cancel()
-		if err == nil {
-			last = r
-			if progress != nil {
-				progress(r)
-			}
-			if r.Finished() {
-				return r
-			}
-		} else {
-			lastErr = err
+		if err != nil {
+			last.Err = err // the database may be down: the read retries
+			return last, false
 		}
-		time.Sleep(250 * time.Millisecond) // paces a poll of the run
-	}
-	t.Fatalf("run %d not finished within %s (last read %+v, last error %v)", id, d, last, lastErr)
-	return nil
+		last.Run = r
+		if progress != nil {
+			progress(r)
+		}
+		return last, r.Finished()
+	})
+	return last.Run
 }
 
 // runChecks are the exactly-once checks shared by the crawl scenarios.
@@ -444,13 +433,10 @@ func databaseRestart(t *testing.T, bin string, sum *summary) {
 	start := time.Now()
 	runID := schedule(t, c, base, 16)
 	// Restart once a fair part of the crawl is done, so jobs are leased and items in flight.
-	deadline := time.Now().Add(2 * time.Minute)
-	for site.TotalHits() < int64(exp.Pages)/4 {
-		if time.Now().After(deadline) {
-			t.Fatalf("crawl did not reach a quarter within 2m (%d hits)", site.TotalHits())
-		}
-		time.Sleep(50 * time.Millisecond) // paces a poll
-	}
+	testwait.For(t, "a quarter of the crawl's pages fetched", func() (int64, bool) {
+		hits := site.TotalHits()
+		return hits, hits >= int64(exp.Pages)/4
+	})
 	atStop := site.TotalHits()
 	logAt := make([]int64, len(ws))
 	for i, w := range ws {
@@ -470,12 +456,11 @@ func databaseRestart(t *testing.T, bin string, sum *summary) {
 	// Progress: a page fetched after the restart. Fetches still in flight at the crash add to the
 	// count while the database is down, so the baseline is taken after it is back.
 	base0 := site.TotalHits()
-	for site.TotalHits() <= base0 {
-		if time.Since(restarted) > 45*time.Second {
-			t.Fatalf("no page fetched within 45 s of the restart (leases are 60 s): the workers wait for their leases to expire")
-		}
-		time.Sleep(20 * time.Millisecond) // paces a poll
-	}
+	testwait.ForAtMost(t, 45*time.Second, "a page fetched after the restart, before the 60 s leases expire (else the workers wait for them)",
+		func() (int64, bool) {
+			hits := site.TotalHits()
+			return hits, hits > base0
+		})
 	moving := time.Since(restarted)
 	r := waitRun(t, c, runID, 5*time.Minute, nil)
 	elapsed := time.Since(start)
@@ -549,19 +534,15 @@ func load(t *testing.T, bin string, sum *summary) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait(); f.Close() })
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testwait.For(t, "crawlq local listens", func() (string, bool) {
 		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
 		if err == nil {
 			conn.Close()
-			break
+			return "", true
 		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(logPath)
-			t.Fatalf("crawlq local did not listen within 1m:\n%s", tail(string(b), 20))
-		}
-		time.Sleep(100 * time.Millisecond) // paces a poll of the port
-	}
+		b, _ := os.ReadFile(logPath)
+		return fmt.Sprintf("%v; its log ends:\n%s", err, tail(string(b), 20)), false
+	})
 	const calls, keys = 200, 50
 	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: calls}}
 	lat := make([]time.Duration, calls)

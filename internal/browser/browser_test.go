@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"crawlq/internal/fetch"
+	"crawlq/internal/testwait"
 )
 
 // site is the loopback test server: the pages a browser must render, with a count of the
@@ -733,13 +734,10 @@ func TestBoundsBrowsersAndTabs(t *testing.T) {
 		waitGate(t, s)
 	}
 	// Four pages hold both browsers' tabs; the other two wait for a tab.
-	deadline := time.Now().Add(30 * time.Second)
-	for p.Stats().Waiting != n-4 {
-		if time.Now().After(deadline) {
-			t.Fatalf("want %d renders waiting: %+v", n-4, p.Stats())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.For(t, fmt.Sprintf("%d renders waiting", n-4), func() (Stats, bool) {
+		st := p.Stats()
+		return st, st.Waiting == n-4
+	})
 	if st := p.Stats(); st.Browsers != 2 || st.Tabs != 4 || s.inGate.Load() != 4 {
 		t.Fatalf("want 2 browsers, 4 tabs, 4 pages at the server: %+v, %d at the server", st, s.inGate.Load())
 	}

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
 	"crawlq/internal/spider"
+	"crawlq/internal/testwait"
 )
 
 // `crawlq runs --spider` prints the history with changes against the previous run and the
@@ -160,19 +162,13 @@ func TestWorkerJudgesRuns(t *testing.T) {
 				return ""
 			}})
 	}()
-	deadline := time.Now().Add(time.Minute)
-	var rep *events.Report
-	for rep == nil {
+	rep := testwait.For(t, fmt.Sprintf("run %d judged", id), func() (*events.Report, bool) {
 		reps, err := events.Reports(ctx, pool, []int64{id})
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep = reps[id]
-		if time.Now().After(deadline) {
-			t.Fatalf("run %d not judged within a minute", id)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return reps[id], reps[id] != nil
+	})
 	cancel()
 	if c := <-done; c != 0 {
 		t.Fatalf("worker exited %d: %s", c, stderr.String())

@@ -27,7 +27,7 @@ var exempt = map[string]string{
 var notYet = map[string]bool{
 	"api": true, "browser": true, "command": true, "crawl": true, "cronstore": true, "db": true,
 	"demosite": true, "fetch": true, "items": true, "lambdafn": true, "local": true, "runlog": true,
-	"scrapyd": true, "spider": true,
+	"scrapyd": true,
 }
 
 // wallReads are the time package's functions that read the wall clock.

@@ -18,6 +18,7 @@ import (
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
 	"crawlq/internal/spider"
+	"crawlq/internal/testwait"
 )
 
 // script writes an sh script into dir and returns its path.
@@ -101,50 +102,31 @@ func (e *env) schedule(t *testing.T, name string, args map[string]string) int64 
 // wait waits for run id to finish and returns it.
 func (e *env) wait(t *testing.T, id int64) *crawl.Run {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	return testwait.For(t, fmt.Sprintf("run %d finished", id), func() (*crawl.Run, bool) {
 		r, err := e.node.Crawler.Get(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Finished() {
-			return r
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("run %d did not finish within 60s", id)
-	return nil
+		return r, r.Finished()
+	})
 }
 
 // waitFile waits for a file the script writes and returns its trimmed content.
 func waitFile(t *testing.T, p string) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	return testwait.For(t, p+" written", func() (string, bool) {
 		b, err := os.ReadFile(p)
-		if err == nil && strings.HasSuffix(string(b), "\n") {
-			return strings.TrimSpace(string(b))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s was not written within 30s", p)
-	return ""
+		return strings.TrimSpace(string(b)), err == nil && strings.HasSuffix(string(b), "\n")
+	})
 }
 
 func assertGroupGone(t *testing.T, pgid int) {
 	t.Helper()
 	// The kill is synchronous, but the kernel tears processes down asynchronously.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.For(t, fmt.Sprintf("process group %d gone (no orphans)", pgid), func() ([]int, bool) {
 		live := liveInGroup(t, pgid)
-		if len(live) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("process group %d still has live processes %v: orphans", pgid, live)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return live, len(live) == 0
+	})
 }
 
 func TestSuccessItemsAndEnvironment(t *testing.T) {

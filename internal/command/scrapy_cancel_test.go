@@ -21,6 +21,7 @@ import (
 	"crawlq/internal/items"
 	"crawlq/internal/runlog"
 	"crawlq/internal/spider"
+	"crawlq/internal/testwait"
 )
 
 // heldSite is a catalogue of n item pages for testdata/scrapyproject's catalog spider whose
@@ -154,17 +155,10 @@ func (se *scrapyEnv) logText(t *testing.T, id int64) string {
 // waitLog waits for the run's log to hold want.
 func (se *scrapyEnv) waitLog(t *testing.T, id int64, want string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testwait.For(t, fmt.Sprintf("run %d's log holds %q", id, want), func() (string, bool) {
 		text := se.logText(t, id)
-		if strings.Contains(text, want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run log lacks %q after 60s:\n%s", want, text)
-		}
-		time.Sleep(50 * time.Millisecond) // paces a poll of the run log
-	}
+		return text, strings.Contains(text, want)
+	})
 }
 
 var statsLine = regexp.MustCompile(`\[crawlq\] INFO: scrapy stats: item_scraped_count=(\d+) .* finish_reason=(\S+)`)

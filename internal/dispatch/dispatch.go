@@ -157,6 +157,10 @@ type Fleet struct {
 // Dispatcher runs ticks. Ticks may run concurrently (a poke during a minute tick); every step
 // is safe to repeat, and at worst a race starts a worker more than needed.
 type Dispatcher struct {
+	// TestSignals are sent as ticks and pokes end, for tests to wait on; off unless a test
+	// Inits them.
+	TestSignals TestSignals
+
 	cfg   Config
 	log   *slog.Logger
 	pokes pokeQueue
@@ -226,6 +230,13 @@ type Result struct {
 // Tick runs one dispatcher tick: maintenance, fan-out, then waiting for the jobs due within the
 // lookahead (promoting and fanning out again as each falls due).
 func (d *Dispatcher) Tick(ctx context.Context) (Result, error) {
+	res, err := d.tick(ctx)
+	d.TestSignals.Ticked.Send(Done{Result: res, Err: err})
+	return res, err
+}
+
+// tick is Tick's work.
+func (d *Dispatcher) tick(ctx context.Context) (Result, error) {
 	res := Result{Invoked: map[string]int{}}
 	var errs []error
 	var err error

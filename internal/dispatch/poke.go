@@ -33,6 +33,13 @@ const PokeSource = "api"
 // leaves in Result.HandedOver; a steady stream of pokes thus moves from one poke to the next
 // instead of keeping one going until its context expires.
 func (d *Dispatcher) Poke(ctx context.Context, runIDs []int64) (Result, error) {
+	res, err := d.poke(ctx, runIDs)
+	d.TestSignals.Poked.Send(Done{Result: res, Err: err})
+	return res, err
+}
+
+// poke is Poke's work.
+func (d *Dispatcher) poke(ctx context.Context, runIDs []int64) (Result, error) {
 	res := Result{Invoked: map[string]int{}}
 	runIDs, serving, ok := d.pokes.enter(runIDs)
 	if !ok {

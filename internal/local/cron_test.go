@@ -16,6 +16,7 @@ import (
 	"crawlq/internal/cronstore"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/demosite"
+	"crawlq/internal/testwait"
 )
 
 // startLocal serves a local stack without a tick: only wakes and the stored schedules move it.
@@ -72,22 +73,19 @@ func TestCronScheduleFiresOnTimeAcrossRestart(t *testing.T) {
 	// onTime waits for the tick's run and checks it was created within a second of its tick.
 	onTime := func(tick time.Time) *crawl.Run {
 		t.Helper()
-		deadline := time.Now().Add(time.Until(tick) + 10*time.Second)
-		for {
-			if runs := cronRuns(t, c, "demo", "every2s")[tick]; len(runs) > 0 {
-				r := runs[0]
-				late := r.CreatedAt.Sub(tick)
-				t.Logf("tick %s fired %s late (run %d)", tick.Format(time.StampMilli), late, r.ID)
-				if late < 0 || late > time.Second {
-					t.Errorf("tick %s fired at %s (%s late); want within 1s", tick.Format(time.StampMilli), r.CreatedAt.Format(time.StampMilli), late)
-				}
-				return r
+		r := testwait.For(t, "tick "+tick.Format(time.StampMilli)+" fires", func() (*crawl.Run, bool) {
+			runs := cronRuns(t, c, "demo", "every2s")[tick]
+			if len(runs) == 0 {
+				return nil, false
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("tick %s never fired", tick.Format(time.StampMilli))
-			}
-			time.Sleep(50 * time.Millisecond) // paces a poll of the runs
+			return runs[0], true
+		})
+		late := r.CreatedAt.Sub(tick)
+		t.Logf("tick %s fired %s late (run %d)", tick.Format(time.StampMilli), late, r.ID)
+		if late < 0 || late > time.Second {
+			t.Errorf("tick %s fired at %s (%s late); want within 1s", tick.Format(time.StampMilli), r.CreatedAt.Format(time.StampMilli), late)
 		}
+		return r
 	}
 	store, err := cronstore.New(cronstore.Config{Pool: s1.deps.Pool})
 	if err != nil {
@@ -161,22 +159,15 @@ RETURNING next_at`).Scan(&tick); err != nil {
 	jobid := crawlqCLI(t, url, "schedule", "--spider", "demo", "--arg", "base_url=http://127.0.0.1:9", "--delay", "1h", "--key", key)
 	crawlqCLI(t, url, "cancel-run", jobid)
 	s := startLocal(t, url)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	e := testwait.For(t, "the overdue tick is looked at", func() (cronstore.Entry, bool) {
 		e, err := store.Get(ctx, "crawlq", "hourly")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e.LastTickAt != nil {
-			if !e.LastTickAt.Equal(tick) || e.LastRun != jobid || e.LastError != "" {
-				t.Fatalf("tick %s: last tick %s, run %q (want %v), error %q", tick, e.LastTickAt, e.LastRun, jobid, e.LastError)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the overdue tick was never looked at")
-		}
-		time.Sleep(50 * time.Millisecond) // paces a poll of the schedule
+		return e, e.LastTickAt != nil
+	})
+	if !e.LastTickAt.Equal(tick) || e.LastRun != jobid || e.LastError != "" {
+		t.Fatalf("tick %s: last tick %s, run %q (want %v), error %q", tick, e.LastTickAt, e.LastRun, jobid, e.LastError)
 	}
 	if runs := cronRuns(t, s.deps.Control.Crawler, "demo", "hourly")[tick]; len(runs) != 1 {
 		t.Fatalf("tick %s has %d runs, want 1", tick, len(runs))

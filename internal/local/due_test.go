@@ -46,7 +46,7 @@ func TestPausedHostIsProbedOnTimeNotAtTheTick(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Probes at about 3, 9 and 15 s (pauses of 3 s, 6 s, 6 s); the one past 10 s kills the page.
-	r := waitRun(t, c, id, 45*time.Second, "finished", (*crawl.Run).Finished)
+	r := waitRun(t, c, id, "finished", (*crawl.Run).Finished)
 	t.Logf("a run against a dead site: %s after %s (%v)", r.State, time.Since(t0).Round(time.Millisecond), r.Stats.ErrorsByKind)
 	if r.State != crawl.StateFailed || r.DeadPages != 1 {
 		t.Errorf("run %s with %d dead pages; want failed with its start page dead", r.State, r.DeadPages)

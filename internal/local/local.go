@@ -102,15 +102,20 @@ type function struct {
 
 // Stack is the running local functions.
 type Stack struct {
-	api    *api.API
-	runner *runner.Runner
-	cron   *cronstore.Store // nil when schedules are EventBridge Scheduler's
-	cfg    Config
-	log    *slog.Logger
-	fns    map[string]function
-	base   context.Context
-	async  sync.WaitGroup
+	api      *api.API
+	dispatch *dispatch.Dispatcher
+	runner   *runner.Runner
+	cron     *cronstore.Store // nil when schedules are EventBridge Scheduler's
+	cfg      Config
+	log      *slog.Logger
+	fns      map[string]function
+	base     context.Context
+	async    sync.WaitGroup
 }
+
+// DispatchSignals are the test signals of the stack's dispatcher (dispatch.TestSignals): a test
+// Inits them before Serve and waits for the stack's ticks and pokes on them.
+func (s *Stack) DispatchSignals() *dispatch.TestSignals { return &s.dispatch.TestSignals }
 
 // New assembles the four functions. Nothing runs until Serve.
 func New(cfg Config) (*Stack, error) {
@@ -179,6 +184,7 @@ func New(cfg Config) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.dispatch = dp
 	if cfg.Runners < 0 {
 		return nil, errors.New("local: Runners must not be negative")
 	}

@@ -22,6 +22,7 @@ import (
 	"crawlq/internal/items"
 	"crawlq/internal/lambdafn"
 	"crawlq/internal/local"
+	"crawlq/internal/testwait"
 )
 
 type stack struct {
@@ -127,19 +128,13 @@ func (s *stack) ok(payload string) map[string]any {
 	return r
 }
 
-func (s *stack) waitFinished(id string, within time.Duration) map[string]any {
+func (s *stack) waitFinished(id string) map[string]any {
 	s.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	st := testwait.For(s.t, "job "+id+" finished", func() (map[string]any, bool) {
 		st := s.ok(`{"action":"status","job":"` + id + `"}`)
-		if st["currstate"] == "finished" {
-			return st["job"].(map[string]any)
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("job %s not finished within %s: %v", id, within, st)
-		}
-		time.Sleep(300 * time.Millisecond) // paces a poll of the job's status
-	}
+		return st, st["currstate"] == "finished"
+	})
+	return st["job"].(map[string]any)
 }
 
 // TestAWSCLIAgainstLocal drives `crawlq local` with the real AWS CLI: a demo crawl to the end,
@@ -149,7 +144,7 @@ func TestAWSCLIAgainstLocal(t *testing.T) {
 
 	out := s.ok(fmt.Sprintf(`{"action":"schedule","spider":"demo","args":{"base_url":%q}}`, base))
 	id := out["jobid"].(string)
-	job := s.waitFinished(id, 90*time.Second)
+	job := s.waitFinished(id)
 	if job["state"] != "succeeded" {
 		t.Fatalf("demo run: %v", job)
 	}
@@ -179,7 +174,7 @@ func TestAWSCLIAgainstLocal(t *testing.T) {
 	if c["prevstate"] != "pending" {
 		t.Fatalf("cancel: %v", c)
 	}
-	if job := s.waitFinished(later["jobid"].(string), 10*time.Second); job["state"] != "cancelled" {
+	if job := s.waitFinished(later["jobid"].(string)); job["state"] != "cancelled" {
 		t.Fatalf("cancelled run: %v", job)
 	}
 
@@ -189,7 +184,7 @@ func TestAWSCLIAgainstLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	job = s.waitFinished(delayed["jobid"].(string), 60*time.Second)
+	job = s.waitFinished(delayed["jobid"].(string))
 	started, err := time.Parse(time.RFC3339Nano, job["start_time"].(string))
 	if err != nil {
 		t.Fatalf("start_time of %v: %v", job, err)

@@ -22,6 +22,7 @@ import (
 	"crawlq/internal/demosite"
 	"crawlq/internal/lambdafn"
 	"crawlq/internal/local"
+	"crawlq/internal/testwait"
 )
 
 // serveLocal runs a local stack on url's schema until the test ends. tick is Config.Tick.
@@ -49,23 +50,17 @@ func crawlqCLIEnv(t *testing.T, env map[string]string, args ...string) string {
 	return strings.TrimSpace(out.String())
 }
 
-// waitRun polls run id until ok holds, for at most within, and returns the run.
-func waitRun(t *testing.T, c *crawl.Crawler, id int64, within time.Duration, what string, ok func(*crawl.Run) bool) *crawl.Run {
+// waitRun polls run id until ok holds and returns the run. (How soon it held, where that is
+// the point, the test measures from the run's own timestamps.)
+func waitRun(t *testing.T, c *crawl.Crawler, id int64, what string, ok func(*crawl.Run) bool) *crawl.Run {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	return testwait.For(t, fmt.Sprintf("run %d %s", id, what), func() (*crawl.Run, bool) {
 		r, err := c.Get(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok(r) {
-			return r
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %d: not %s within %s: state %s", id, what, within, r.State)
-		}
-		time.Sleep(20 * time.Millisecond) // paces a poll of the run
-	}
+		return r, ok(r)
+	})
 }
 
 // flakySite is the demo site with one item page answering 500 until fixed; it records when that
@@ -147,12 +142,12 @@ func TestCLIActionsTakeEffectWithoutATick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := waitRun(t, c, id, 10*time.Second, "started", func(r *crawl.Run) bool { return r.StartedAt != nil })
+	r := waitRun(t, c, id, "started", func(r *crawl.Run) bool { return r.StartedAt != nil })
 	t.Logf("schedule → started: %s", r.StartedAt.Sub(t0))
 	if d := r.StartedAt.Sub(t0); d > 2*time.Second {
 		t.Errorf("a CLI schedule started %s later; want within 2s", d)
 	}
-	r = waitRun(t, c, id, 60*time.Second, "finished", (*crawl.Run).Finished)
+	r = waitRun(t, c, id, "finished", (*crawl.Run).Finished)
 	if r.State != "incomplete" || r.DeadPages != 1 {
 		t.Fatalf("run with one broken page: %s with %d dead pages; want incomplete with 1", r.State, r.DeadPages)
 	}
@@ -161,7 +156,7 @@ func TestCLIActionsTakeEffectWithoutATick(t *testing.T) {
 	site.fix()
 	t1 := time.Now()
 	crawlqCLI(t, url, "redrive", "--run", strconv.FormatInt(id, 10))
-	r = waitRun(t, c, id, 60*time.Second, "finished again", (*crawl.Run).Finished)
+	r = waitRun(t, c, id, "finished again", (*crawl.Run).Finished)
 	hit := site.hit()
 	if hit.IsZero() {
 		t.Fatalf("the redriven page was never fetched (run %s)", r.State)
@@ -181,7 +176,7 @@ func TestCLIActionsTakeEffectWithoutATick(t *testing.T) {
 	}
 	t2 := time.Now()
 	crawlqCLI(t, url, "cancel-run", strconv.FormatInt(later, 10))
-	r = waitRun(t, c, later, 10*time.Second, "cancelled", (*crawl.Run).Finished)
+	r = waitRun(t, c, later, "cancelled", (*crawl.Run).Finished)
 	t.Logf("cancel of a pending run → %s: %s", r.State, time.Since(t2))
 	if r.State != "cancelled" || time.Since(t2) > 2*time.Second {
 		t.Errorf("cancelled pending run: %s after %s; want cancelled within 2s", r.State, time.Since(t2))
@@ -239,35 +234,27 @@ func TestCancelledCommandRunEndsWhenItsProcessExits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFile := func(path string, within time.Duration) time.Time {
+	waitFile := func(path string) []byte {
 		t.Helper()
-		deadline := time.Now().Add(within)
-		for {
-			if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
-				if path != exited {
-					return time.Now()
-				}
-				f, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
-				if err != nil {
-					t.Fatalf("%s: %q", path, b)
-				}
-				return time.Unix(0, int64(f*1e9))
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s not written within %s", filepath.Base(path), within)
-			}
-			time.Sleep(20 * time.Millisecond) // paces a look at the file
-		}
+		return testwait.For(t, filepath.Base(path)+" written", func() ([]byte, bool) {
+			b, err := os.ReadFile(path)
+			return b, err == nil && len(b) > 0
+		})
 	}
-	waitFile(started, 30*time.Second)
+	waitFile(started)
 	cancelled := time.Now()
 	crawlqCLI(t, url, "cancel-run", id)
-	exit := waitFile(exited, 60*time.Second)
+	b := waitFile(exited)
+	f, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
+	if err != nil {
+		t.Fatalf("%s: %q", exited, b)
+	}
+	exit := time.Unix(0, int64(f*1e9))
 	t.Logf("cancel → process exited: %s", exit.Sub(cancelled))
 	if d := exit.Sub(cancelled); d > 3*time.Second {
 		t.Errorf("the cancelled command was stopped %s after the cancel; want within 3s (crawlq local's runner heartbeats every second)", d)
 	}
-	r := waitRun(t, c, run, 60*time.Second, "finished", (*crawl.Run).Finished)
+	r := waitRun(t, c, run, "finished", (*crawl.Run).Finished)
 	t.Logf("process exited → run %s: %s", r.State, r.FinishedAt.Sub(exit))
 	if r.State != "cancelled" || r.FinishedAt.Sub(exit) > 2*time.Second {
 		t.Errorf("cancelled command run: %s %s after its process exited; want cancelled within 2s", r.State, r.FinishedAt.Sub(exit))
@@ -293,16 +280,10 @@ func TestPushedSpiderIsInEffectAtOnce(t *testing.T) {
 	}
 	crawlqCLI(t, url, "spider", "push", path)
 	pushed := time.Now()
-	for {
+	testwait.For(t, "the pushed spider is schedulable", func() (map[string]any, bool) {
 		r := s.st.API().Handle(context.Background(), schedule)
-		if r["status"] == "ok" {
-			break
-		}
-		if time.Since(pushed) > 10*time.Second {
-			t.Fatalf("the pushed spider is still unknown to crawlq local after 10s: %v", r)
-		}
-		time.Sleep(20 * time.Millisecond) // paces a retry of the schedule
-	}
+		return r, r["status"] == "ok"
+	})
 	t.Logf("push → schedulable: %s", time.Since(pushed))
 	if d := time.Since(pushed); d > time.Second {
 		t.Errorf("the pushed spider was schedulable %s after the push; want within 1s", d)
@@ -325,6 +306,7 @@ func TestCLIPokesTheDispatchFunction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	st.DispatchSignals().Poked.Init()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -354,7 +336,12 @@ func TestCLIPokesTheDispatchFunction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := waitRun(t, deps.Control.Crawler, id, 10*time.Second, "started", func(r *crawl.Run) bool { return r.StartedAt != nil })
+	// The CLI's poke is the only way dispatch learns of the run: it invokes a worker.
+	poke := st.DispatchSignals().Poked.Wait(t)
+	if poke.Err != nil || poke.Result.Invoked["crawl"] == 0 {
+		t.Fatalf("the CLI's poke: %+v; want a crawl worker invoked", poke)
+	}
+	r := waitRun(t, deps.Control.Crawler, id, "started", func(r *crawl.Run) bool { return r.StartedAt != nil })
 	t.Logf("schedule → started through the poke: %s", r.StartedAt.Sub(t0))
 	if d := r.StartedAt.Sub(t0); d > 2*time.Second {
 		t.Errorf("a CLI schedule with CRAWLQ_DISPATCH_FUNCTION started %s later; want within 2s", d)

@@ -26,6 +26,7 @@ import (
 	"crawlq/internal/queue"
 	"crawlq/internal/runner"
 	"crawlq/internal/spider"
+	"crawlq/internal/testwait"
 )
 
 // The runner tests run real runner processes: this test binary re-executed with
@@ -140,31 +141,21 @@ func (c *child) wait(t *testing.T, within time.Duration) error {
 func (c *child) waitStarted(t *testing.T, id int64) {
 	t.Helper()
 	line := fmt.Sprintf("job %d started\n", id)
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(c.out.String(), line) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the runner did not start job %d within 60s:\n%s", id, c.out.String())
-		}
-		time.Sleep(25 * time.Millisecond) // paces a poll of the output
-	}
+	testwait.For(t, fmt.Sprintf("the runner starts job %d", id), func() (string, bool) {
+		out := c.out.String()
+		return out, strings.Contains(out, line)
+	})
 }
 
 func waitJob(t *testing.T, qc *queue.Client, id int64, what string, ok func(*queue.Job) bool) *queue.Job {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	return testwait.For(t, fmt.Sprintf("job %d %s", id, what), func() (*queue.Job, bool) {
 		j, err := qc.Get(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok(j) {
-			return j
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %d: not %s within 60s (state %s, worker %q, attempt %d)", id, what, j.State, j.Worker, j.Attempt)
-		}
-		time.Sleep(25 * time.Millisecond) // paces a poll of the job
-	}
+		return j, ok(j)
+	})
 }
 
 func setup(t *testing.T) (string, *queue.Client) {
@@ -391,8 +382,7 @@ func TestRunnerPublishesRunEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testwait.For(t, fmt.Sprintf("run %d: its 3 events published", s.RunID), func() ([]events.Recorded, bool) {
 		evs, err := events.RunEvents(ctx, pool, s.RunID)
 		if err != nil {
 			t.Fatal(err)
@@ -403,14 +393,8 @@ func TestRunnerPublishesRunEvents(t *testing.T) {
 				published++
 			}
 		}
-		if len(evs) == 3 && published == 3 && evs[2].State == "succeeded" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %d events %+v: not all published within 60s", s.RunID, evs)
-		}
-		time.Sleep(25 * time.Millisecond) // paces a poll of the events
-	}
+		return evs, len(evs) == 3 && published == 3 && evs[2].State == "succeeded"
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 
 	"crawlq/internal/dbtest"
 	"crawlq/internal/demosite"
+	"crawlq/internal/testwait"
 )
 
 // python is Debian's interpreter, the one python3-scrapy installs into (a pyenv python3 on PATH
@@ -143,17 +144,12 @@ func startLocal(t *testing.T, bin, dbURL string) *stack {
 			t.Logf("crawlq local stderr (tail):\n%s", out)
 		}
 	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testwait.Until(t, "crawlq local's Scrapyd API is up", func() bool {
 		var out map[string]any
-		if code := s.call(t, "GET", "/daemonstatus.json", nil, &out); code == 200 && out["status"] == "ok" {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("crawlq local's Scrapyd API did not come up")
-		}
-		time.Sleep(200 * time.Millisecond) // paces a poll
-	}
+		code := s.call(t, "GET", "/daemonstatus.json", nil, &out)
+		return code == 200 && out["status"] == "ok"
+	})
+	return s
 }
 
 // call sends a request (form: urlencoded body for POST, query for GET) and decodes the JSON answer.
@@ -226,20 +222,19 @@ func (s *stack) addVersion(t *testing.T, project, version string, egg []byte) ma
 // waitFinished polls listjobs.json until the job is finished and returns its entry.
 func (s *stack) waitFinished(t *testing.T, project, jobid string, within time.Duration) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	var job map[string]any
+	testwait.ForAtMost(t, within, fmt.Sprintf("job %s finished", jobid), func() (map[string]any, bool) {
 		var out map[string]any
 		s.call(t, "GET", "/listjobs.json", url.Values{"project": {project}}, &out)
 		for _, j := range asList(out["finished"]) {
 			if j["id"] == jobid {
-				return j
+				job = j
+				return out, true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s not finished after %s: %v", jobid, within, out)
-		}
-		time.Sleep(250 * time.Millisecond) // paces a poll
-	}
+		return out, false
+	})
+	return job
 }
 
 func asList(v any) []map[string]any {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"crawlq/internal/dbtest"
+	"crawlq/internal/testwait"
 )
 
 // build compiles a main package of the module into a temp dir.
@@ -148,11 +149,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 		}
 		// Until it has started and printed (its startup line, after it connected), not for a
 		// while; what it prints later, up to its exit, Wait collects.
-		for deadline := time.Now().Add(30 * time.Second); strings.TrimSpace(buf.String()) == ""; time.Sleep(20 * time.Millisecond) { // paces a poll
-			if time.Now().After(deadline) {
-				t.Fatalf("%s printed nothing within 30s", what)
-			}
-		}
+		testwait.Until(t, what+" prints", func() bool { return strings.TrimSpace(buf.String()) != "" })
 		if during != nil {
 			during()
 		}
@@ -167,16 +164,13 @@ func TestSecretsNeverLogged(t *testing.T) {
 	port := closedPort(t)
 	runFor("crawlq local (normal run)", []string{"local", "--addr", fmt.Sprintf("127.0.0.1:%d", port), "--tick", "200ms"}, func() {
 		// It prints before it listens (pushing the built-in spiders comes first): wait for the port.
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) { // paces a poll
+		testwait.For(t, "crawlq local listens", func() (error, bool) {
 			c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
 			if err == nil {
 				c.Close()
-				break
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("crawlq local did not listen within 30s: %v", err)
-			}
-		}
+			return err, err == nil
+		})
 		for _, body := range []string{`{"action":"schedule","spider":"nope"}`, `{"action":"daemonstatus"}`, `not json`} {
 			resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/2015-03-31/functions/crawlq-api/invocations", port), "application/json", strings.NewReader(body))
 			if err != nil {

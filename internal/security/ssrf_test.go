@@ -18,6 +18,7 @@ import (
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
 	"crawlq/internal/spider"
+	"crawlq/internal/testwait"
 )
 
 // Spider specs that would read local files or reach the metadata service are rejected when the
@@ -125,20 +126,7 @@ func TestLinksToLocalFilesAndMetadataNeverFetched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Minute)
-	var r *crawl.Run
-	for {
-		if r, err = n.Crawler.Get(ctx, sc.RunID); err != nil {
-			t.Fatal(err)
-		}
-		if r.Finished() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run not finished in 1m: %+v", r)
-		}
-		time.Sleep(20 * time.Millisecond) // paces a poll
-	}
+	r := waitFinished(t, n.Crawler, sc.RunID)
 	var bad []string
 	rows, err := pool.Query(ctx, `SELECT args->>'url' FROM crawlq_job WHERE kind = 'page' AND (args->>'url' ILIKE 'file:%' OR args->>'url' LIKE '%169.254.%')`)
 	if err != nil {
@@ -319,18 +307,11 @@ func TestCrawlCannotReachRuntimeAPI(t *testing.T) {
 
 func waitFinished(t *testing.T, c *crawl.Crawler, id int64) *crawl.Run {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	return testwait.For(t, fmt.Sprintf("run %d finished", id), func() (*crawl.Run, bool) {
 		r, err := c.Get(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Finished() {
-			return r
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run not finished in 1m: %+v", r)
-		}
-		time.Sleep(20 * time.Millisecond) // paces a poll
-	}
+		return r, r.Finished()
+	})
 }

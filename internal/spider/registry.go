@@ -2,6 +2,7 @@ package spider
 
 import (
 	"context"
+	"crawlq/internal/clock"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -34,6 +35,7 @@ type Registry struct {
 
 	src      Source
 	ttl      time.Duration
+	clk      clock.Clock
 	log      *slog.Logger
 	cached   map[cacheKey]*resolved // guarded by mu
 	compiled map[[32]byte]*built    // by the SHA-256 of a stored spec; guarded by mu
@@ -74,6 +76,9 @@ type SourceConfig struct {
 	// TTL is how long an answer of the source is used before asking again. Default
 	// DefaultSourceTTL (2s).
 	TTL time.Duration
+	// Clock tells when an answer was cached and when its TTL is over. Default the wall clock;
+	// tests move a stopped one past the TTL instead of waiting it out.
+	Clock clock.Clock
 	// Logger receives a warning when the source starts failing (once per outage, not per call)
 	// and a line when it answers again. Default slog.Default().
 	Logger *slog.Logger
@@ -134,7 +139,7 @@ func (r *Registry) SetSource(cfg SourceConfig) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.src, r.ttl, r.log = cfg.Source, cfg.TTL, cfg.Logger
+	r.src, r.ttl, r.clk, r.log = cfg.Source, cfg.TTL, clock.Or(cfg.Clock), cfg.Logger
 	clear(r.cached)
 }
 
@@ -181,33 +186,33 @@ func (r *Registry) sourceAnswered() {
 func (r *Registry) resolve(name, version string) (*resolved, error) {
 	key := cacheKey{name, version}
 	r.mu.RLock()
-	src, ttl, c := r.src, r.ttl, r.cached[key]
+	src, ttl, clk, c := r.src, r.ttl, r.clk, r.cached[key]
 	r.mu.RUnlock()
 	if src == nil {
 		return nil, nil
 	}
-	if c != nil && time.Since(c.at) < ttl {
+	if c != nil && clock.Since(clk, c.at) < ttl {
 		return c, nil
 	}
 	// One load per name and version at a time: when the cache expires under a burst (200
 	// schedules of one spider at once), the others wait for its answer instead of each querying
 	// the store and compiling the spec again.
-	v, err, _ := r.flight.Do(name+"\x00"+version, func() (any, error) { return r.load(src, key, c) })
+	v, err, _ := r.flight.Do(name+"\x00"+version, func() (any, error) { return r.load(src, clk, key, c) })
 	if err != nil {
 		return nil, err
 	}
 	return v.(*resolved), nil
 }
 
-// load asks the source for key and caches its answer; c is the stale answer, if any.
-func (r *Registry) load(src Source, key cacheKey, c *resolved) (*resolved, error) {
+// load asks the source for key and caches its answer, stamped by clk; c is the stale answer, if any.
+func (r *Registry) load(src Source, clk clock.Clock, key cacheKey, c *resolved) (*resolved, error) {
 	name, version := key.name, key.version
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	st, err := src.Resolve(ctx, name, version)
 	if errors.Is(err, ErrUnknownSpider) || errors.Is(err, ErrUnknownVersion) {
 		r.sourceAnswered()
-		n := &resolved{at: time.Now(), missing: err}
+		n := &resolved{at: clk.Now(), missing: err}
 		r.store(key, n)
 		return n, nil
 	}
@@ -223,7 +228,7 @@ func (r *Registry) load(src Source, key cacheKey, c *resolved) (*resolved, error
 	if err != nil {
 		return nil, err
 	}
-	n := &resolved{at: time.Now(), version: st.Version, built: b}
+	n := &resolved{at: clk.Now(), version: st.Version, built: b}
 	r.store(key, n)
 	return n, nil
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"crawlq/internal/clock"
 	"crawlq/internal/logtest"
 	"crawlq/internal/spider"
 )
@@ -83,7 +84,8 @@ func TestRegistrySource(t *testing.T) {
 		"cmd":    {{Name: "cmd", Version: "1", Command: &spider.CommandSpec{Command: []string{"scrapy", "crawl", "x"}}, Settings: spider.DefaultSettings()}},
 		"broken": {{Name: "broken", Version: "2", Spec: []byte("name: broken\n")}},
 	}}
-	reg.SetSource(spider.SourceConfig{Source: src, TTL: 50 * time.Millisecond, Logger: discard})
+	clk := clock.NewStopped(time.Now())
+	reg.SetSource(spider.SourceConfig{Source: src, TTL: 50 * time.Millisecond, Clock: clk, Logger: discard})
 
 	got, err := reg.Lookup("local")
 	if err != nil || got.Settings().MaxPages != 7 || reg.Version("local") != "3" {
@@ -115,10 +117,12 @@ func TestRegistrySource(t *testing.T) {
 	src.set(func(m *memSource) {
 		m.specs["local"] = append(m.specs["local"], spider.Stored{Name: "local", Version: "4", Spec: []byte("name: local\nstart_urls: [http://127.0.0.1:10/]\nmax_pages: 9\n")})
 	})
-	for deadline := time.Now().Add(5 * time.Second); reg.Version("local") != "4"; time.Sleep(10 * time.Millisecond) { // paces a poll
-		if time.Now().After(deadline) {
-			t.Fatal("version 4 never seen")
-		}
+	if v := reg.Version("local"); v != "3" {
+		t.Fatalf("version %s within the TTL; want the cached 3", v)
+	}
+	clk.Advance(50 * time.Millisecond)
+	if v := reg.Version("local"); v != "4" {
+		t.Fatalf("version %s once the TTL is over; want 4", v)
 	}
 	if got, err := reg.Lookup("local"); err != nil || got.Settings().MaxPages != 9 {
 		t.Fatalf("version 4 not compiled: %v", err)
@@ -126,9 +130,10 @@ func TestRegistrySource(t *testing.T) {
 	// The source fails: the last answer stands; a name never resolved is an error, not "unknown".
 	down := errors.New("connection refused")
 	src.set(func(m *memSource) { m.fail = down; m.calls = 0 })
-	// Look up until the cached answer has aged past the TTL and the registry asked the failing
-	// source (calls > 0); every answer, before and after, must be version 4.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) { // paces a poll
+	// Within the TTL the cached answer stands without asking; past it, the registry asks the
+	// failing source and keeps its last answer: version 4 either way.
+	for _, step := range []time.Duration{0, 50 * time.Millisecond} {
+		clk.Advance(step)
 		got, err := reg.Lookup("local")
 		if err != nil || got.Settings().MaxPages != 9 {
 			t.Fatalf("stale answer while the source is down: %v", err)
@@ -136,11 +141,8 @@ func TestRegistrySource(t *testing.T) {
 		src.mu.Lock()
 		asked := src.calls > 0
 		src.mu.Unlock()
-		if asked {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the registry never asked the source again after its TTL")
+		if asked != (step > 0) {
+			t.Fatalf("%s after the last answer: source asked %v; want %v", step, asked, step > 0)
 		}
 	}
 	if _, err := reg.Lookup("other"); err == nil || errors.Is(err, spider.ErrUnknownSpider) || !errors.Is(err, down) {

@@ -101,14 +101,21 @@ func (s *Signal[T]) WaitFor(t TB, what string, ok func(T) bool) T {
 // last value if that does not happen within Timeout.
 func For[T any](t TB, what string, get func() (T, bool)) T {
 	t.Helper()
-	deadline := time.Now().Add(Timeout)
+	return ForAtMost(t, Timeout, what, get)
+}
+
+// ForAtMost is For with a bound of its own, for what takes longer than Timeout even when all
+// goes well (a crawl of thousands of pages through real processes).
+func ForAtMost[T any](t TB, limit time.Duration, what string, get func() (T, bool)) T {
+	t.Helper()
+	deadline := time.Now().Add(limit)
 	for {
 		v, done := get()
 		if done {
 			return v
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("testwait: %s: not within %v (last: %+v)", what, Timeout, v)
+			t.Fatalf("testwait: %s: not within %v (last: %+v)", what, limit, v)
 			return v
 		}
 		time.Sleep(pollEvery)
