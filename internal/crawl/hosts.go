@@ -83,17 +83,29 @@ func (h *hostSlots) acquire(ctx context.Context, host string, limit int, wait ti
 // politeness slot across every worker (reserve). It returns the function that frees both after
 // the request, or a snooze while the host is busy.
 func (c *Crawler) takeHost(ctx context.Context, host string, s spider.Settings) (release func(), err error) {
-	free, ok := c.hosts.acquire(ctx, host, s.Concurrency, hostWait)
-	if !ok {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+	return c.take(ctx, host, max(s.Concurrency, 1), s.Delay)
+}
+
+// take holds one of key's limit slots in this process (none to take when limit is 0) and, with a
+// delay, its politeness slot across every worker (reserve): key is a host, or a proxy's row
+// (proxies.go). It returns the function that frees both after the request, or a snooze while key
+// is busy.
+func (c *Crawler) take(ctx context.Context, key string, limit int, delay time.Duration) (release func(), err error) {
+	free := func() {}
+	if limit > 0 {
+		var ok bool
+		free, ok = c.hosts.acquire(ctx, key, limit, hostWait)
+		if !ok {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, queue.Snooze(jitter(time.Second)) // busy here: let other work run
 		}
-		return nil, queue.Snooze(jitter(time.Second)) // the domain is busy here: let other work run
 	}
-	if s.Delay <= 0 {
+	if delay <= 0 {
 		return free, nil
 	}
-	r, wait, err := c.reserve(ctx, host, s)
+	r, wait, err := c.reserve(ctx, key, delay)
 	if err != nil || wait > 0 {
 		free()
 		if err != nil {
@@ -104,22 +116,23 @@ func (c *Crawler) takeHost(ctx context.Context, host string, s spider.Settings) 
 	return func() { free(); r() }, nil
 }
 
-// reserve takes host for one request. It returns the function that frees it after the request,
-// or how long to wait when a request to it is in flight or its delay has not passed.
+// reserve takes key (a host, or a proxy's row) for one request. It returns the function that
+// frees it after the request, or how long to wait when a request to it is in flight or its delay
+// has not passed.
 //
 // With a delay, a domain's requests are serial, each starting at least the delay after the
 // previous response (Scrapy's download delay). Without one, requests are not paced through here;
 // worker concurrency bounds them.
-func (c *Crawler) reserve(ctx context.Context, host string, s spider.Settings) (func(), time.Duration, error) {
+func (c *Crawler) reserve(ctx context.Context, key string, delay time.Duration) (func(), time.Duration, error) {
 	busyFor := c.fetchTimeout() + 5*time.Second
 	token := randToken()
-	_, err := c.db.ReserveSlot(ctx, dbsqlc.ReserveSlotParams{Host: host, BusyForUs: busyFor.Microseconds(), Token: token, Now: c.now()})
+	_, err := c.db.ReserveSlot(ctx, dbsqlc.ReserveSlotParams{Host: key, BusyForUs: busyFor.Microseconds(), Token: token, Now: c.now()})
 	if errors.Is(err, pgx.ErrNoRows) {
-		secs, err := c.db.SlotWait(ctx, dbsqlc.SlotWaitParams{Host: host, DelayUs: s.Delay.Microseconds(), Now: c.now()})
+		secs, err := c.db.SlotWait(ctx, dbsqlc.SlotWaitParams{Host: key, DelayUs: delay.Microseconds(), Now: c.now()})
 		if err != nil {
 			return nil, 0, fmt.Errorf("politeness wait: %w", err)
 		}
-		wait := time.Duration(secs*float64(time.Second)) + time.Duration(mrand.Int64N(int64(s.Delay/4)+1))
+		wait := time.Duration(secs*float64(time.Second)) + time.Duration(mrand.Int64N(int64(delay/4)+1))
 		return nil, max(wait, 10*time.Millisecond), nil
 	}
 	if err != nil {
@@ -128,8 +141,8 @@ func (c *Crawler) reserve(ctx context.Context, host string, s spider.Settings) (
 	release := func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		if err := c.db.ReleaseSlot(rctx, dbsqlc.ReleaseSlotParams{Host: host, DelayUs: s.Delay.Microseconds(), Token: token, Now: c.now()}); err != nil {
-			c.log.Warn("release politeness slot; it frees when its busy window ends", "host", host, "err", err)
+		if err := c.db.ReleaseSlot(rctx, dbsqlc.ReleaseSlotParams{Host: key, DelayUs: delay.Microseconds(), Token: token, Now: c.now()}); err != nil {
+			c.log.Warn("release politeness slot; it frees when its busy window ends", "host", key, "err", err)
 		}
 	}
 	return release, 0, nil

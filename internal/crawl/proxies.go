@@ -172,6 +172,17 @@ func (c *Crawler) rest(ctx context.Context, runID int64, v *via, cause string) {
 	}
 }
 
+// takeProxy holds a page's proxy for one request, as takeHost holds its host: one of its
+// Settings.ProxyConcurrency slots in this process and, with a Settings.ProxyDelay, its
+// politeness slot across every worker (its row in crawlq_domain). Nothing to take for a page
+// without a proxy, or a spider that sets neither.
+func (c *Crawler) takeProxy(ctx context.Context, v *via, s spider.Settings) (release func(), err error) {
+	if v == nil || (s.ProxyConcurrency <= 0 && s.ProxyDelay <= 0) {
+		return func() {}, nil
+	}
+	return c.take(ctx, proxyKey(v.px), s.ProxyConcurrency, s.ProxyDelay)
+}
+
 // proxyAnswered records that a request through a page's proxy got an answer: when it had
 // failed here, its shared streak ends, so its next failure rests it for the first rest again.
 func (c *Crawler) proxyAnswered(ctx context.Context, v *via) {
@@ -201,13 +212,24 @@ func (c *Crawler) proxyFailed(ctx context.Context, job *queue.Job, ri *runInfo, 
 // errBanned is the failure of a page the site banned, once its uncounted retries are spent.
 var errBanned = errors.New("banned")
 
-// banned reports why res is a ban by the spider's rule, or "".
-func banned(b spider.Ban, res *fetch.Result) string {
+// banned reports why res, the answer to a request for pageURL, is a ban by the spider's rule, or
+// "". A redirect is the 3xx a fetch returns unfollowed, or, for a rendered page (Chromium follows
+// redirects), a final URL other than the one asked for.
+func banned(b spider.Ban, pageURL string, res *fetch.Result) string {
 	if res == nil || !b.Detects() {
 		return ""
 	}
 	if slices.Contains(b.Statuses, res.Status) {
 		return fmt.Sprintf("banned: status %d", res.Status)
+	}
+	if b.Redirect != "" {
+		to := res.Location
+		if to == "" && res.URL != "" && res.URL != pageURL {
+			to = res.URL
+		}
+		if to != "" && banRegexp(b.Redirect).MatchString(to) {
+			return fmt.Sprintf("banned: redirected to %s", to)
+		}
 	}
 	if b.Body != "" && banRegexp(b.Body).Match(res.Body) {
 		return fmt.Sprintf("banned: the page matches %q", b.Body)

@@ -82,7 +82,7 @@ func (c *Crawler) policy(ctx context.Context, ri *runInfo, f *fetch.Fetcher, pag
 		}
 	}
 	if ri.settings.Delay > 0 {
-		release, wait, err := c.reserve(ctx, urlx.Host(pageURL), ri.settings)
+		release, wait, err := c.reserve(ctx, urlx.Host(pageURL), ri.settings.Delay)
 		if err != nil || wait > 0 {
 			unclaim()
 			return nil, wait, err

@@ -374,18 +374,24 @@ func (c *Crawler) preparePage(ctx context.Context, job *queue.Job, ri *runInfo, 
 	return &pageJob{job: job, ri: ri, a: a, s: s, host: host, v: v, fetcher: fetcher, rv: rv}, nil
 }
 
-// fetchPage requests the page while it holds its host (hosts.go). It returns the page's answer,
+// fetchPage requests the page while it holds its host (hosts.go) and its proxy (proxies.go). It returns the page's answer,
 // or an error that decides the page's fate: a ban, a failed fetch, its host busy.
 func (c *Crawler) fetchPage(ctx context.Context, p *pageJob) (*fetch.Result, error) {
-	release, err := c.takeHost(ctx, p.host, p.s)
+	releaseHost, err := c.takeHost(ctx, p.host, p.s)
 	if err != nil {
 		return nil, err
 	}
+	releaseProxy, err := c.takeProxy(ctx, p.v, p.s)
+	if err != nil {
+		releaseHost()
+		return nil, err
+	}
+	release := func() { releaseProxy(); releaseHost() }
 	start := time.Now()
 	res, ferr := c.revisitGet(ctx, p.fetcher, p.job, p.s, p.a.URL, p.v.proxy(), p.rv, cookies(p.a.Session, p.a.URL))
 	release()
 	if ctx.Err() == nil && !queue.Decided(ferr) {
-		if why := banned(p.s.Ban, res); why != "" {
+		if why := banned(p.s.Ban, p.a.URL, res); why != "" {
 			return nil, c.bannedPage(ctx, p.job, p.ri, p.v, p.a.Session, why)
 		}
 	}

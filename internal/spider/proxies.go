@@ -16,7 +16,10 @@ import (
 type Ban struct {
 	Statuses []int  // HTTP statuses that mean a ban (403, 429...); default none
 	Body     string // Go regexp: a page whose body matches is banned whatever its status; default none
-	Retries  int    // banned fetches of a page retried without counting an attempt; default 5, at most 100
+	// Redirect is a Go regexp: a page redirected to a URL it matches (absolute, as the redirect
+	// resolves; a challenge page such as /captcha) is banned; default none.
+	Redirect string
+	Retries  int // banned fetches of a page retried without counting an attempt; default 5, at most 100
 }
 
 // MaxSessions bounds Settings.Sessions.
@@ -26,20 +29,21 @@ const MaxSessions = 10000
 const DefaultBanRetries = 5
 
 // Detects reports whether the ban rule says anything.
-func (b Ban) Detects() bool { return len(b.Statuses) > 0 || b.Body != "" }
+func (b Ban) Detects() bool { return len(b.Statuses) > 0 || b.Body != "" || b.Redirect != "" }
 
 // BanSpec is the spec's ban: section.
 type BanSpec struct {
-	Status  []int  `yaml:"status"`
-	Body    string `yaml:"body"`
-	Retries int    `yaml:"retries"`
+	Status   []int  `yaml:"status"`
+	Body     string `yaml:"body"`
+	Redirect string `yaml:"redirect"`
+	Retries  int    `yaml:"retries"`
 }
 
 func (b *BanSpec) ban() Ban {
 	if b == nil {
 		return Ban{}
 	}
-	return Ban{Statuses: append([]int(nil), b.Status...), Body: b.Body, Retries: b.Retries}
+	return Ban{Statuses: append([]int(nil), b.Status...), Body: b.Body, Redirect: b.Redirect, Retries: b.Retries}
 }
 
 func (b Ban) fieldErrors(add func(path, msg string)) {
@@ -53,11 +57,37 @@ func (b Ban) fieldErrors(add func(path, msg string)) {
 			add("ban.body", "not a Go regexp: "+err.Error())
 		}
 	}
+	if b.Redirect != "" {
+		if _, err := regexp.Compile(b.Redirect); err != nil {
+			add("ban.redirect", "not a Go regexp: "+err.Error())
+		}
+	}
 	if b.Retries < 0 || b.Retries > 100 {
 		add("ban.retries", fmt.Sprintf("%d out of range 0..100", b.Retries))
 	}
 	if b.Retries > 0 && !b.Detects() {
-		add("ban", "retries without status or body: nothing would be taken for a ban")
+		add("ban", "retries without status, body or redirect: nothing would be taken for a ban")
+	}
+}
+
+// MaxProxyConcurrency bounds Settings.ProxyConcurrency.
+const MaxProxyConcurrency = 1000
+
+// proxyPolitenessErrors checks a spider's politeness per proxy.
+func proxyPolitenessErrors(s Settings, add func(path, msg string)) {
+	if s.ProxyDelay < 0 {
+		add("proxy_delay", "negative")
+	}
+	if s.ProxyConcurrency < 0 || s.ProxyConcurrency > MaxProxyConcurrency {
+		add("proxy_concurrency", fmt.Sprintf("%d out of range 0..%d", s.ProxyConcurrency, MaxProxyConcurrency))
+	}
+	if len(s.Proxies) == 0 {
+		if s.ProxyDelay > 0 {
+			add("proxy_delay", "needs proxies")
+		}
+		if s.ProxyConcurrency > 0 {
+			add("proxy_concurrency", "needs proxies")
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package spider_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"crawlq/internal/spider"
 )
@@ -27,6 +28,16 @@ func TestProxiesAndBanAreChecked(t *testing.T) {
 		{"ban: {status: [403], retries: 101}\n", "ban.retries"},
 		{"ban: {retries: 3}\n", "ban"},
 		{"ban: {status: 403}\n", "ban.status"},
+		{"ban: {redirect: '/captcha|/challenge'}\n", ""},
+		{"ban: {redirect: '(unclosed'}\n", "ban.redirect"},
+		{"ban: {redirect: [a]}\n", "ban.redirect"},
+		{"proxies: [http://h:1]\nproxy_delay: 2s\nproxy_concurrency: 4\n", ""},
+		{"proxies: [http://h:1]\nproxy_delay: soon\n", "proxy_delay"},
+		{"proxies: [http://h:1]\nproxy_delay: -1s\n", "proxy_delay"},
+		{"proxy_delay: 1s\n", "proxy_delay"},
+		{"proxies: [http://h:1]\nproxy_concurrency: -1\n", "proxy_concurrency"},
+		{"proxies: [http://h:1]\nproxy_concurrency: 1001\n", "proxy_concurrency"},
+		{"proxy_concurrency: 2\n", "proxy_concurrency"},
 		{"sessions: 8\nproxies: [http://h:1]\n", ""},
 		{"sessions: -1\n", "sessions"},
 		{"sessions: 10001\n", "sessions"},
@@ -45,6 +56,10 @@ func TestProxiesAndBanAreChecked(t *testing.T) {
 			t.Errorf("%q: the error shows the password: %v", tc.spec, err)
 		case tc.field == "" && strings.Contains(tc.spec, "ban:") && st.Ban.Retries != spider.DefaultBanRetries:
 			t.Errorf("%q: ban retries %d, want the default %d", tc.spec, st.Ban.Retries, spider.DefaultBanRetries)
+		case tc.field == "" && strings.Contains(tc.spec, "proxy_delay") && (st.ProxyDelay != 2*time.Second || st.ProxyConcurrency != 4):
+			t.Errorf("%q: proxy delay %s, concurrency %d; want 2s and 4", tc.spec, st.ProxyDelay, st.ProxyConcurrency)
+		case tc.field == "" && strings.Contains(tc.spec, "redirect") && st.Ban.Redirect != "/captcha|/challenge":
+			t.Errorf("%q: ban redirect %q", tc.spec, st.Ban.Redirect)
 		}
 	}
 }

@@ -56,6 +56,12 @@ type Spec struct {
 	// Proxies are the proxies the spider's requests rotate through (http://, https://,
 	// socks5://; credentials as ${CRAWLQ_PROXY_...} from the runner's environment); default none.
 	Proxies []string `yaml:"proxies"`
+	// ProxyDelay is the least gap between requests through one proxy, across every worker (Go
+	// duration); default "0s".
+	ProxyDelay string `yaml:"proxy_delay"`
+	// ProxyConcurrency bounds the requests in flight through one proxy from each worker process;
+	// default 0: no bound but the workers'.
+	ProxyConcurrency int `yaml:"proxy_concurrency"`
 	// Sessions, when set, crawls as that many visitors, each with its own cookies (and proxy);
 	// see Settings.Sessions. Default 0: no cookies kept.
 	Sessions int `yaml:"sessions"`
@@ -250,25 +256,28 @@ func (s *Spec) kind() string {
 // settings assumes a valid spec.
 func (s *Spec) settings() Settings {
 	delay, _ := time.ParseDuration(orZero(s.Delay))
+	proxyDelay, _ := time.ParseDuration(orZero(s.ProxyDelay))
 	st := Settings{
-		AllowedDomains: s.allowedDomains(),
-		MaxPages:       s.MaxPages,
-		MaxDepth:       s.MaxDepth,
-		Delay:          delay,
-		Concurrency:    s.Concurrency,
-		UserAgent:      s.UserAgent,
-		ObeyRobots:     s.ObeyRobots == nil || *s.ObeyRobots,
-		Runtime:        s.Runtime,
-		Queue:          s.Queue,
-		AllowPrivate:   s.AllowPrivate,
-		Retry:          s.Retry.retry(),
-		Render:         s.Render,
-		WaitFor:        s.WaitFor,
-		Scroll:         s.Scroll,
-		Proxies:        append([]string(nil), s.Proxies...),
-		Ban:            s.Ban.ban(),
-		Sessions:       s.Sessions,
-		RulesRender:    s.rulesRender(),
+		AllowedDomains:   s.allowedDomains(),
+		MaxPages:         s.MaxPages,
+		MaxDepth:         s.MaxDepth,
+		Delay:            delay,
+		Concurrency:      s.Concurrency,
+		UserAgent:        s.UserAgent,
+		ObeyRobots:       s.ObeyRobots == nil || *s.ObeyRobots,
+		Runtime:          s.Runtime,
+		Queue:            s.Queue,
+		AllowPrivate:     s.AllowPrivate,
+		Retry:            s.Retry.retry(),
+		Render:           s.Render,
+		WaitFor:          s.WaitFor,
+		Scroll:           s.Scroll,
+		Proxies:          append([]string(nil), s.Proxies...),
+		ProxyDelay:       proxyDelay,
+		ProxyConcurrency: s.ProxyConcurrency,
+		Ban:              s.Ban.ban(),
+		Sessions:         s.Sessions,
+		RulesRender:      s.rulesRender(),
 	}
 	s.revisitSettings(&st)
 	s.sitemapSettings(&st)
@@ -379,7 +388,10 @@ func (s *Spec) validate() []FieldError {
 		AllowedDomains: s.AllowedDomains, MaxPages: s.MaxPages, MaxDepth: s.MaxDepth,
 		Concurrency: s.Concurrency, UserAgent: s.UserAgent, Runtime: s.Runtime, Queue: s.Queue,
 		AllowPrivate: s.AllowPrivate, Render: s.Render, WaitFor: s.WaitFor, Scroll: s.Scroll,
-		Proxies: s.Proxies, Ban: s.Ban.ban(), Sessions: s.Sessions,
+		Proxies: s.Proxies, ProxyConcurrency: s.ProxyConcurrency, Ban: s.Ban.ban(), Sessions: s.Sessions,
+	}
+	if d, err := time.ParseDuration(orZero(s.ProxyDelay)); err == nil && d > 0 {
+		st.ProxyDelay = d
 	}
 	st.RulesRender = s.rulesRender()
 	if dur := s.specRevisitErrors(); len(dur) > 0 {
@@ -390,6 +402,7 @@ func (s *Spec) validate() []FieldError {
 	errs = append(errs, st.fieldErrors("")...)
 	errs = append(errs, s.Sitemaps.validate()...)
 	errs = append(errs, checkDuration("delay", s.Delay)...)
+	errs = append(errs, checkDuration("proxy_delay", s.ProxyDelay)...)
 	errs = append(errs, s.Retry.validate()...)
 
 	// follow

@@ -82,28 +82,30 @@ type Item struct {
 // default, except ObeyRobots, whose zero value is false: Go spiders should start from
 // DefaultSettings().
 type Settings struct {
-	AllowedDomains []string      // hosts (and their subdomains) links may be followed to; default: none beyond what the spider filters itself
-	MaxPages       int           // pages fetched per run; default 0 = unlimited
-	MaxDepth       int           // link depth from the start requests; default 0 = unlimited
-	Delay          time.Duration // minimum gap between requests to one domain; default 0
-	Concurrency    int           // requests in flight per domain; default 1, at most 64
-	UserAgent      string        // default DefaultUserAgent
-	ObeyRobots     bool          // honour robots.txt; default true (via DefaultSettings and specs)
-	Runtime        string        // "lambda" (default) or "ecs"
-	Queue          string        // queue for the spider's page jobs; default "crawl"
-	AllowPrivate   bool          // may fetch addresses that are not public: loopback, private (RFC 1918), CGNAT, benchmarking, unique local, link-local, cloud metadata, multicast and reserved (fetch.Config.AllowPrivate); default false: refused when dialed
-	Retry          Retry         // page retries, host pauses and the dead-page limit (retry.go); defaults there
-	Render         string        // "http" (default: a plain fetch) or "browser" (headless Chromium, runtime ecs only)
-	WaitFor        string        // with Render browser: "" (load), "networkidle", a duration or a CSS selector
-	Scroll         bool          // with Render browser: scroll each page to its bottom (lazy lists) first
-	Proxies        []string      // proxy URLs requests rotate through (internal/proxy; ${CRAWLQ_PROXY_...} filled from the runner's environment); default none: direct
-	RulesRender    bool          // some pages are rendered by their follow rule's render: browser (declarative spiders); wait_for and scroll apply to them
-	Sessions       int           // visitors the crawl is split into, each a cookie jar (and proxy) its pages' follow-ups keep; a banned one is retired; default 0: no cookies kept, at most MaxSessions
-	Ban            Ban           // what a banned page looks like, retried through another proxy (proxies.go); default: nothing is a ban
-	Revisit        string        // "always" (default, also ""), "changed_only" or "adaptive" (revisit.go)
-	RevisitMin     time.Duration // with Revisit adaptive: the shortest revisit interval; default 1h
-	RevisitMax     time.Duration // with Revisit adaptive: the longest revisit interval; default 168h
-	StateTTL       time.Duration // URL state no run reached for this long is removed; default 720h
+	AllowedDomains   []string      // hosts (and their subdomains) links may be followed to; default: none beyond what the spider filters itself
+	MaxPages         int           // pages fetched per run; default 0 = unlimited
+	MaxDepth         int           // link depth from the start requests; default 0 = unlimited
+	Delay            time.Duration // minimum gap between requests to one domain; default 0
+	Concurrency      int           // requests in flight per domain; default 1, at most 64
+	UserAgent        string        // default DefaultUserAgent
+	ObeyRobots       bool          // honour robots.txt; default true (via DefaultSettings and specs)
+	Runtime          string        // "lambda" (default) or "ecs"
+	Queue            string        // queue for the spider's page jobs; default "crawl"
+	AllowPrivate     bool          // may fetch addresses that are not public: loopback, private (RFC 1918), CGNAT, benchmarking, unique local, link-local, cloud metadata, multicast and reserved (fetch.Config.AllowPrivate); default false: refused when dialed
+	Retry            Retry         // page retries, host pauses and the dead-page limit (retry.go); defaults there
+	Render           string        // "http" (default: a plain fetch) or "browser" (headless Chromium, runtime ecs only)
+	WaitFor          string        // with Render browser: "" (load), "networkidle", a duration or a CSS selector
+	Scroll           bool          // with Render browser: scroll each page to its bottom (lazy lists) first
+	Proxies          []string      // proxy URLs requests rotate through (internal/proxy; ${CRAWLQ_PROXY_...} filled from the runner's environment); default none: direct
+	ProxyDelay       time.Duration // minimum gap between requests through one proxy, shared by every worker (its requests are then serial); default 0
+	ProxyConcurrency int           // requests in flight through one proxy from each worker process; default 0: no bound but the workers', at most MaxProxyConcurrency
+	RulesRender      bool          // some pages are rendered by their follow rule's render: browser (declarative spiders); wait_for and scroll apply to them
+	Sessions         int           // visitors the crawl is split into, each a cookie jar (and proxy) its pages' follow-ups keep; a banned one is retired; default 0: no cookies kept, at most MaxSessions
+	Ban              Ban           // what a banned page looks like, retried through another proxy (proxies.go); default: nothing is a ban
+	Revisit          string        // "always" (default, also ""), "changed_only" or "adaptive" (revisit.go)
+	RevisitMin       time.Duration // with Revisit adaptive: the shortest revisit interval; default 1h
+	RevisitMax       time.Duration // with Revisit adaptive: the longest revisit interval; default 168h
+	StateTTL         time.Duration // URL state no run reached for this long is removed; default 720h
 	// Sitemaps are sitemap URLs whose URLs start every run besides its start requests; with
 	// SitemapsFromRobots also those the robots.txt of each start request's site names; with
 	// SitemapSince "last_run" only the URLs whose lastmod is later than the last good run's
@@ -206,6 +208,7 @@ func (s Settings) fieldErrors(prefix string) []FieldError {
 		add("render", fmt.Sprintf("%q is not one of http, browser", s.Render))
 	}
 	proxiesErrors(s.Proxies, s.AllowPrivate, add)
+	proxyPolitenessErrors(s, add)
 	if s.Sessions < 0 || s.Sessions > MaxSessions {
 		add("sessions", fmt.Sprintf("%d out of range 0..%d", s.Sessions, MaxSessions))
 	}
