@@ -43,7 +43,10 @@ type Config struct {
 	Queues []string
 	// Workers per queue. Default 1.
 	Workers int
-	// Worker is the template of every worker's config (Queue is filled in per queue).
+	// Worker is the template of every worker's config (Queue is filled in per queue). Its
+	// HoldAhead defaults here to DefaultHoldAhead (negative: none), so that the pages a page finds
+	// wait in this process, already leased, rather than each being claimed (see
+	// queue.WorkerConfig.HoldAhead).
 	Worker queue.WorkerConfig
 	// MaintainEvery is how often this node maintains the queue and the crawl: rescues expired
 	// leases, promotes due jobs and sweeps finished runs (crawl.Crawler.Maintain). Default 1s;
@@ -89,6 +92,11 @@ type Config struct {
 	Clock  clock.Clock
 	Logger *slog.Logger
 }
+
+// DefaultHoldAhead is the most jobs a worker of a node holds beyond its idle handlers (see
+// Config.Worker): a listing page of the wide bench site finds 2,000 pages, and a job waiting in
+// memory costs ~1 KB.
+const DefaultHoldAhead = 10000
 
 // Node is an assembled worker process.
 type Node struct {
@@ -146,6 +154,12 @@ func New(cfg Config) (*Node, error) {
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 1
+	}
+	switch {
+	case cfg.Worker.HoldAhead == 0:
+		cfg.Worker.HoldAhead = DefaultHoldAhead
+	case cfg.Worker.HoldAhead < 0:
+		cfg.Worker.HoldAhead = 0
 	}
 	if cfg.MaintainEvery == 0 {
 		cfg.MaintainEvery = time.Second

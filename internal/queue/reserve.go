@@ -17,8 +17,10 @@ import (
 // the claim: no claim statement, no wait for the next poll or poke. A crash loses nothing: the
 // jobs are leased like claimed ones and the rescue brings them back when the lease expires.
 //
-// The handed jobs run before jobs waiting in the queue, whatever their priority; only handlers that
-// are idle right now are handed work, and other workers claim the rest.
+// The handed jobs run before jobs waiting in the queue, whatever their priority. Only handlers that
+// are idle right now are handed work, and other workers claim the rest, unless the worker holds
+// jobs ahead (WorkerConfig.HoldAhead): then up to that many more wait in the worker for a handler,
+// as long as the jobs waiting there start promptly.
 
 // Reservation is room set aside in a worker for jobs its process inserts itself.
 type Reservation struct {
@@ -29,10 +31,11 @@ type Reservation struct {
 	done  bool
 }
 
-// Reserve sets aside room for up to n jobs that idle handlers can start at once, or returns nil
-// when there is none (or the worker is stopping, or recycles after MaxJobs). Only idle handlers
-// count, so that work a busy process finds goes to the queue, where other workers can take it
-// now, rather than waiting here. The reservation ends with Hand or Cancel (Tx.Send calls one).
+// Reserve sets aside room for up to n jobs that idle handlers can start at once (and for
+// HoldAhead more, see the top of this file), or returns nil when there is none (or the worker is
+// stopping, or recycles after MaxJobs). Otherwise only idle handlers count, so that work a busy
+// process finds goes to the queue, where other workers can take it now, rather than waiting here.
+// The reservation ends with Hand or Cancel (Tx.Send calls one).
 func (w *Worker) Reserve(n int) *Reservation {
 	if n <= 0 || w.cfg.MaxJobs > 0 {
 		return nil
@@ -40,7 +43,7 @@ func (w *Worker) Reserve(n int) *Reservation {
 	w.mu.Lock()
 	k := 0
 	if !w.stopped {
-		k = max(min(n, w.idleLocked()), 0)
+		k = max(min(n, w.holdLocked()), 0)
 		w.reserved += k
 	}
 	w.mu.Unlock()
@@ -57,7 +60,7 @@ func (w *Worker) Room() int {
 	if w.stopped || w.cfg.MaxJobs > 0 {
 		return 0
 	}
-	return max(w.idleLocked(), 0)
+	return max(w.holdLocked(), 0)
 }
 
 // Len is how many jobs the reservation has room for.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"crawlq/internal/clock"
 )
@@ -76,6 +77,7 @@ type Worker struct {
 
 	// ready holds claimed jobs until a handler takes them. Producers (the claim loop and
 	// reservations) take room in it first, so a send never blocks: len(ready)+reserved <= cap.
+	// Its capacity is BatchSize for the claim loop plus HoldAhead for reservations.
 	ready chan *Job
 
 	mu       sync.Mutex
@@ -84,6 +86,10 @@ type Worker struct {
 	busy     int             // handlers working a job
 	stopped  bool            // ready is closed
 	stopping clock.Stopwatch // started when stopped was set (writeLeft)
+	// lastWait is how long the job a handler took last had waited in ready, and sinceTake runs
+	// from then (or from when jobs were handed to an empty ready): see waitingLongLocked.
+	lastWait  time.Duration
+	sinceTake clock.Stopwatch
 
 	claimed, succeeded, failed, snoozed, released, lost, deferred, cancelled atomic.Int64
 	// unrecorded counts jobs whose outcome could not be written (the database stayed unreachable
@@ -96,6 +102,7 @@ type Worker struct {
 
 type held struct {
 	job    *Job
+	handed clock.Stopwatch         // started when it went into ready
 	cancel context.CancelCauseFunc // nil until a handler starts it
 	gone   bool                    // lease lost or finished elsewhere: do not report on it
 }
@@ -109,7 +116,7 @@ func NewWorker(c *Client, cfg WorkerConfig, h Handler) (*Worker, error) {
 		return nil, err
 	}
 	return &Worker{c: c, cfg: cfg, h: h, log: cfg.Logger.With("worker", cfg.ID, "queue", cfg.Queue),
-		poke: make(chan struct{}, 1), wake: make(chan struct{}, 1), ready: make(chan *Job, cfg.BatchSize), inflight: map[int64]*held{}}, nil
+		poke: make(chan struct{}, 1), wake: make(chan struct{}, 1), ready: make(chan *Job, cfg.BatchSize+cfg.HoldAhead), inflight: map[int64]*held{}}, nil
 }
 
 // Poke tells an idle worker that new jobs may be due, so it claims at once instead of waiting

@@ -24,7 +24,7 @@ func (w *Worker) claimLoop(ctx context.Context) {
 			return
 		}
 		room := w.takeRoom(want)
-		if room < min(want, max(1, cap(w.ready)/2)) {
+		if room < min(want, max(1, w.cfg.BatchSize/2)) {
 			w.giveBack(room, false)
 			if !w.waitForRoom(ctx) {
 				return
@@ -59,10 +59,10 @@ func (w *Worker) claimLoop(ctx context.Context) {
 	}
 }
 
-// claimWant is how many jobs the next claim asks for: the whole buffer, or what is left of
+// claimWant is how many jobs the next claim asks for: BatchSize, or what is left of
 // MaxJobs. It reports false once MaxJobs have been claimed.
 func (w *Worker) claimWant() (int, bool) {
-	want := cap(w.ready)
+	want := w.cfg.BatchSize
 	if w.cfg.MaxJobs > 0 {
 		left := w.cfg.MaxJobs - int(w.claimed.Load())
 		if left <= 0 {

@@ -33,6 +33,13 @@ type WorkerConfig struct {
 	StopGrace time.Duration
 	// MaxJobs stops the worker after it has claimed this many jobs (recycling). 0: no limit.
 	MaxJobs int
+	// HoldAhead is how many jobs its own process may hand this worker through Reserve beyond its
+	// idle handlers: work found while handling a job then waits here, already leased, instead of
+	// in the queue, and skips its claim (an update of every job's row). None is held beyond idle
+	// handlers while the jobs waiting here have waited half a HeartbeatInterval (their leases
+	// would soon need extending, and in the queue other workers could take them). Default 0:
+	// only idle handlers are handed work. At most 100000.
+	HoldAhead int
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// TestSignals, when set, is where the worker tells a test what became of its jobs; several
@@ -51,8 +58,8 @@ func (c *WorkerConfig) setDefaults() error {
 	if c.Kind == "" {
 		c.Kind = "process"
 	}
-	if c.Concurrency < 0 || c.BatchSize < 0 || c.BatchSize > 10000 || c.MaxJobs < 0 {
-		return fmt.Errorf("%w: worker config: Concurrency, BatchSize (<= 10000) and MaxJobs must not be negative", ErrInvalid)
+	if c.Concurrency < 0 || c.BatchSize < 0 || c.BatchSize > 10000 || c.MaxJobs < 0 || c.HoldAhead < 0 || c.HoldAhead > 100000 {
+		return fmt.Errorf("%w: worker config: Concurrency, BatchSize (<= 10000), MaxJobs and HoldAhead (<= 100000) must not be negative", ErrInvalid)
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = 10

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"crawlq/internal/clock"
 )
 
 // startHandlers starts Concurrency handlers, each taking jobs from the ready buffer and working
@@ -73,6 +75,8 @@ func (w *Worker) begin(j *Job, cancel context.CancelCauseFunc) (cancelNow, ok bo
 		return false, false
 	}
 	h.cancel = cancel
+	w.lastWait = h.handed.Elapsed()
+	w.sinceTake = clock.StartStopwatch()
 	return j.CancelRequested, true
 }
 

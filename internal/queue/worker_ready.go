@@ -1,9 +1,17 @@
 package queue
 
+import "crawlq/internal/clock"
+
 // The ready buffer (Worker.ready) hands claimed jobs to the handlers. Its producers, the claim
 // loop and reservations, take room in it before they claim or insert jobs, then fill it (hand) or
 // give the room back (giveBack). Room that a handler or a reservation frees wakes the claim loop
 // if it waits for room; room the claim loop gives back itself does not.
+//
+// The claim loop fills BatchSize of it; reservations may fill HoldAhead more (holdLocked), so
+// that work a busy process finds waits here rather than being inserted, claimed and only then
+// started: a row update fewer per job. They stop doing so while the jobs waiting here are slow
+// to start (waitingLongLocked): then the queue, where other workers can take them, is the
+// better place, and a lease held in here would soon need extending by the heartbeat.
 
 // takeRoom takes up to n free places in ready for a producer and returns how many it took.
 func (w *Worker) takeRoom(n int) int {
@@ -17,13 +25,34 @@ func (w *Worker) takeRoom(n int) int {
 	return k
 }
 
-// freeLocked is the room in ready; w.mu is held.
-func (w *Worker) freeLocked() int { return cap(w.ready) - len(w.ready) - w.reserved }
+// freeLocked is the room in ready the claim loop may fill; w.mu is held.
+func (w *Worker) freeLocked() int { return w.cfg.BatchSize - len(w.ready) - w.reserved }
 
 // idleLocked is how many more jobs the handlers could start at once: those not working, less the
 // jobs already waiting for them or on their way; w.mu is held.
 func (w *Worker) idleLocked() int {
 	return min(w.cfg.Concurrency-w.busy-len(w.ready)-w.reserved, w.freeLocked())
+}
+
+// holdLocked is how many more jobs a reservation may hand this worker: what idle handlers would
+// start at once, and up to HoldAhead more waiting for a handler unless those waiting now are slow
+// to start; w.mu is held.
+func (w *Worker) holdLocked() int {
+	ahead := w.cfg.HoldAhead
+	if ahead == 0 || w.waitingLongLocked() {
+		return w.idleLocked()
+	}
+	return min(w.cfg.Concurrency+ahead-w.busy-len(w.ready)-w.reserved, cap(w.ready)-len(w.ready)-w.reserved)
+}
+
+// waitingLongLocked reports whether the jobs waiting in ready wait half a heartbeat interval or
+// more to start: the last one a handler took had, or none was taken for that long; w.mu is held.
+func (w *Worker) waitingLongLocked() bool {
+	if len(w.ready) == 0 {
+		return false
+	}
+	limit := w.cfg.HeartbeatInterval / 2
+	return w.lastWait >= limit || w.sinceTake.Elapsed() >= limit
 }
 
 // giveBack frees n places a producer took and did not fill; wake tells a claim loop waiting for
@@ -59,8 +88,12 @@ func (w *Worker) hand(jobs []*Job, room int, wake bool) bool {
 		return false
 	}
 	w.claimed.Add(int64(len(jobs)))
+	now := clock.StartStopwatch()
+	if len(w.ready) == 0 {
+		w.sinceTake = now // nothing waited before these
+	}
 	for _, j := range jobs {
-		w.inflight[j.ID] = &held{job: j}
+		w.inflight[j.ID] = &held{job: j, handed: now}
 		w.ready <- j // never blocks: the room was taken
 	}
 	return true
