@@ -10,7 +10,8 @@
 -- counts in a last CTE, cnt, an insert into crawlq_job_count_delta of the net change per (queue,
 -- state): the rows it changed counted in their new state, minus the same rows in their old one
 -- (crawlq_job_count.sql folds and reads them). So the counts stay exact without triggers and
--- without a counter row that workers contend on.
+-- without a counter row that workers contend on. Running jobs are the exception: they are counted
+-- from their rows when read, so no statement records 'running' (migration 0018).
 --
 -- Locks: a statement that updates several given rows locks them first in id order (a CTE with
 -- ORDER BY id FOR UPDATE, or, in the functions of migration 0010, lookups in id order), so two
@@ -236,8 +237,6 @@ RETURNING j.state, j.run_at, j.queue
 ), cnt AS (
     INSERT INTO crawlq_job_count_delta (queue, state, n)
     SELECT queue, state, count(*) FROM failed GROUP BY queue, state
-    UNION ALL
-    SELECT queue, 'running'::crawlq_job_state, -count(*) FROM failed GROUP BY queue
 )
 SELECT failed.state, failed.run_at FROM failed;
 
@@ -268,8 +267,6 @@ RETURNING j.id, held.token, j.queue, j.state
 ), cnt AS (
     INSERT INTO crawlq_job_count_delta (queue, state, n)
     SELECT queue, state, count(*) FROM back GROUP BY queue, state
-    UNION ALL
-    SELECT queue, 'running'::crawlq_job_state, -count(*) FROM back GROUP BY queue
 )
 SELECT back.id, back.token FROM back;
 
@@ -289,8 +286,6 @@ RETURNING j.id, j.queue
 ), cnt AS (
     INSERT INTO crawlq_job_count_delta (queue, state, n)
     SELECT queue, 'cancelled'::crawlq_job_state, count(*) FROM gone GROUP BY queue
-    UNION ALL
-    SELECT queue, 'running'::crawlq_job_state, -count(*) FROM gone GROUP BY queue
 )
 SELECT gone.id FROM gone;
 
@@ -323,8 +318,6 @@ RETURNING j.queue, j.state
 ), cnt AS (
     INSERT INTO crawlq_job_count_delta (queue, state, n)
     SELECT queue, state, count(*) FROM rescued GROUP BY queue, state
-    UNION ALL
-    SELECT queue, 'running'::crawlq_job_state, -count(*) FROM rescued GROUP BY queue
 )
 SELECT count(*) FROM rescued;
 

@@ -1,7 +1,10 @@
 -- Every query on crawlq_job_count and crawlq_job_count_delta (internal/queue). The statements of
 -- crawlq_job.sql that change jobs append their net change per (queue, state) to
 -- crawlq_job_count_delta; these fold the deltas into the totals and read them, so stats never count
--- job rows. The tables are in internal/migrate/migrations/0001_queue.sql.
+-- job rows, running jobs apart: those are counted from their rows (the partial index
+-- crawlq_job_lease holds exactly them, and they are only what the live workers hold), so that a
+-- job inserted running, or claimed, and then completed writes one delta row, not three (migration
+-- 0018). The tables are in internal/migrate/migrations/0001_queue.sql.
 
 -- name: RecordCopiedJobs :exec
 -- Records the count change of a COPY of @n plain (available) jobs into @queue.
@@ -23,11 +26,15 @@ SELECT queue, state, n FROM s ORDER BY queue, state
 ON CONFLICT (queue, state) DO UPDATE SET n = c.n + EXCLUDED.n;
 
 -- name: ReadCounts :many
--- The totals plus the deltas not yet folded, per queue and state: no job row is counted.
+-- The totals plus the deltas not yet folded, per queue and state, and the running jobs counted
+-- from their rows (index: crawlq_job_lease). 'running' in the count tables is ignored: a process
+-- of a release before migration 0018 may still write it.
 SELECT queue, state, sum(n)::bigint AS n FROM (
-    SELECT queue, state, n FROM crawlq_job_count
+    SELECT queue, state, n FROM crawlq_job_count WHERE state <> 'running'
     UNION ALL
-    SELECT queue, state, n FROM crawlq_job_count_delta
+    SELECT queue, state, n FROM crawlq_job_count_delta WHERE state <> 'running'
+    UNION ALL
+    SELECT queue, state, count(*) FROM crawlq_job WHERE state = 'running' GROUP BY queue, state
 ) x GROUP BY queue, state;
 
 -- The recount rebuilds the counts from the job rows (repair after changes made outside
@@ -42,5 +49,5 @@ DELETE FROM crawlq_job_count_delta;
 DELETE FROM crawlq_job_count;
 
 -- name: RecountFromJobs :exec
--- Reads every job row (a sequential scan of crawlq_job).
-INSERT INTO crawlq_job_count (queue, state, n) SELECT queue, state, count(*) FROM crawlq_job GROUP BY queue, state;
+-- Reads every job row (a sequential scan of crawlq_job); running jobs are counted when read.
+INSERT INTO crawlq_job_count (queue, state, n) SELECT queue, state, count(*) FROM crawlq_job WHERE state <> 'running' GROUP BY queue, state;

@@ -32,9 +32,11 @@ func (q *Queries) FoldCounts(ctx context.Context) error {
 
 const ReadCounts = `-- name: ReadCounts :many
 SELECT queue, state, sum(n)::bigint AS n FROM (
-    SELECT queue, state, n FROM crawlq_job_count
+    SELECT queue, state, n FROM crawlq_job_count WHERE state <> 'running'
     UNION ALL
-    SELECT queue, state, n FROM crawlq_job_count_delta
+    SELECT queue, state, n FROM crawlq_job_count_delta WHERE state <> 'running'
+    UNION ALL
+    SELECT queue, state, count(*) FROM crawlq_job WHERE state = 'running' GROUP BY queue, state
 ) x GROUP BY queue, state
 `
 
@@ -44,7 +46,9 @@ type ReadCountsRow struct {
 	N     int64
 }
 
-// The totals plus the deltas not yet folded, per queue and state: no job row is counted.
+// The totals plus the deltas not yet folded, per queue and state, and the running jobs counted
+// from their rows (index: crawlq_job_lease). 'running' in the count tables is ignored: a process
+// of a release before migration 0018 may still write it.
 func (q *Queries) ReadCounts(ctx context.Context) ([]ReadCountsRow, error) {
 	rows, err := q.db.Query(ctx, ReadCounts)
 	if err != nil {
@@ -78,7 +82,10 @@ type RecordCopiedJobsParams struct {
 // Every query on crawlq_job_count and crawlq_job_count_delta (internal/queue). The statements of
 // crawlq_job.sql that change jobs append their net change per (queue, state) to
 // crawlq_job_count_delta; these fold the deltas into the totals and read them, so stats never count
-// job rows. The tables are in internal/migrate/migrations/0001_queue.sql.
+// job rows, running jobs apart: those are counted from their rows (the partial index
+// crawlq_job_lease holds exactly them, and they are only what the live workers hold), so that a
+// job inserted running, or claimed, and then completed writes one delta row, not three (migration
+// 0018). The tables are in internal/migrate/migrations/0001_queue.sql.
 // Records the count change of a COPY of @n plain (available) jobs into @queue.
 func (q *Queries) RecordCopiedJobs(ctx context.Context, arg RecordCopiedJobsParams) error {
 	_, err := q.db.Exec(ctx, RecordCopiedJobs, arg.Queue, arg.N)
@@ -109,10 +116,10 @@ func (q *Queries) RecountClearTotals(ctx context.Context) error {
 }
 
 const RecountFromJobs = `-- name: RecountFromJobs :exec
-INSERT INTO crawlq_job_count (queue, state, n) SELECT queue, state, count(*) FROM crawlq_job GROUP BY queue, state
+INSERT INTO crawlq_job_count (queue, state, n) SELECT queue, state, count(*) FROM crawlq_job WHERE state <> 'running' GROUP BY queue, state
 `
 
-// Reads every job row (a sequential scan of crawlq_job).
+// Reads every job row (a sequential scan of crawlq_job); running jobs are counted when read.
 func (q *Queries) RecountFromJobs(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, RecountFromJobs)
 	return err

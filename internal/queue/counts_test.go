@@ -168,3 +168,42 @@ func TestCountsMatchRows(t *testing.T) {
 	}
 	check("recount")
 }
+
+// A job's life writes as few count-change rows as its changes need: running jobs are counted from
+// their rows, so a claim records only the available jobs it took, and a completion only the
+// succeeded ones (a job claimed and completed wrote five rows before migration 0018: +available,
+// -available, +running, -running, +succeeded). Stats still count the running job.
+func TestRunningJobsWriteNoCountRows(t *testing.T) {
+	t.Parallel()
+	c, pool := newClient(t)
+	ctx := ctxT(t)
+	deltas := func() int {
+		t.Helper()
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM crawlq_job_count_delta`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	enqueue(t, c, queue.EnqueueParams{Queue: "q", Kind: "k"})
+	jobs := claim(t, c, 1, time.Minute)
+	if got := statCounts(t, c); got["q/running"] != 1 || got["q/available"] != 0 {
+		t.Fatalf("stats with the job running: %v", got)
+	}
+	before := deltas() // the stats above folded the deltas
+	if err := c.Complete(ctx, jobs[0].Lease()); err != nil {
+		t.Fatal(err)
+	}
+	if n := deltas() - before; n != 1 {
+		t.Fatalf("the completion wrote %d count-change rows, want 1 (+succeeded)", n)
+	}
+	enqueue(t, c, queue.EnqueueParams{Queue: "q", Kind: "k"})
+	before = deltas()
+	claim(t, c, 1, time.Minute)
+	if n := deltas() - before; n != 1 {
+		t.Fatalf("the claim wrote %d count-change rows, want 1 (-available)", n)
+	}
+	if got, want := statCounts(t, c), actualCounts(t, pool); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("stats %v, rows %v", got, want)
+	}
+}
