@@ -13,9 +13,10 @@ import (
 
 // Discovery: the pages a page found become page jobs of its run before that page is finished (see
 // finish.go), each with its URL as once key so that a URL the run has already queued is skipped in
-// the same statement. As many as this process has idle room for go to its own workers, already
-// leased (queue.Reservation); the rest wait in the queue for any worker. A run with a page budget
-// (max_pages) takes its new pages from the budget in a transaction that locks the budget row.
+// the same statement. As many as this process has room for (queue.Reservation: idle handlers,
+// and those its workers hold ahead) go to its own workers, already leased; the rest wait in the
+// queue for any worker. A run with a page budget (max_pages) takes its new pages from the budget
+// in a transaction that locks the budget row.
 
 // discover adds the pages of run ri that a page found, before that page is finished (see the
 // top of this file). Links this process knows the run has queued are dropped first.
@@ -66,9 +67,9 @@ type addedPages struct {
 	queued bool // some wait in the queue (not all were handed to this process)
 }
 
-// queuePages queues on tx the page jobs of run ri's new links: as many as this process has idle
-// room for, already leased to it (a reservation, which tx ends when it is sent or discarded), the others for
-// any worker to claim. The returned function reports what was inserted once tx has been sent.
+// queuePages queues on tx the page jobs of run ri's new links: as many as this process has room
+// for, already leased to it (a reservation, which tx ends when it is sent or discarded), the
+// others for any worker to claim. The returned function reports what was inserted once tx has been sent.
 func (c *Crawler) queuePages(tx *queue.Tx, ri *runInfo, pages []pageArgs) (func(*addedPages), error) {
 	ps := c.pageJobs(ri, pages)
 	var r *queue.Reservation

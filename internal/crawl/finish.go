@@ -13,7 +13,7 @@ import (
 
 // A page ends in two steps. First it adds the new pages it found (discover.go): its links become page
 // jobs, with the URL as once key so that a URL the run has already queued is skipped in the same
-// statement, and as many as this process has idle room for go to its own workers, already leased
+// statement, and as many as this process has room for go to its own workers, already leased
 // (queue.Reservation). That commits while the page is still running, so the run always has an
 // unfinished job while pages may still be added to it: completion detection relies on this. Then
 // the page is finished in a group commit: the pages of this process that are ready wait for one
