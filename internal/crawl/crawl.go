@@ -36,6 +36,7 @@ import (
 	"crawlq/internal/robots"
 	"crawlq/internal/runlog"
 	"crawlq/internal/spider"
+	"crawlq/internal/urlstate"
 )
 
 // Job kinds the crawl handles.
@@ -139,9 +140,10 @@ type Crawler struct {
 	handling  int // the sum of active: pages being handled here, of any run (finishLoop lingers for them)
 	incoming  int // pages handed to this process's workers that have not started yet, about (handedOver)
 	seen      *seenCache
-	cancelled map[int64]bool // runs asked to cancel, as the last batch said; pruned when they end (runstate.go)
-	hosts     *hostSlots     // requests in flight per domain from this process (hosts.go)
-	health    *hostHealth    // hosts seen failing, and their pauses (hostpause.go)
+	cancelled map[int64]bool   // runs asked to cancel, as the last batch said; pruned when they end (runstate.go)
+	hosts     *hostSlots       // requests in flight per domain from this process (hosts.go)
+	health    *hostHealth      // hosts seen failing, and their pauses (hostpause.go)
+	states    *urlstate.Loader // URL states of revisiting spiders' pages, read together (revisit.go)
 
 	finishOnce    sync.Once
 	finishQ       chan *finishReq // pages waiting for a batch (finish.go)
@@ -173,6 +175,7 @@ func New(cfg Config) (*Crawler, error) {
 	}
 	return &Crawler{cfg: cfg, db: dbsqlc.New(cfg.Pool), log: cfg.Logger, robots: robots.NewCache(4096),
 		fetchers: map[fetcherKey]*fetch.Fetcher{}, browsers: map[browserKey]*browser.Pool{}, crashes: map[int64]int{}, rotations: map[string]*proxies{}, proxyTries: map[int64]int{}, banTries: map[int64]int{}, retired: map[sessionKey]bool{}, runs: map[int64]*runInfo{}, active: map[int64]int{}, seen: newSeenCache(seenCacheSize), cancelled: map[int64]bool{}, hosts: newHostSlots(), health: newHostHealth(),
+		states: urlstate.NewLoader(dbsqlc.New(cfg.Pool)),
 		closed: make(chan struct{}), finishersDone: make(chan struct{})}, nil
 }
 

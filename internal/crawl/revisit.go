@@ -20,7 +20,8 @@ import (
 // 304, or the same body as last time, is not parsed and emits nothing, and the links it yielded
 // last time are followed, so the run still reaches everything behind it. A changed page emits its
 // new and changed items only. Every page records its new state, and its items' changes, in the
-// transaction that finishes it (queueStates), so a page redone after a crash sees the state it
+// transaction that finishes it (queueStates; a page as it was rewrites only its run, times and
+// validators), so a page redone after a crash sees the state it
 // saw the first time. When a run ends having reached all it could, the items of the URLs it no
 // longer reached are gone (sweepGone). A spider that revisits always (the default) costs none of
 // this: no read, no row, no statement.
@@ -38,7 +39,7 @@ func (c *Crawler) revisitLoad(ctx context.Context, ri *runInfo, a pageArgs) (*re
 		return nil, nil // a sitemap is read whole every run: its lastmods are the change signal
 	}
 	rv := &revisit{key: urlstate.Key{Spider: ri.name, Line: spider.StateLine(ri.spider), URL: a.URL}, s: ri.settings}
-	prev, err := urlstate.Load(ctx, c.db, rv.key)
+	prev, err := c.states.Load(ctx, rv.key)
 	if err != nil {
 		return nil, err
 	}
@@ -106,8 +107,8 @@ func (rv *revisit) interval(changed bool) time.Duration {
 func (c *Crawler) revisitSame(ctx context.Context, job *queue.Job, ri *runInfo, a pageArgs, rv *revisit, res *fetch.Result) error {
 	prev := rv.prev
 	p := rv.page(ri.id, res != nil)
-	p.Status, p.ETag, p.LastModified, p.BodyHash = prev.Status, prev.ETag, prev.LastModified, prev.BodyHash
-	p.Links, p.Items = prev.Links, prev.Items
+	p.Same = true // its links and items stay as stored
+	p.ETag, p.LastModified = prev.ETag, prev.LastModified
 	p.Counts.Unchanged = len(prev.Items)
 	p.Interval = prev.Interval
 	// A page not due counts as a page of the run (it was reached, its items are there), and

@@ -1,19 +1,39 @@
 -- Every query on crawlq_url_state and crawlq_item_change: the URL state of spiders that revisit
 -- (internal/urlstate; the tables are in internal/migrate/migrations/0016_url_state.sql).
 
--- name: GetURLState :one
--- What a URL answered when a run of the spider's line last reached it. Index: the primary key.
-SELECT run_id, fetched_at, status, etag, last_modified, body_hash, links, items, interval_s
-FROM crawlq_url_state
-WHERE spider = @spider AND line = @line AND url = @url;
+-- name: GetURLStates :many
+-- What each of urls answered when a run of the spider's line last reached it (no row: none did).
+-- Many URLs at once, so the pages a worker starts together read their states in one round trip
+-- (urlstate.Loader). Index: the primary key, one lookup per URL: the lateral LIMIT keeps the URL
+-- an index condition (with url = ANY (urls) a planner that thinks the table small, as before its
+-- first analyze, reads the whole line and filters it: 16 ms a call at 10,000 URLs).
+SELECT u.url, u.run_id, u.fetched_at, u.status, u.etag, u.last_modified, u.body_hash, u.links, u.items, u.interval_s
+FROM unnest(sqlc.arg(urls)::text[]) AS k(url)
+CROSS JOIN LATERAL (
+    SELECT s.url, s.run_id, s.fetched_at, s.status, s.etag, s.last_modified, s.body_hash, s.links, s.items, s.interval_s
+    FROM crawlq_url_state s
+    WHERE s.spider = @spider AND s.line = @line AND s.url = k.url
+    LIMIT 1
+) AS u;
 
 -- name: RecordURLStates :exec
 -- Records, in the transaction that finishes a batch of pages, what each page saw (states), the
 -- items it found new, changed or gone (changes) and the counts of each (counts, added to the
--- runs' stats as kinds items_new, items_changed, items_unchanged, items_gone). Each argument is a
--- JSON array, so one statement carries any batch (the CTEs run to completion though nothing reads
--- them). Index: the primary keys (the conflict targets).
-WITH s AS (
+-- runs' stats as kinds items_new, items_changed, items_unchanged, items_gone). A page found as it
+-- was (touches: a 304, the same body, an adaptive page not due) rewrites only what moves (the
+-- run, the times, the validators), not its links and items. Each argument is a JSON array, so one
+-- statement carries any batch (the CTEs run to completion though nothing reads them). Index: the
+-- primary keys (the conflict targets, the touches' join).
+WITH t AS (
+    UPDATE crawlq_url_state u
+    SET run_id = x.run_id, fetched_at = CASE WHEN x.fetched THEN now() ELSE u.fetched_at END,
+        keep_until = now() + make_interval(secs => x.keep_s), etag = x.etag,
+        last_modified = x.last_modified, interval_s = x.interval_s
+    FROM jsonb_to_recordset(sqlc.arg(touches)::text::jsonb) AS x(spider text, line text, url text, run_id bigint,
+         fetched boolean, keep_s double precision, etag text, last_modified text, interval_s integer)
+    WHERE u.spider = x.spider AND u.line = x.line AND u.url = x.url
+    RETURNING 1
+), s AS (
     INSERT INTO crawlq_url_state (spider, line, url, run_id, fetched_at, keep_until, status, etag,
                                   last_modified, body_hash, links, items, interval_s)
     SELECT x.spider, x.line, x.url, x.run_id,

@@ -14,7 +14,10 @@ type Page struct {
 	RunID int64
 	// Fetched: the page was requested now (an adaptive page not yet due was not: FetchedAt is
 	// kept).
-	Fetched      bool
+	Fetched bool
+	// Same: the page is as it was (a 304, the same body, an adaptive page not due): only its run,
+	// times, validators and interval are written, its links and items are kept.
+	Same         bool
 	FetchedAt    time.Time
 	Keep         time.Duration // how long the state is kept if no run reaches it again (state_ttl)
 	Status       int
@@ -31,9 +34,24 @@ type Page struct {
 // Batch gathers the pages that finish in one transaction, for one statement.
 type Batch struct {
 	states  []stateJSON
+	touches []touchJSON
 	changes []changeJSON
 	counts  map[int64]*Counts
-	at      map[Key]int // index in states: a URL recorded twice in a batch keeps the last
+	// A URL recorded twice in a batch keeps the last: its index in states (>= 0) or in touches
+	// (-1-i).
+	at map[Key]int
+}
+
+type touchJSON struct {
+	Spider       string  `json:"spider"`
+	Line         string  `json:"line"`
+	URL          string  `json:"url"`
+	RunID        int64   `json:"run_id"`
+	Fetched      bool    `json:"fetched"`
+	KeepS        float64 `json:"keep_s"`
+	ETag         string  `json:"etag"`
+	LastModified string  `json:"last_modified"`
+	IntervalS    int64   `json:"interval_s"`
 }
 
 type stateJSON struct {
@@ -71,21 +89,30 @@ func (b *Batch) Add(p *Page) {
 	if b.at == nil {
 		b.at, b.counts = map[Key]int{}, map[int64]*Counts{}
 	}
-	links, items := p.Links, p.Items
-	if links == nil {
-		links = []string{}
+	if i, ok := b.at[p.Key]; ok { // the last of a URL's records wins
+		if i >= 0 {
+			b.states[i].URL = "" // dropped when queued
+		} else {
+			b.touches[-1-i].URL = ""
+		}
 	}
-	if items == nil {
-		items = map[string]string{}
-	}
-	s := stateJSON{Spider: p.Key.Spider, Line: p.Key.Line, URL: p.Key.URL, RunID: p.RunID, Fetched: p.Fetched,
-		FetchedAt: p.FetchedAt, KeepS: p.Keep.Seconds(), Status: p.Status, ETag: p.ETag, LastModified: p.LastModified,
-		BodyHash: p.BodyHash, Links: links, Items: items, IntervalS: int64(p.Interval / time.Second)}
-	if i, ok := b.at[p.Key]; ok {
-		b.states[i] = s
+	if p.Same {
+		b.at[p.Key] = -1 - len(b.touches)
+		b.touches = append(b.touches, touchJSON{Spider: p.Key.Spider, Line: p.Key.Line, URL: p.Key.URL, RunID: p.RunID,
+			Fetched: p.Fetched, KeepS: p.Keep.Seconds(), ETag: p.ETag, LastModified: p.LastModified,
+			IntervalS: int64(p.Interval / time.Second)})
 	} else {
+		links, items := p.Links, p.Items
+		if links == nil {
+			links = []string{}
+		}
+		if items == nil {
+			items = map[string]string{}
+		}
 		b.at[p.Key] = len(b.states)
-		b.states = append(b.states, s)
+		b.states = append(b.states, stateJSON{Spider: p.Key.Spider, Line: p.Key.Line, URL: p.Key.URL, RunID: p.RunID, Fetched: p.Fetched,
+			FetchedAt: p.FetchedAt, KeepS: p.Keep.Seconds(), Status: p.Status, ETag: p.ETag, LastModified: p.LastModified,
+			BodyHash: p.BodyHash, Links: links, Items: items, IntervalS: int64(p.Interval / time.Second)})
 	}
 	for _, c := range p.Changes {
 		b.changes = append(b.changes, changeJSON{RunID: p.RunID, Key: c.Key, Change: c.Change, URL: p.Key.URL})
@@ -99,7 +126,7 @@ func (b *Batch) Add(p *Page) {
 }
 
 // Len is how many URLs the batch records.
-func (b *Batch) Len() int { return len(b.states) }
+func (b *Batch) Len() int { return len(b.at) }
 
 // Stat kinds the item counts are added to a run's stats as (its errors_by_kind).
 const (
@@ -120,7 +147,11 @@ func (b *Batch) Queue(q dbsqlc.Queuer) error {
 	if changes == nil {
 		changes = []changeJSON{}
 	}
-	states, err := json.Marshal(b.states)
+	states, err := json.Marshal(recorded(b.states, func(s stateJSON) string { return s.URL }))
+	if err != nil {
+		return fmt.Errorf("record url states: %w", err)
+	}
+	touches, err := json.Marshal(recorded(b.touches, func(t touchJSON) string { return t.URL }))
 	if err != nil {
 		return fmt.Errorf("record url states: %w", err)
 	}
@@ -133,9 +164,20 @@ func (b *Batch) Queue(q dbsqlc.Queuer) error {
 		return fmt.Errorf("record url states: %w", err)
 	}
 	// Sent as text and cast there, so the driver needs no jsonb codec (as items are).
-	p := dbsqlc.RecordURLStatesParams{States: string(states), Changes: string(chs), Counts: string(cs)}
+	p := dbsqlc.RecordURLStatesParams{States: string(states), Touches: string(touches), Changes: string(chs), Counts: string(cs)}
 	dbsqlc.QueueExec(q, (*dbsqlc.Queries).RecordURLStates, p)
 	return nil
+}
+
+// recorded returns the records of rs a later one of their URL did not replace, never nil.
+func recorded[R any](rs []R, url func(R) string) []R {
+	out := make([]R, 0, len(rs))
+	for _, r := range rs {
+		if url(r) != "" {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // CountsOf reads a run's item counts from its stats' kinds (errors_by_kind), or nil when it

@@ -1,9 +1,10 @@
 // Package urlstate owns what a spider that revisits (spec revisit: changed_only or adaptive)
 // knows of each URL across its runs: the last answer's status and validators (ETag,
 // Last-Modified), a hash of its body, the links and items (key and a hash of the fields) it
-// yielded, and when it is due again. It compares a page's items with the last ones (Diff), says
-// when an adaptive page is next due (NextInterval), records a batch of pages in the transaction
-// that finishes them (Batch), and sweeps the items of URLs a run no longer reached (SweepGone).
+// yielded, and when it is due again. It reads the states of the pages a process starts together
+// in one round trip (Loader), compares a page's items with the last ones (Diff), says when an
+// adaptive page is next due (NextInterval), records a batch of pages in the transaction that
+// finishes them (Batch), and sweeps the items of URLs a run no longer reached (SweepGone).
 // It fetches and parses nothing: internal/crawl does, and keeps no state for a spider that
 // revisits always.
 package urlstate
@@ -14,11 +15,8 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"crawlq/internal/dbsqlc"
 )
@@ -41,24 +39,26 @@ type State struct {
 	Interval     time.Duration     // adaptive: how long after FetchedAt it is due again
 }
 
-// Load returns the state of k, or nil when no run of the line has reached it.
-func Load(ctx context.Context, q *dbsqlc.Queries, k Key) (*State, error) {
-	row, err := q.GetURLState(ctx, dbsqlc.GetURLStateParams{Spider: k.Spider, Line: k.Line, Url: k.URL})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
+// LoadMany returns the states of urls of the spider's line, by URL; a URL no run of the line
+// reached is absent.
+func LoadMany(ctx context.Context, q *dbsqlc.Queries, spider, line string, urls []string) (map[string]*State, error) {
+	rows, err := q.GetURLStates(ctx, dbsqlc.GetURLStatesParams{Spider: spider, Line: line, Urls: urls})
 	if err != nil {
-		return nil, fmt.Errorf("load url state: %w", err)
+		return nil, fmt.Errorf("load url states: %w", err)
 	}
-	st := &State{RunID: row.RunID, FetchedAt: row.FetchedAt, Status: int(row.Status), ETag: row.Etag,
-		LastModified: row.LastModified, BodyHash: row.BodyHash, Interval: time.Duration(row.IntervalS) * time.Second}
-	if err := json.Unmarshal(row.Links, &st.Links); err != nil {
-		return nil, fmt.Errorf("load url state of %s: links: %w", k.URL, err)
+	out := make(map[string]*State, len(rows))
+	for _, row := range rows {
+		st := &State{RunID: row.RunID, FetchedAt: row.FetchedAt, Status: int(row.Status), ETag: row.Etag,
+			LastModified: row.LastModified, BodyHash: row.BodyHash, Interval: time.Duration(row.IntervalS) * time.Second}
+		if err := json.Unmarshal(row.Links, &st.Links); err != nil {
+			return nil, fmt.Errorf("load url state of %s: links: %w", row.Url, err)
+		}
+		if err := json.Unmarshal(row.Items, &st.Items); err != nil {
+			return nil, fmt.Errorf("load url state of %s: items: %w", row.Url, err)
+		}
+		out[row.Url] = st
 	}
-	if err := json.Unmarshal(row.Items, &st.Items); err != nil {
-		return nil, fmt.Errorf("load url state of %s: items: %w", k.URL, err)
-	}
-	return st, nil
+	return out, nil
 }
 
 // BodyHash hashes a page's body (the first 8 bytes of its SHA-256: a collision between two
