@@ -24,9 +24,13 @@ SELECT * FROM crawlq_run_report WHERE run_id = ANY(sqlc.arg(run_ids)::bigint[]);
 
 -- name: GoodRunItems :many
 -- The items of a spider's last max_runs succeeded runs before a run whose monitors did not
--- fail, newest first: the drift monitor's baseline. Index: crawlq_run_report_spider (spider,
--- run_id DESC), stopping at the limit.
-SELECT (stats->>'items')::bigint AS run_items FROM crawlq_run_report
+-- fail, newest first: the drift monitor's baseline. A run that counted changes (a spider that
+-- recrawls only what changed) emitted only its new and changed items: its items are those it
+-- saw, unchanged ones too. Index: crawlq_run_report_spider (spider, run_id DESC), stopping at the
+-- limit.
+SELECT COALESCE((stats->'changes'->>'new')::bigint + (stats->'changes'->>'changed')::bigint
+                + (stats->'changes'->>'unchanged')::bigint, (stats->>'items')::bigint)::bigint AS run_items
+FROM crawlq_run_report
 WHERE spider = @spider AND run_id < sqlc.arg(before_run)::bigint AND state = 'succeeded' AND monitors <> 'failed'
 ORDER BY run_id DESC
 LIMIT sqlc.arg(max_runs)::int;

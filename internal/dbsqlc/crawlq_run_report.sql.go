@@ -12,7 +12,9 @@ import (
 )
 
 const GoodRunItems = `-- name: GoodRunItems :many
-SELECT (stats->>'items')::bigint AS run_items FROM crawlq_run_report
+SELECT COALESCE((stats->'changes'->>'new')::bigint + (stats->'changes'->>'changed')::bigint
+                + (stats->'changes'->>'unchanged')::bigint, (stats->>'items')::bigint)::bigint AS run_items
+FROM crawlq_run_report
 WHERE spider = $1 AND run_id < $2::bigint AND state = 'succeeded' AND monitors <> 'failed'
 ORDER BY run_id DESC
 LIMIT $3::int
@@ -25,8 +27,10 @@ type GoodRunItemsParams struct {
 }
 
 // The items of a spider's last max_runs succeeded runs before a run whose monitors did not
-// fail, newest first: the drift monitor's baseline. Index: crawlq_run_report_spider (spider,
-// run_id DESC), stopping at the limit.
+// fail, newest first: the drift monitor's baseline. A run that counted changes (a spider that
+// recrawls only what changed) emitted only its new and changed items: its items are those it
+// saw, unchanged ones too. Index: crawlq_run_report_spider (spider, run_id DESC), stopping at the
+// limit.
 func (q *Queries) GoodRunItems(ctx context.Context, arg GoodRunItemsParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, GoodRunItems, arg.Spider, arg.BeforeRun, arg.MaxRuns)
 	if err != nil {

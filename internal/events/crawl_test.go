@@ -91,8 +91,14 @@ func startCrawlWith(t *testing.T, site demosite.Config, adjust func(*pgxpool.Poo
 // crawl runs the shop spider to its end and returns the run.
 func (e *crawlEnv) crawl(t *testing.T) *crawl.Run {
 	t.Helper()
+	return e.crawlSpider(t, "shop")
+}
+
+// crawlSpider runs a spider of e.reg to its end and returns the run.
+func (e *crawlEnv) crawlSpider(t *testing.T, name string) *crawl.Run {
+	t.Helper()
 	ctx := ctxT(t, time.Minute)
-	s, err := e.n.Crawler.Schedule(ctx, crawl.ScheduleParams{Spider: "shop", Args: map[string]string{"base_url": e.base}})
+	s, err := e.n.Crawler.Schedule(ctx, crawl.ScheduleParams{Spider: name, Args: map[string]string{"base_url": e.base}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,5 +235,54 @@ func TestNodePublishesRunEventsAtOnce(t *testing.T) {
 	final := got[len(got)-1].Detail
 	if final.Outcome != "succeeded" || final.Stats.Items != 20 || final.Monitors == nil {
 		t.Fatalf("final event %+v", final)
+	}
+}
+
+// A spider that recrawls only what changed (revisit: changed_only) emits nothing on a run of the
+// unchanged site: its monitors judge the items the run saw (new, changed and unchanged), so an
+// unchanged recrawl passes min_items and the drift monitor, and field coverage, with no item
+// emitted to count fields in, is unknown rather than failed. A run whose pages lost their items
+// still fails.
+func TestUnchangedRecrawlPassesMonitors(t *testing.T) {
+	t.Parallel()
+	e := startCrawl(t, demosite.Config{Items: 30, SlowDelay: time.Millisecond})
+	spec := strings.Replace(shopSpec, "name: shop\n", "name: shop_changed\n", 1) + "revisit: changed_only\n"
+	if err := e.reg.LoadFS(fstest.MapFS{"shop_changed.yaml": {Data: []byte(spec)}}); err != nil {
+		t.Fatal(err)
+	}
+	p := newPublisher(t, events.Config{Pool: e.pool, Monitors: e.reg.Monitors})
+	judged := func(r *crawl.Run) *events.Report {
+		t.Helper()
+		if _, err := p.Drain(ctxT(t, 30*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		return report(t, e.pool, r.ID)
+	}
+	if rep := judged(e.crawlSpider(t, "shop_changed")); rep.Monitors != monitor.StatusPassed || rep.Stats.Items != 30 {
+		t.Fatalf("first run: %+v", rep)
+	}
+	again := e.crawlSpider(t, "shop_changed")
+	rep := judged(again)
+	if again.Stats.Items != 0 || rep.Stats.Changes == nil || rep.Stats.Changes.Unchanged != 30 {
+		t.Fatalf("the recrawl emitted %d items, changes %+v; want 0 and 30 unchanged", again.Stats.Items, rep.Stats.Changes)
+	}
+	if rep.Monitors != monitor.StatusPassed {
+		t.Fatalf("the unchanged recrawl failed its monitors: %+v", rep.Results)
+	}
+	got := map[string]string{}
+	for _, r := range rep.Results {
+		got[r.Monitor+" "+r.Field] = r.Status + ": " + r.Message
+	}
+	for m, want := range map[string]string{"min_items ": "passed: 30 items seen", "items_vs_median ": "passed: 30 items seen",
+		"field_coverage title": "unknown: "} {
+		if !strings.HasPrefix(got[m], want) {
+			t.Errorf("%s: %q, want it to start %q", m, got[m], want)
+		}
+	}
+	if err := e.site.SetMarkup(demosite.MarkupRedesign); err != nil {
+		t.Fatal(err)
+	}
+	if rep := judged(e.crawlSpider(t, "shop_changed")); rep.Monitors != monitor.StatusFailed {
+		t.Fatalf("the redesigned site's run passed its monitors: %+v", rep.Results)
 	}
 }

@@ -185,6 +185,9 @@ func judge(ctx context.Context, db DB, monitors func() (spider.Monitors, error),
 	}
 	st := ev.snap.stats()
 	f := monitor.Facts{State: ev.State, Items: st.Items, Pages: st.Pages, Errors: st.Errors}
+	if c := st.Changes; c != nil {
+		f.Changes = &monitor.Changes{New: int64(c.New), Changed: int64(c.Changed), Unchanged: int64(c.Unchanged)}
+	}
 	stored, err := dbsqlc.New(db).CountRunItems(ctx, ev.RunID)
 	if err != nil {
 		return nil, false, fmt.Errorf("count items of run %d: %w", ev.RunID, err)

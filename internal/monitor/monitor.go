@@ -44,8 +44,29 @@ type Facts struct {
 	// Coverage maps a field to the items that have it present and non-empty.
 	Coverage map[string]int64
 	// History holds the items of the spider's previous good runs, newest first (at most
-	// ItemsVsMedian.Runs are used).
+	// ItemsVsMedian.Runs are used): the items each saw, for runs that counted changes.
 	History []int64
+	// Changes, for a run of a spider that recrawls only what changed (revisit changed_only or
+	// adaptive), counts its items new, changed and unchanged against the run before; nil for
+	// others. Such a run emits (and Items counts) only its new and changed items, so min_items and
+	// items_vs_median judge the items it saw (new, changed and unchanged), and field coverage
+	// the items it emitted.
+	Changes *Changes
+}
+
+// Changes are a run's items by change (urlstate.Counts).
+type Changes struct {
+	New, Changed, Unchanged int64
+}
+
+// seen is the items the run saw, and how to say it.
+func (f Facts) seen() (int64, string) {
+	if f.Changes == nil {
+		return f.Items, fmt.Sprintf("%d items", f.Items)
+	}
+	c := f.Changes
+	n := c.New + c.Changed + c.Unchanged
+	return n, fmt.Sprintf("%d items seen (%d new, %d changed, %d unchanged; %d emitted)", n, c.New, c.Changed, c.Unchanged, f.Items)
 }
 
 // Result is one monitor's outcome.
@@ -68,10 +89,11 @@ func Judge(m spider.Monitors, f Facts) (string, []Result) {
 		return StatusSkipped, nil
 	}
 	var out []Result
+	items, said := f.seen()
 	if m.MinItems != nil {
-		r := Result{Monitor: spider.MonitorMinItems, Value: float64(f.Items), Threshold: float64(*m.MinItems), Status: StatusPassed}
-		r.Message = fmt.Sprintf("%d items, at least %d wanted", f.Items, *m.MinItems)
-		if f.Items < *m.MinItems {
+		r := Result{Monitor: spider.MonitorMinItems, Value: float64(items), Threshold: float64(*m.MinItems), Status: StatusPassed}
+		r.Message = fmt.Sprintf("%s, at least %d wanted", said, *m.MinItems)
+		if items < *m.MinItems {
 			r.Status = StatusFailed
 		}
 		out = append(out, r)
@@ -100,6 +122,10 @@ func Judge(m spider.Monitors, f Facts) (string, []Result) {
 		case f.ItemsStored == nil:
 			r.Status = StatusUnknown
 			r.Message = "coverage unknown: the run's items are not stored in Postgres"
+		case *f.ItemsStored == 0 && items > 0:
+			// A recrawl that found every item unchanged: no item emitted to count fields in.
+			r.Status = StatusUnknown
+			r.Message = fmt.Sprintf("coverage unknown: no item new or changed to count %s in (%s)", field, said)
 		case *f.ItemsStored == 0:
 			r.Status = StatusFailed
 			r.Message = fmt.Sprintf("no items, so no %s (at least %.1f%% wanted)", field, 100*min)
@@ -123,14 +149,14 @@ func Judge(m spider.Monitors, f Facts) (string, []Result) {
 			med := Median(hist)
 			lo, hi := med*(1-md.WithinPercent/100), med*(1+md.WithinPercent/100)
 			if med > 0 {
-				r.Value = 100 * float64(f.Items) / med
+				r.Value = 100 * float64(items) / med
 			}
 			r.Status = StatusPassed
-			if float64(f.Items) < lo || float64(f.Items) > hi {
+			if float64(items) < lo || float64(items) > hi {
 				r.Status = StatusFailed
 			}
-			r.Message = fmt.Sprintf("%d items, median of the last %d good runs %s, within %g%% wanted (%s..%s)",
-				f.Items, len(hist), num(med), md.WithinPercent, num(math.Max(lo, 0)), num(hi))
+			r.Message = fmt.Sprintf("%s, median of the last %d good runs %s, within %g%% wanted (%s..%s)",
+				said, len(hist), num(med), md.WithinPercent, num(math.Max(lo, 0)), num(hi))
 		}
 		out = append(out, r)
 	}
