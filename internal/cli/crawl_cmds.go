@@ -118,7 +118,10 @@ unfinished, the same run is returned (with --replace, its start time moves if it
 
 A running crawlq local on the same database acts on it at once (the command sends NOTIFY
 crawlq_wake); for a deployed stack, set CRAWLQ_DISPATCH_FUNCTION to its dispatch function and the
-command pokes it with your AWS credentials (else the stack's minute tick acts on it).`,
+command pokes it with your AWS credentials (else the stack's minute tick acts on it). A run on
+a queue other than crawl that no live worker works (a spider with runtime ecs runs on the long
+queue: crawlq runner works it, crawlq worker only with --queues crawl,long) is said so on
+standard error.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			pg := dbFlag(fs, env)
 			var p crawl.ScheduleParams
@@ -160,6 +163,17 @@ command pokes it with your AWS credentials (else the stack's minute tick acts on
 						fmt.Fprintf(env.Stdout, "%d (existing %s run with key %q)\n", s.RunID, s.State, p.IdempotencyKey)
 					} else {
 						fmt.Fprintln(env.Stdout, s.RunID)
+					}
+					// A run on a queue nobody works (an ecs spider's long queue, beside a crawlq
+					// worker of crawl) would wait silently: said on standard error.
+					r, err := n.Crawler.Get(ctx, s.RunID)
+					if err != nil {
+						return err
+					}
+					if note, err := queueNote(ctx, n, s.RunID, r.Queue); err != nil {
+						return err
+					} else if note != "" {
+						fmt.Fprintln(env.Stderr, note)
 					}
 					return nil
 				})
@@ -233,7 +247,10 @@ forces its shutdown.
 
 A running crawlq local on the same database acts on it at once (the command sends NOTIFY
 crawlq_wake); for a deployed stack, set CRAWLQ_DISPATCH_FUNCTION to its dispatch function and the
-command pokes it with your AWS credentials (else the stack's minute tick acts on it).`,
+command pokes it with your AWS credentials (else the stack's minute tick acts on it). A run on
+a queue other than crawl that no live worker works (a spider with runtime ecs runs on the long
+queue: crawlq runner works it, crawlq worker only with --queues crawl,long) is said so on
+standard error.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			pg := dbFlag(fs, env)
 			return func(ctx context.Context, args []string) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -88,6 +89,36 @@ func verdict(ctx context.Context, n *node.Node, r *crawl.Run) (*events.Report, e
 	return nil, nil
 }
 
+// awaitFinish waits, checking every poll, for run r to finish and returns it as it ended. While
+// the run waits for something (a worker of its queue, its start time, a host: waitingFor), it says
+// so on w, each time that changes, so a wait that cannot end by itself is not silent.
+func awaitFinish(ctx context.Context, w io.Writer, n *node.Node, r *crawl.Run, poll time.Duration) (*crawl.Run, error) {
+	said := ""
+	for !r.Finished() {
+		waiting, running, err := events.Depth(ctx, n.Queue.Pool(), r.ID)
+		if err != nil {
+			return nil, err
+		}
+		why, err := waitingFor(ctx, n, r, waiting, running, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		if why != said && why != "" {
+			fmt.Fprintf(w, "run %d %s\n", r.ID, why)
+		}
+		said = why
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(poll):
+		}
+		if r, err = n.Crawler.Get(ctx, r.ID); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
 // awaitVerdict waits, checking every poll, up to timeout for the verdict of finished run r and
 // returns it, nil when it did not come in time. A run that succeeded (or ended incomplete) is
 // judged by the next publisher pass after its final event: within a second under crawlq worker,
@@ -149,7 +180,10 @@ sample of failed_pages with their last error once it has finished, its outcome a
 events, each with when it was published (published_at) or why it was not (not_published:
 publishing is off), or, while it waits, its last_error. With --watch, prints a live line
 instead (pages, items, errors, queue depth, rate, and an ETA when the run has a page limit)
-until the run ends, then its verdict. With --wait it first waits for the run to finish and,
+until the run ends, then its verdict. With --wait it first waits for the run to finish, saying
+on standard error what the run waits for (its start time, a host that is down, a worker of its
+queue when none is alive: a spider with runtime ecs is on the long queue, which crawlq worker
+does not work unless --queues crawl,long) each time that changes, and,
 when --fail-on has monitors_failed, for its verdict (up to --verdict-timeout). A run redriven
 since it was judged is judged again when it finishes again; until then it has no verdict.
 
@@ -181,13 +215,8 @@ since it was judged is judged again when it finishes again; until then it has no
 						return watchRun(ctx, env.Stdout, n, id, *every, failOn, *verdictWait)
 					}
 					r, err := n.Crawler.Get(ctx, id)
-					for err == nil && *wait && !r.Finished() {
-						select {
-						case <-ctx.Done():
-							return ctx.Err()
-						case <-time.After(500 * time.Millisecond):
-						}
-						r, err = n.Crawler.Get(ctx, id)
+					if err == nil && *wait {
+						r, err = awaitFinish(ctx, env.Stderr, n, r, 500*time.Millisecond)
 					}
 					if err != nil {
 						return err

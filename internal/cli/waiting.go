@@ -10,6 +10,7 @@ import (
 	"crawlq/internal/crawl"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
+	"crawlq/internal/spider"
 )
 
 // waitSample is how many of a run's waiting jobs waitingFor looks at (the newest).
@@ -63,19 +64,50 @@ func waitingFor(ctx context.Context, n *node.Node, r *crawl.Run, waiting, runnin
 	if due == nil {
 		return "", nil
 	}
-	live, err := n.Queue.LiveWorkers(ctx, due.Queue, liveHorizon)
+	alive, err := liveWorkers(ctx, n, due.Queue)
 	if err != nil {
 		return "", err
 	}
-	alive := 0
-	for _, k := range live[due.Queue] {
-		alive += k
-	}
 	if alive == 0 {
-		return fmt.Sprintf("waits for a worker of queue %s: none alive (a dispatch starts one: crawlq local at once, on AWS within the minute; or crawlq worker --queues %s)",
-			due.Queue, due.Queue), nil
+		return "waits for a worker of queue " + due.Queue + ": none alive " + startOne(due.Queue), nil
 	}
 	return fmt.Sprintf("waits for room: %d live worker(s) of queue %s are busy with other jobs or holding to the host's politeness", alive, due.Queue), nil
+}
+
+// liveWorkers counts the workers of queue q seen alive within liveHorizon.
+func liveWorkers(ctx context.Context, n *node.Node, q string) (int, error) {
+	live, err := n.Queue.LiveWorkers(ctx, q, liveHorizon)
+	if err != nil {
+		return 0, err
+	}
+	alive := 0
+	for _, k := range live[q] {
+		alive += k
+	}
+	return alive, nil
+}
+
+// startOne says, in parentheses, what starts a worker of queue q: crawlq worker works only the
+// crawl queue unless told otherwise, and the long queue (spiders with runtime ecs: browser pages,
+// commands) is the runners'.
+func startOne(q string) string {
+	if q == "long" {
+		return "(a dispatch starts a runner for it: crawlq local at once, on AWS within the minute; here: crawlq runner, or crawlq worker --queues crawl,long, which works its declarative spiders but no command)"
+	}
+	return fmt.Sprintf("(a dispatch starts one: crawlq local at once, on AWS within the minute; or crawlq worker --queues %s)", q)
+}
+
+// queueNote is what to say of a run just scheduled on queue q, other than the default crawl queue,
+// that no live worker works; "" when one does.
+func queueNote(ctx context.Context, n *node.Node, runID int64, q string) (string, error) {
+	if q == spider.DefaultQueue {
+		return "", nil // worked by every crawlq worker, crawlq local and the deployed workers
+	}
+	alive, err := liveWorkers(ctx, n, q)
+	if err != nil || alive > 0 {
+		return "", err
+	}
+	return fmt.Sprintf("run %d waits on queue %s, which no live worker works now %s", runID, q, startOne(q)), nil
 }
 
 // hostPauseOf returns the pause of the host of page job j, when it is a page whose host is paused.

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -115,5 +117,71 @@ func TestWaitingForNamesAPausedHost(t *testing.T) {
 	// stops waiting.
 	if !strings.Contains(line, "the run gives up on it if it is still down at ") || !strings.Contains(line, "down limit 1m0s") {
 		t.Errorf("--watch does not say when the run gives up on the host: %q", line)
+	}
+}
+
+// lineWriter hands each write to a channel.
+type lineWriter chan string
+
+func (w lineWriter) Write(p []byte) (int, error) { w <- string(p); return len(p), nil }
+
+// A spider with runtime ecs runs on the long queue, which crawlq worker does not work by default:
+// crawlq schedule says so on standard error when no live worker works it, and crawlq run --wait
+// says what the run waits for instead of waiting silently.
+func TestRunOnTheLongQueueSaysNoWorkerWorksIt(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	reg := spider.NewRegistry()
+	spec := "name: big\nstart_urls: [http://127.0.0.1:1/]\nruntime: ecs\nrevisit: changed_only\n"
+	small := "name: small\nstart_urls: [http://127.0.0.1:1/]\n"
+	if err := reg.LoadFS(fstest.MapFS{"big.yaml": {Data: []byte(spec)}, "small.yaml": {Data: []byte(small)}}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.New(node.Config{Pool: dbtest.Pool(t), Spiders: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Pipeline.Close(ctx)
+	s, err := n.Crawler.Schedule(ctx, crawl.ScheduleParams{Spider: "big"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := n.Crawler.Get(ctx, s.RunID)
+	if err != nil || r.Queue != "long" {
+		t.Fatalf("run %+v, %v: want it on queue long", r, err)
+	}
+	note, err := queueNote(ctx, n, s.RunID, r.Queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(note, "waits on queue long, which no live worker works now") || !strings.Contains(note, "crawlq worker --queues crawl,long") {
+		t.Errorf("schedule's note: %q", note)
+	}
+	if d, err := n.Crawler.Schedule(ctx, crawl.ScheduleParams{Spider: "small"}); err != nil {
+		t.Fatal(err)
+	} else if note, err := queueNote(ctx, n, d.RunID, spider.DefaultQueue); err != nil || note != "" {
+		t.Errorf("a run on the crawl queue: note %q, %v; want none", note, err)
+	}
+
+	w := make(lineWriter, 8)
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { _, err := awaitFinish(wctx, w, n, r, 10*time.Millisecond); done <- err }()
+	select {
+	case line := <-w:
+		if want := "run " + strconv.FormatInt(s.RunID, 10) + " waits for a worker of queue long: none alive"; !strings.HasPrefix(line, want) ||
+			!strings.Contains(line, "crawlq runner") {
+			t.Errorf("run --wait said %q, want it to start %q and name crawlq runner", line, want)
+		}
+	case <-ctx.Done():
+		t.Fatal("run --wait of a run no worker works said nothing")
+	}
+	stop()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("awaitFinish ended with %v", err)
+	}
+	if len(w) != 0 {
+		t.Errorf("the same wait said again: %q", <-w)
 	}
 }
