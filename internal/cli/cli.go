@@ -32,6 +32,11 @@ type Env struct {
 	Stdout, Stderr io.Writer
 	// Getenv reads the environment (os.Getenv by default); tests substitute their own.
 	Getenv func(string) string
+	// Environ lists the whole environment as KEY=value (os.Environ by default when Getenv is
+	// the default too; else none), for the variables read by prefix or handed on (procenv.go).
+	Environ func() []string
+	// getenvIsOS: Getenv was left to its default.
+	getenvIsOS bool
 	// API is the api function that --api named (remote.go); empty: $CRAWLQ_API, else the database.
 	API string
 }
@@ -133,7 +138,7 @@ func Main(ctx context.Context, args []string, env Env) int {
 		env.Stderr = os.Stderr
 	}
 	if env.Getenv == nil {
-		env.Getenv = os.Getenv
+		env.Getenv, env.getenvIsOS = os.Getenv, true
 	}
 	args, err := takeAPIFlag(args, &env)
 	if err != nil {

@@ -18,7 +18,6 @@ import (
 	"crawlq/internal/browser"
 	"crawlq/internal/crawl"
 	"crawlq/internal/demosite"
-	"crawlq/internal/envconfig"
 	"crawlq/internal/events"
 	"crawlq/internal/fetch"
 	"crawlq/internal/node"
@@ -76,7 +75,7 @@ Spiders: the built-in specs plus those in --spiders.`,
 				case *lease < time.Second:
 					return usageErr("--lease must be at least 1s, got %s", *lease)
 				}
-				up, mc, err := maintainConfig(every, env.Getenv)
+				se, err := readServiceEnv(env, every, *eventBus)
 				if err != nil {
 					return err
 				}
@@ -88,15 +87,15 @@ Spiders: the built-in specs plus those in --spiders.`,
 						return err
 					}
 					var evs *events.Loop
-					if up > 0 {
-						if evs, err = eventLoop(ctx, pool, reg, localEventBus(*eventBus, env.Getenv), env.Getenv, up,
+					if se.Every > 0 {
+						if evs, err = eventLoop(ctx, pool, reg, se.Events, se.Every,
 							monitorMetricsOut(env.Stdout, nil), runlog.Postgres{Pool: pool}, nil); err != nil {
 							return err
 						}
 					}
 					n, err := node.New(node.Config{Pool: pool, Spiders: reg, Queues: strings.Split(*queues, ","), Workers: *workers,
-						Worker: queue.WorkerConfig{Concurrency: *conc, Lease: *lease}, MaintainEvery: up, Maintain: mc, Events: evs,
-						Fetch: fetch.Config{AllowLoopback: *allowLoopback}, Browser: &browser.Config{}, ProxyEnv: envconfig.ProxyEnv(os.Environ())})
+						Worker: queue.WorkerConfig{Concurrency: *conc, Lease: *lease}, MaintainEvery: se.Every, Maintain: se.Maintain, Events: evs,
+						Fetch: fetch.Config{AllowLoopback: *allowLoopback}, Browser: &browser.Config{}, ProxyEnv: se.ProxyEnv})
 					if err != nil {
 						return err
 					}

@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"crawlq/internal/awsx"
-	"crawlq/internal/envconfig"
 	"crawlq/internal/events"
 	"crawlq/internal/lambdafn"
 	"crawlq/internal/runlog"
@@ -49,23 +48,15 @@ func monitorMetricsOut(stdout io.Writer, logger *slog.Logger) io.Writer {
 }
 
 // eventLoop returns the loop through which a worker or runner process judges finished runs and
-// publishes run events to bus: at once for each run the process starts or finishes (the node
+// publishes run events to ev.Bus: at once for each run the process starts or finishes (the node
 // pokes it), and every interval for the changes of other processes and the retries, as the
 // dispatch tick does on AWS. Monitor metrics go to metricsOut as EMF lines, a line per event to
-// the run log, in the namespace $CRAWLQ_METRICS_NAMESPACE names (empty: crawlq), per spider
-// unless $CRAWLQ_METRICS_PER_SPIDER is false (getenv reads both); logger (nil: slog's default)
-// gets the loop's own lines.
-func eventLoop(ctx context.Context, pool *pgxpool.Pool, reg *spider.Registry, bus string, getenv func(string) string, every time.Duration,
+// the run log, in ev's namespace and form; logger (nil: slog's default) gets the loop's own lines.
+func eventLoop(ctx context.Context, pool *pgxpool.Pool, reg *spider.Registry, ev eventEnv, every time.Duration,
 	metricsOut io.Writer, log runlog.Store, logger *slog.Logger) (*events.Loop, error) {
-	// The monitor metrics go where the stack's alarms watch: Terraform sets
-	// CRAWLQ_METRICS_NAMESPACE and CRAWLQ_METRICS_PER_SPIDER for its runners as for its functions.
-	env := envconfig.New(getenv)
-	perSpider, err := env.Bool("CRAWLQ_METRICS_PER_SPIDER", true)
-	if err != nil {
-		return nil, err
-	}
+	bus := ev.Bus
 	cfg := events.Config{Pool: pool, Bus: bus, Monitors: reg.Monitors, Metrics: metricsOut, Log: runlog.EventLog{Store: log}, Logger: logger,
-		Namespace: env.String("CRAWLQ_METRICS_NAMESPACE"), SpiderTotals: !perSpider}
+		Namespace: ev.MetricsNamespace, SpiderTotals: !ev.MetricsPerSpider}
 	if path, ok := events.FileBus(bus); ok {
 		fp, err := events.NewFilePutter(path)
 		if err != nil {

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"crawlq/internal/awsx"
-	"crawlq/internal/command"
 	"crawlq/internal/db"
 	"crawlq/internal/envconfig"
 	"crawlq/internal/events"
@@ -142,8 +141,8 @@ Stops on SIGINT/SIGTERM, releasing every claimed job.`,
 				}
 				st, err := local.New(local.Config{Deps: deps, Prefix: *prefix, Tick: *tick, WorkerTimeout: *workerTimeout,
 					Worker: lambdafn.WorkerOptions{IdleExit: *idle, Fetch: fetch.Config{AllowLoopback: *allowLoopback},
-						ProxyEnv: envconfig.ProxyEnv(os.Environ())},
-					Metrics: env.Stdout, Runners: *runners, CommandEnv: command.Inherited(os.LookupEnv, command.DefaultInheritEnv)})
+						ProxyEnv: envconfig.ProxyEnv(env.environ())},
+					Metrics: env.Stdout, Runners: *runners, CommandEnv: commandEnv(env)})
 				if err != nil {
 					return err
 				}

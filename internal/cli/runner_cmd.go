@@ -14,7 +14,6 @@ import (
 
 	"crawlq/internal/command"
 	"crawlq/internal/ecsrun"
-	"crawlq/internal/envconfig"
 	"crawlq/internal/events"
 	"crawlq/internal/fetch"
 	"crawlq/internal/node"
@@ -92,16 +91,16 @@ and CRAWLQ_SPIDER_DIR.`,
 				case *cmdTimeout <= 0:
 					return usageErr("--command-timeout must be positive, got %s", *cmdTimeout)
 				}
-				up, mc, err := maintainConfig(every, env.Getenv)
+				re, err := readRunnerEnv(env, every, *eventBus)
 				if err != nil {
 					return err
 				}
 				return pg.withPool(ctx, func(pool *pgxpool.Pool) error {
 					log := slog.New(slog.NewJSONHandler(env.Stderr, nil))
 					cc := command.Config{Timeout: *cmdTimeout, KillGrace: *killGrace, ShutdownGrace: *shutdownGrace,
-						Env: command.Inherited(os.LookupEnv, command.DefaultInheritEnv)}
+						Env: re.CommandEnv}
 					var runLog runlog.Store = runlog.Postgres{Pool: pool}
-					if g := env.Getenv("CRAWLQ_RUN_LOG_GROUP"); g != "" { // the AWS stack: run logs in CloudWatch
+					if g := re.RunLogGroup; g != "" { // the AWS stack: run logs in CloudWatch
 						var err error
 						if runLog, err = cloudWatchLog(ctx, g); err != nil {
 							return err
@@ -113,15 +112,15 @@ and CRAWLQ_SPIDER_DIR.`,
 						return err
 					}
 					var evs *events.Loop
-					if up > 0 {
-						if evs, err = eventLoop(ctx, pool, reg, localEventBus(*eventBus, env.Getenv), env.Getenv, up, monitorMetricsOut(env.Stdout, log), runLog, log); err != nil {
+					if re.Every > 0 {
+						if evs, err = eventLoop(ctx, pool, reg, re.Events, re.Every, monitorMetricsOut(env.Stdout, log), runLog, log); err != nil {
 							return err
 						}
 					}
 					r, err := runner.New(runner.Config{
 						Pool: pool, Queue: *q, Concurrency: *conc, Lease: *lease, StopGrace: *grace, MaxJobs: *maxJobs,
-						MaxMemory: *maxMem << 20, MaintainEvery: up, Maintain: mc, Spiders: reg, Events: evs, Logger: log,
-						Command: cc, Fetch: fetch.Config{AllowLoopback: *allowLoopback}, ProxyEnv: envconfig.ProxyEnv(os.Environ()),
+						MaxMemory: *maxMem << 20, MaintainEvery: re.Every, Maintain: re.Maintain, Spiders: reg, Events: evs, Logger: log,
+						Command: cc, Fetch: fetch.Config{AllowLoopback: *allowLoopback}, ProxyEnv: re.ProxyEnv,
 					})
 					if err != nil {
 						return usageErr("%v", err)

@@ -1,0 +1,53 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"crawlq/internal/cli"
+	"crawlq/internal/dbtest"
+)
+
+// TestServiceCommandsCheckTheirEnvironmentFirst: crawlq worker and crawlq runner read and check
+// their environment before they connect to anything, so a bad value stops them at once with its
+// name, not after the database (which they wait minutes for) answers. The database here never
+// answers; ctx bounds the old behaviour, which waited for it.
+func TestServiceCommandsCheckTheirEnvironmentFirst(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"worker"}, map[string]string{"CRAWLQ_METRICS_PER_SPIDER": "maybe"}, "CRAWLQ_METRICS_PER_SPIDER"},
+		{[]string{"runner"}, map[string]string{"CRAWLQ_METRICS_PER_SPIDER": "maybe"}, "CRAWLQ_METRICS_PER_SPIDER"},
+		{[]string{"worker"}, map[string]string{"CRAWLQ_RETAIN_DEAD": "forever"}, "CRAWLQ_RETAIN_DEAD"},
+	} {
+		env := map[string]string{"DATABASE_URL": "postgres://crawlq@127.0.0.1:1/none?connect_timeout=1"}
+		for k, v := range c.env {
+			env[k] = v
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		var out, errb bytes.Buffer
+		code := cli.Main(ctx, c.args, cli.Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }})
+		cancel()
+		if code != 2 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v with %v: exit %d, stderr %q; want 2 naming %s before connecting", c.args, c.env, code, errb.String(), c.want)
+		}
+	}
+}
+
+// TestServiceCommandsReadOnlyWhatTheyUse: with maintenance off, a worker's or runner's event and
+// retention settings are not read, so a bad one does not stop it.
+func TestServiceCommandsReadOnlyWhatTheyUse(t *testing.T) {
+	t.Parallel()
+	_, url := dbtest.Schema(t)
+	code, out, errs := runWithEnv(t, map[string]string{"DATABASE_URL": url, "CRAWLQ_MAX_MEMORY_MIB": "1",
+		"CRAWLQ_METRICS_PER_SPIDER": "maybe", "CRAWLQ_RETAIN_DEAD": "forever"}, "runner", "--maintain-every", "0")
+	if code != 0 || !strings.Contains(out, "runner stopped: memory") {
+		t.Fatalf("runner without maintenance: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
