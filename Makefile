@@ -107,7 +107,7 @@ FUZZ_TARGETS := ./internal/api:FuzzDecode ./internal/spider:FuzzParseSpec ./inte
 	./internal/urlx:FuzzCanonical ./internal/robots:FuzzParse ./internal/scrapyd:FuzzRequest
 
 .PHONY: chaos
-chaos: ## reliability suite: SIGKILLed workers, Postgres restart, stalling sink, schedule load (<10 min; own throwaway Postgres per scenario)
+chaos: ## reliability suite: SIGKILLed workers, Postgres restart, URL state under both, stalling sink, schedule load (<10 min; own throwaway Postgres per scenario)
 	@scripts/deps.sh demo
 	@mkdir -p build
 	CHAOS_SUMMARY=$(CURDIR)/build/chaos-summary.txt $(GO) test -tags chaos -count=1 -v -timeout 10m ./chaos

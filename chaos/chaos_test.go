@@ -59,6 +59,7 @@ func TestChaos(t *testing.T) {
 	start := time.Now()
 	t.Run("WorkerChaos", func(t *testing.T) { workerChaos(t, bin, sum) })
 	t.Run("DatabaseRestart", func(t *testing.T) { databaseRestart(t, bin, sum) })
+	t.Run("URLState", func(t *testing.T) { urlStateChaos(t, bin, sum) })
 	t.Run("SlowFailingSink", func(t *testing.T) { slowFailingSink(t, sum) })
 	t.Run("Load", func(t *testing.T) { load(t, bin, sum) })
 	var b strings.Builder
@@ -376,14 +377,36 @@ func workerChaos(t *testing.T, bin string, sum *summary) {
 	start := time.Now()
 	runID := schedule(t, c, base, 32)
 
-	stopKiller := make(chan struct{})
+	stopKiller := startKiller(t, ws)
+	r := waitRun(t, c, runID, 6*time.Minute, nil)
+	kills := stopKiller()
+	elapsed := time.Since(start)
+	for i, w := range ws {
+		if w.exited() {
+			t.Errorf("worker %d exited by itself:\n%s", i, w.logTail())
+		}
+	}
+	rc := checkRun(t, pool, c, runID, exp)
+	total, extra := refetches(site)
+	sum.add("worker chaos: %d item pages (%d pages) by 4 `crawlq worker` processes, %d SIGKILLs (every 0.5-1.5s), lease %s: run %s in %s (%.0f pages/s); items %d in crawlq_item / %d in stats (want %d); duplicate succeeded page jobs %d; jobs left running %d; final-state transitions %d; %d fetches, %d re-fetches after kills",
+		exp.Items, exp.Pages, kills, lease, r.State, elapsed.Round(time.Second), float64(exp.Pages)/elapsed.Seconds(),
+		rc.items, rc.statItems, exp.Items, rc.dupSucceeded, rc.leftRunning, rc.finals, total, extra)
+	if kills < 8 {
+		t.Errorf("only %d kills happened during the crawl; the scenario needs several", kills)
+	}
+}
+
+// startKiller SIGKILLs a random one of ws about every second (0.5-1.5 s) and starts it again,
+// until the returned function is called; that returns how many it killed while they ran.
+func startKiller(t *testing.T, ws []*workerProc) func() int64 {
+	stop := make(chan struct{})
 	var kills atomic.Int64
-	killerDone := make(chan struct{})
+	done := make(chan struct{})
 	go func() {
-		defer close(killerDone)
+		defer close(done)
 		for {
 			select {
-			case <-stopKiller:
+			case <-stop:
 				return
 			case <-time.After(time.Duration(500+rand.IntN(1000)) * time.Millisecond):
 			}
@@ -394,22 +417,10 @@ func workerChaos(t *testing.T, bin string, sum *summary) {
 			w.start(t)
 		}
 	}()
-	r := waitRun(t, c, runID, 6*time.Minute, nil)
-	close(stopKiller)
-	<-killerDone
-	elapsed := time.Since(start)
-	for i, w := range ws {
-		if w.exited() {
-			t.Errorf("worker %d exited by itself:\n%s", i, w.logTail())
-		}
-	}
-	rc := checkRun(t, pool, c, runID, exp)
-	total, extra := refetches(site)
-	sum.add("worker chaos: %d item pages (%d pages) by 4 `crawlq worker` processes, %d SIGKILLs (every 0.5-1.5s), lease %s: run %s in %s (%.0f pages/s); items %d in crawlq_item / %d in stats (want %d); duplicate succeeded page jobs %d; jobs left running %d; final-state transitions %d; %d fetches, %d re-fetches after kills",
-		exp.Items, exp.Pages, kills.Load(), lease, r.State, elapsed.Round(time.Second), float64(exp.Pages)/elapsed.Seconds(),
-		rc.items, rc.statItems, exp.Items, rc.dupSucceeded, rc.leftRunning, rc.finals, total, extra)
-	if kills.Load() < 8 {
-		t.Errorf("only %d kills happened during the crawl; the scenario needs several", kills.Load())
+	return func() int64 {
+		close(stop)
+		<-done
+		return kills.Load()
 	}
 }
 
