@@ -316,7 +316,7 @@ func checkLambdaContracts(t *testing.T, plan *tfjson.Plan, cdb *contractDB) {
 		if e["CRAWLQ_DB_USER"] != dbsetup.DefaultAppRole || e["CRAWLQ_DB_SECRET_ARN"] != "" {
 			t.Errorf("%s: user %q, secret %q; want the application role and no secret", fn, e["CRAWLQ_DB_USER"], e["CRAWLQ_DB_SECRET_ARN"])
 		}
-		d, err := lambdafn.Setup(ctx, func(k string) string { return e[k] }, 4)
+		d, err := lambdafn.Setup(ctx, envconfig.Process(fn), func(k string) string { return e[k] }, 4)
 		if err != nil {
 			t.Fatalf("%s setup with its rendered environment: %v", fn, err)
 		}

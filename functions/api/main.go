@@ -13,6 +13,7 @@ import (
 
 	"crawlq/internal/api"
 	"crawlq/internal/awsx"
+	"crawlq/internal/envconfig"
 	"crawlq/internal/items"
 	"crawlq/internal/lambdafn"
 	"crawlq/internal/scrapyd"
@@ -20,7 +21,7 @@ import (
 
 func main() {
 	ctx := context.Background()
-	deps, err := lambdafn.Setup(ctx, nil, 4)
+	deps, err := lambdafn.Setup(ctx, envconfig.API, nil, 4)
 	if err != nil {
 		log.Fatalf("crawlq-api: %v", err)
 	}
@@ -29,7 +30,7 @@ func main() {
 		log.Fatalf("crawlq-api: %v", err)
 	}
 	http := scrapyd.Unavailable("the Scrapyd API needs credentials: set CRAWLQ_SCRAPYD_SECRET_ARN")
-	user, pass, err := scrapyd.Credentials(ctx, deps.Config.Scrapyd, &deps.AWS)
+	user, pass, err := scrapyd.Credentials(ctx, deps.Config.API.Scrapyd, &deps.AWS)
 	if err != nil {
 		log.Fatalf("crawlq-api: %v", err)
 	}
@@ -37,7 +38,7 @@ func main() {
 	// past the function URL's 6 MB are kept in the bucket and the client redirected there.
 	var itemReader items.Reader = items.PostgresReader{Pool: deps.Pool}
 	var spill scrapyd.Spill
-	if bucket := deps.Config.ItemsBucket; bucket != "" {
+	if bucket := deps.Config.API.ItemsBucket; bucket != "" {
 		s3c := s3.NewFromConfig(deps.AWS, awsx.S3Options(deps.AWS)...)
 		itemReader = items.Readers{itemReader, items.S3Reader{Client: s3c, Bucket: bucket, Prefix: "items/"}}
 		spill = scrapyd.S3Spill{Client: s3c, Bucket: bucket, Prefix: scrapyd.SpillPrefix}

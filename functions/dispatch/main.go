@@ -17,7 +17,7 @@ import (
 )
 
 func main() {
-	deps, err := lambdafn.Setup(context.Background(), nil, 4)
+	deps, err := lambdafn.Setup(context.Background(), envconfig.Dispatch, nil, 4)
 	if err != nil {
 		log.Fatalf("crawlq-dispatch: %v", err)
 	}

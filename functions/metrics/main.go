@@ -9,11 +9,12 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"crawlq/internal/envconfig"
 	"crawlq/internal/lambdafn"
 )
 
 func main() {
-	deps, err := lambdafn.Setup(context.Background(), nil, 2)
+	deps, err := lambdafn.Setup(context.Background(), envconfig.Metrics, nil, 2)
 	if err != nil {
 		log.Fatalf("crawlq-metrics: %v", err)
 	}

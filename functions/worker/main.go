@@ -16,9 +16,9 @@ import (
 
 func main() {
 	gctune.Apply(envconfig.GC(envconfig.New(os.Getenv)), os.ReadFile)
-	deps, err := lambdafn.Setup(context.Background(), nil, 12)
+	deps, err := lambdafn.Setup(context.Background(), envconfig.Worker, nil, 12)
 	if err != nil {
 		log.Fatalf("crawlq-worker: %v", err)
 	}
-	lambda.Start(deps.Worker(lambdafn.WorkerOptions{ItemsBucket: deps.Config.ItemsBucket, ProxyEnv: envconfig.ProxyEnv(os.Environ())}))
+	lambda.Start(deps.Worker(lambdafn.WorkerOptions{ItemsBucket: deps.Config.Worker.ItemsBucket, ProxyEnv: envconfig.ProxyEnv(os.Environ())}))
 }

@@ -160,7 +160,7 @@ Stops on SIGINT/SIGTERM, releasing every claimed job.`,
 				var sln net.Listener
 				var user, pass string
 				if *scrapydAddr != "" {
-					if user, pass, err = scrapyd.Credentials(ctx, deps.Config.Scrapyd, &awsCfg); err != nil {
+					if user, pass, err = scrapyd.Credentials(ctx, deps.Config.API.Scrapyd, &awsCfg); err != nil {
 						ln.Close()
 						return err
 					}

@@ -25,8 +25,8 @@ the shell.
 Processes: **api**, **worker**, **dispatch**, **metrics** and **migrate** are the Lambda
 functions; **runner** is ` + "`crawlq runner`" + ` (the ECS task); **crawlq** is the other commands
 (` + "`crawlq local`" + ` runs the four functions' handlers in one process and reads what they read).
-The four functions share one configuration (lambdafn.Config), so each reads and checks all of its
-variables; a section's heading says which function uses them.
+Each function reads and checks only what it uses (the "Read by" column), so a bad value meant for
+one function does not stop another.
 `)
 	var groups []string
 	seen := map[string]bool{}

@@ -3,7 +3,7 @@
 // it; docs/configuration.md is generated from it), typed reading whose errors name the variable
 // (Env), and the loaders of the settings several processes share (the database, maintenance, the
 // ECS runner launcher). Domain packages never read the environment: the edges (cmd/, functions/,
-// internal/cli and lambdafn.LoadConfig) build their structs here.
+// internal/cli and lambdafn's config loaders) build their structs here.
 package envconfig
 
 import (

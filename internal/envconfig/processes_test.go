@@ -42,11 +42,31 @@ func TestVarsNameTheProcessesThatReadThem(t *testing.T) {
 	}
 	functions := []envconfig.Process{envconfig.API, envconfig.Worker, envconfig.Dispatch, envconfig.Metrics}
 	// crawlq local (CLI) assembles its functions through NewDeps, which runs LoadConfig.
-	check("lambdafn.LoadConfig", append(functions, envconfig.CLI), func(e envconfig.Env) { lambdafn.LoadConfig(e) })
+	check("lambdafn.LoadConfig", []envconfig.Process{envconfig.CLI}, func(e envconfig.Env) { lambdafn.LoadConfig(e) })
+	for _, fn := range functions {
+		check("lambdafn.LoadFunctionConfig("+string(fn)+")", []envconfig.Process{fn}, func(e envconfig.Env) { lambdafn.LoadFunctionConfig(fn, e) })
+	}
+	// The other way: a variable of the functions' own configuration (its groups) that Vars says a
+	// function reads, that function's loaders read (the dispatch's maintenance among them).
+	for _, fn := range functions {
+		seen := map[string]bool{}
+		vals := map[string]string{"CRAWLQ_CRAWL_RUNTIME": "fargate"}
+		e := envconfig.New(func(k string) string { seen[k] = true; return vals[k] })
+		lambdafn.LoadFunctionConfig(fn, e)
+		if fn == envconfig.Dispatch {
+			envconfig.ECSLauncher(e, nil) // the dispatch function's main reads it beside its config
+		}
+		for _, v := range envconfig.Vars {
+			own := v.Group == "Functions" || v.Group == "API" || v.Group == "Dispatch" || v.Group == "Maintenance"
+			if own && slices.Contains(v.Read, fn) && !seen[v.Name] {
+				t.Errorf("Vars says the %s function reads %s, which its config (lambdafn.LoadFunctionConfig) does not", fn, v.Name)
+			}
+		}
+	}
 	awsCfg := aws.Config{Region: "us-east-1", Credentials: aws.AnonymousCredentials{}}
 	check("envconfig.DB", append(functions, envconfig.Migrate, envconfig.Runner, envconfig.CLI),
 		func(e envconfig.Env) { envconfig.DB(context.Background(), e, awsCfg) })
-	check("envconfig.Maintain", append(functions, envconfig.Runner, envconfig.CLI),
+	check("envconfig.Maintain", []envconfig.Process{envconfig.Dispatch, envconfig.Runner, envconfig.CLI},
 		func(e envconfig.Env) { envconfig.Maintain(e) })
 	check("envconfig.ECSLauncher", []envconfig.Process{envconfig.Dispatch},
 		func(e envconfig.Env) { envconfig.ECSLauncher(e, nil) })

@@ -14,17 +14,17 @@ import (
 )
 
 // APIConfig returns the api configuration: schedules through EventBridge Scheduler when
-// Config.APIFunctionARN and Config.SchedulerRoleARN are set,
+// Config.API.APIFunctionARN and Config.API.SchedulerRoleARN are set,
 // and a poke of the dispatch function after each schedule through invoker (nil: no poke).
 func (d *Deps) APIConfig(invoker dispatch.Invoker) api.Config {
 	c := api.Config{Crawler: d.Control.Crawler, Queue: d.Control.Queue, Spiders: d.Spiders, Logger: d.Logger,
-		ScheduleGroup: d.Config.ScheduleGroup, TargetARN: d.Config.APIFunctionARN, RoleARN: d.Config.SchedulerRoleARN}
+		ScheduleGroup: d.Config.API.ScheduleGroup, TargetARN: d.Config.API.APIFunctionARN, RoleARN: d.Config.API.SchedulerRoleARN}
 	if c.TargetARN != "" && c.RoleARN != "" {
 		c.Scheduler = scheduler.NewFromConfig(d.AWS)
 	}
 	c.OnRunChange = d.PublishRunEvents
 	if invoker != nil {
-		fn := d.Config.Functions.Dispatch
+		fn := d.Config.API.DispatchFunction
 		c.Poke = func(ctx context.Context, runID int64) error {
 			payload, err := json.Marshal(dispatchEvent{Source: dispatch.PokeSource, Runs: []int64{runID}})
 			if err != nil {

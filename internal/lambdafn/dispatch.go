@@ -15,8 +15,8 @@ import (
 // Maintain, and the run events of Events); invoker starts workers, launcher runner tasks.
 func (d *Deps) DispatchConfig(invoker dispatch.Invoker, launcher dispatch.TaskLauncher) (dispatch.Config, error) {
 	var mt *maintain.Service
-	if d.Config.Maintain != nil {
-		mc := *d.Config.Maintain
+	if d.Config.Dispatch.Maintain != nil {
+		mc := *d.Config.Dispatch.Maintain
 		mc.Logger = d.Logger
 		var err error
 		if mt, err = maintain.New(d.Control.Queue, d.Control.Crawler, mc); err != nil {
@@ -24,7 +24,7 @@ func (d *Deps) DispatchConfig(invoker dispatch.Invoker, launcher dispatch.TaskLa
 		}
 	}
 	return dispatch.Config{Queue: d.Control.Queue, Crawler: d.Control.Crawler, Invoker: invoker,
-		WorkerFunction: d.Config.Functions.Worker, WorkerMax: d.Config.WorkerMax, Launcher: launcher, LongMax: d.Config.LongMax, Maintain: mt, Logger: d.Logger,
+		WorkerFunction: d.Config.Dispatch.WorkerFunction, WorkerMax: d.Config.Dispatch.WorkerMax, Launcher: launcher, LongMax: d.Config.Dispatch.LongMax, Maintain: mt, Logger: d.Logger,
 		Events: drainEvents(d.Publisher), PublishRuns: publishRuns(d.Publisher)}, nil
 }
 
@@ -53,19 +53,19 @@ const (
 	CrawlOnFargate = "fargate" // runner tasks (in public subnets: no NAT processing per byte)
 )
 
-// RouteCrawlQueue applies Config.CrawlRuntime to a dispatcher configuration. "lambda" leaves the
+// RouteCrawlQueue applies Config.Dispatch.CrawlRuntime to a dispatcher configuration. "lambda" leaves the
 // crawl queue to worker Lambdas. "fargate" takes it from them and gives it a fleet of runner
-// tasks: runners with Queue "crawl" sized by Config.CrawlFleet (see dispatch.Fleet.Burst for its
+// tasks: runners with Queue "crawl" sized by Config.Dispatch.CrawlFleet (see dispatch.Fleet.Burst for its
 // Burst).
 func (d *Deps) RouteCrawlQueue(cfg *dispatch.Config, runners *ecsrun.Launcher) error {
-	switch rt := d.Config.CrawlRuntime; rt {
+	switch rt := d.Config.Dispatch.CrawlRuntime; rt {
 	case "", CrawlOnLambda:
 		return nil
 	case CrawlOnFargate:
 		if runners == nil {
 			return errors.New("CRAWLQ_CRAWL_RUNTIME=fargate needs the ECS runner settings (CRAWLQ_ECS_*)")
 		}
-		max, conc, burst := d.Config.CrawlFleet.Max, d.Config.CrawlFleet.Concurrency, d.Config.CrawlFleet.Burst
+		max, conc, burst := d.Config.Dispatch.CrawlFleet.Max, d.Config.Dispatch.CrawlFleet.Concurrency, d.Config.Dispatch.CrawlFleet.Burst
 		crawl := *runners
 		crawl.Queue, crawl.Concurrency, crawl.Max = "crawl", conc, max
 		lq := []string{} // never nil: nil means the default, ["crawl"]

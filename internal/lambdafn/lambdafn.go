@@ -1,7 +1,7 @@
 // Package lambdafn owns the handlers of crawlq's four Lambda functions (api, worker, dispatch,
 // metrics) and what they share per execution environment: one database pool, the AWS config,
-// the spider registry and the Config the environment contract Terraform sets describes, built
-// once by Setup (config.go is where the environment is read). The functions' mains only call
+// the spider registry and the function's Config (what the environment contract Terraform sets
+// says to it), built once by Setup (config.go is where the environment is read). The functions' mains only call
 // Setup and lambda.Start; `crawlq local` calls the same handlers. One file per handler.
 package lambdafn
 
@@ -36,19 +36,21 @@ type Deps struct {
 	// worker functions publish the events of the changes they make before they return (see
 	// PublishRunEvents), the dispatch tick what is left.
 	Publisher *events.Publisher
-	// Config is what the environment says (LoadConfig).
+	// Config is what the environment says: to one function (Setup: LoadFunctionConfig), or to
+	// all four (NewDeps: LoadConfig).
 	Config Config
 	Logger *slog.Logger
 }
 
-// Setup builds Deps from the environment getenv reads (nil: the process's): Config through
-// LoadConfig, the database through envconfig.DB. maxConns bounds the pool (0: 10).
-func Setup(ctx context.Context, getenv func(string) string, maxConns int32) (*Deps, error) {
+// Setup builds function fn's Deps from the environment getenv reads (nil: the process's): its
+// Config through LoadFunctionConfig, the database through envconfig.DB. maxConns bounds the pool
+// (0: 10).
+func Setup(ctx context.Context, fn envconfig.Process, getenv func(string) string, maxConns int32) (*Deps, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
 	env := envconfig.New(getenv)
-	cfg, err := LoadConfig(env)
+	cfg, err := LoadFunctionConfig(fn, env)
 	if err != nil {
 		return nil, err
 	}

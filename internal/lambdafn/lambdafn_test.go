@@ -187,7 +187,7 @@ func TestAPIHandler(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), `"status":"error"`) {
 		t.Fatalf("addschedule without a scheduler: %s, %v", out, err)
 	}
-	if n := d.Config.Functions; n.Worker != "x-worker" || n.Dispatch != "x-dispatch" {
-		t.Fatalf("names: %+v", n)
+	if w, dp := d.Config.Dispatch.WorkerFunction, d.Config.API.DispatchFunction; w != "x-worker" || dp != "x-dispatch" {
+		t.Fatalf("names: worker %q, dispatch %q", w, dp)
 	}
 }
