@@ -61,17 +61,17 @@ func changedKeys(t *testing.T, pool *pgxpool.Pool, run int64, kind string) []str
 func TestChangedOnlyRecrawlsOnlyWhatChanged(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.Pool(t)
-	site, base := serveDemo(t, demosite.Config{Items: 5000, SlowDelay: time.Millisecond, ChangePercent: 5, DeletePercent: 1, Seed: 3})
+	site, base := serveDemo(t, demosite.Config{Items: 1000, SlowDelay: time.Millisecond, ChangePercent: 5, DeletePercent: 1, Seed: 3})
 	n, _ := startNode(t, pool, node.Config{Spiders: registry(t, revisitSpec("changed_only")), Workers: 2, Worker: queue.WorkerConfig{Concurrency: 8}})
 
 	first := runDemo(t, n, base)
-	if c := *first.Stats.Changes; c != (urlstate.Counts{New: 5000}) || first.Stats.Items != 5000 {
-		t.Fatalf("first run: changes %+v, %d items; want 5000 new items", c, first.Stats.Items)
+	if c := *first.Stats.Changes; c != (urlstate.Counts{New: 1000}) || first.Stats.Items != 1000 {
+		t.Fatalf("first run: changes %+v, %d items; want 1000 new items", c, first.Stats.Items)
 	}
 
 	second := runDemo(t, n, base)
-	if c := *second.Stats.Changes; c != (urlstate.Counts{Unchanged: 5000}) {
-		t.Errorf("second run: changes %+v; want all 5000 unchanged", c)
+	if c := *second.Stats.Changes; c != (urlstate.Counts{Unchanged: 1000}) {
+		t.Errorf("second run: changes %+v; want all 1000 unchanged", c)
 	}
 	stored, err := items.CountItems(context.Background(), pool, second.ID)
 	if err != nil || second.Stats.Items != 0 || stored != 0 {
@@ -84,7 +84,7 @@ func TestChangedOnlyRecrawlsOnlyWhatChanged(t *testing.T) {
 
 	ch := site.Advance()
 	third := runDemo(t, n, base)
-	if c, want := *third.Stats.Changes, (urlstate.Counts{Changed: 250, Unchanged: 4700, Gone: 50}); c != want {
+	if c, want := *third.Stats.Changes, (urlstate.Counts{Changed: 50, Unchanged: 940, Gone: 10}); c != want {
 		t.Errorf("third run: changes %+v; want %+v", c, want)
 	}
 	if got := changedKeys(t, pool, third.ID, urlstate.ChangeChanged); !slices.Equal(got, ch.Changed) {
@@ -93,8 +93,8 @@ func TestChangedOnlyRecrawlsOnlyWhatChanged(t *testing.T) {
 	if got := changedKeys(t, pool, third.ID, urlstate.ChangeGone); !slices.Equal(got, ch.Deleted) {
 		t.Errorf("third run lists %d gone items, the site deleted %d (first: %v vs %v)", len(got), len(ch.Deleted), head(got), head(ch.Deleted))
 	}
-	if third.Stats.Items != 250 {
-		t.Errorf("third run emitted %d items; want the 250 changed", third.Stats.Items)
+	if third.Stats.Items != 50 {
+		t.Errorf("third run emitted %d items; want the 50 changed", third.Stats.Items)
 	}
 }
 
