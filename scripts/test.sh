@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# test.sh runs every test with -race in two go test processes started together: the Terraform
-# stack (./terraform) and everything else.
+# test.sh runs every test with -race in three go test processes started together: the
+# Terraform stack's package in two (./terraform: TestStackDeployDestroyCycles and
+# TestFmtAndValidate in one, TestStackOnEmulator and the rest in the other) and everything else.
 #
-# Why two: the stack test spends most of its time in the AWS provider's fixed waits (an RDS
-# instance is polled for a minute or more after each create, modify and delete, even on moto),
-# not on the CPU. One `go test ./...` starts packages in import-path order, so ./terraform, last
-# in that order, only started once most other packages had run, and the run lasted the sum of
-# the two. Side by side it lasts as long as the longer of them.
+# Why apart: the stack tests spend most of their time in the AWS provider's fixed waits (an RDS
+# instance is polled for about 80 s after each create, modify and delete, even on moto), not on
+# the CPU. One `go test ./...` starts packages in import-path order, so ./terraform, last in
+# that order, only started once most other packages had run, and the run lasted the sum of the
+# two. Within ./terraform the two stack tests each deploy to a moto server of their own, but
+# set the process environment to reach it, so they cannot run in parallel in one process.
+# Side by side the run lasts as long as the longest of the three.
 #
-# The stack's output goes to build/test-terraform.log and is printed when both are done, so the
-# two streams never interleave. The exit status is the first failure's.
+# The stack's output goes to build/test-terraform*.log and is printed when all are done, so the
+# streams never interleave. The exit status is the first failure's. With a -run flag the stack
+# package runs in one process.
 #   scripts/test.sh [go test flags...]   # e.g. scripts/test.sh -run TestX; default -race -count=1 -timeout 40m
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,20 +23,33 @@ flags=("$@")
 ((${#flags[@]})) || flags=(-race -count=1 -timeout 40m)
 mkdir -p build
 stack=./terraform
+apart='^(TestStackDeployDestroyCycles|TestFmtAndValidate)$'
 others=$("$go" list ./... | grep -vx "crawlq/terraform") || exit 1
 
 start=$(date +%s)
-"$go" test "${flags[@]}" "$stack" >build/test-terraform.log 2>&1 &
-tf=$!
-trap 'kill "$tf" 2>/dev/null' EXIT
+logs=(build/test-terraform.log)
+pids=()
+if [[ " ${flags[*]}" == *" -run"* ]]; then
+  "$go" test "${flags[@]}" "$stack" >build/test-terraform.log 2>&1 &
+  pids+=($!)
+else
+  "$go" test "${flags[@]}" -skip "$apart" "$stack" >build/test-terraform.log 2>&1 &
+  pids+=($!)
+  "$go" test "${flags[@]}" -run "$apart" "$stack" >build/test-terraform-cycles.log 2>&1 &
+  pids+=($!)
+  logs+=(build/test-terraform-cycles.log)
+fi
+trap 'kill "${pids[@]}" 2>/dev/null' EXIT
 # shellcheck disable=SC2086 # one package path a word
 "$go" test "${flags[@]}" $others
 rc=$?
-echo "# everything but $stack: $(($(date +%s) - start)) s; waiting for $stack (build/test-terraform.log)"
-wait "$tf"
-tfrc=$?
+echo "# everything but $stack: $(($(date +%s) - start)) s; waiting for $stack (${logs[*]})"
+for i in "${!pids[@]}"; do
+  wait "${pids[$i]}"
+  r=$?
+  cat "${logs[$i]}"
+  ((rc)) || rc=$r
+done
 trap - EXIT
-cat build/test-terraform.log
 echo "# make test: $(($(date +%s) - start)) s"
-((rc)) && exit "$rc"
-exit "$tfrc"
+exit "$rc"

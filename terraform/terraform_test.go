@@ -4,13 +4,10 @@ package terraform_test
 
 import (
 	"archive/zip"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,12 +15,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	tfjson "github.com/hashicorp/terraform-json"
 
-	"crawlq/internal/awstest"
-	"crawlq/internal/cli"
 	"crawlq/internal/deploy"
 	"crawlq/internal/metrics"
 )
@@ -87,103 +81,34 @@ func dummyZips(t *testing.T) string {
 // `crawlq deploy`, re-plans (nothing may change), checks the plan JSON of the real-AWS
 // configuration, runs the contract tests of the runner container and the functions against
 // what that plan renders, and destroys through `crawlq destroy --yes` (which first refuses,
-// since the database has deletion protection by default).
-//
-// Workarounds for moto, and why:
-//   - emulator_workarounds=true: moto reads back two things differently from AWS (see the
-//     variable's description), so without it no second plan would ever be empty. The plan
-//     checks below run on the configuration without it.
-//   - moto's Lambda runs no code without Docker; /moto-api/config {"lambda":{"use_docker":false}}
-//     makes an invocation return a canned success, so the apply's aws_lambda_invocation of the
-//     migrate function completes. The migrate handler itself runs in the contract test.
-//   - --build-dir with stub zips and --push-image=false: the zips' code never runs in moto,
-//     and moto has no registry to push the image to (the image is built and run in the
-//     contract test instead).
+// since the database has deletion protection by default) after the deploy the refusal names.
+// TestStackDeployDestroyCycles deploys and destroys a second time; stack says how moto is
+// worked around.
 func TestStackOnEmulator(t *testing.T) {
-	tfBin := setup(t)
-	endpoint := awstest.Moto(t)
-	// Generous: on a loaded machine one apply to moto takes several minutes, and this test applies twice.
-	ctx, cancel := context.WithTimeout(context.Background(), 35*time.Minute)
-	defer cancel()
-	resp, err := http.Post(endpoint+"/moto-api/config", "application/json", strings.NewReader(`{"lambda":{"use_docker":false}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	s := newStack(t)
+	ctx := s.ctx
 	cdb := newContractDB(t)
-
-	log, err := os.Create(filepath.Join(t.TempDir(), "terraform.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer log.Close()
-	base := deploy.Config{
-		Dir:      ".",
-		WorkDir:  t.TempDir(),
-		ExecPath: tfBin,
-		Stdout:   log,
-		Vars: map[string]string{
-			"build_dir":            dummyZips(t),
-			"emulator_workarounds": "true",
-			"scrapyd_api":          "true",
-		},
-	}
-	fail := func(format string, args ...any) {
-		t.Helper()
-		b, _ := os.ReadFile(log.Name())
-		if len(b) > 20000 {
-			b = b[len(b)-20000:]
-		}
-		t.Fatalf(format+"\n--- terraform output (tail) ---\n%s", append(args, b)...)
-	}
-
-	var destroyed bool
-	t.Cleanup(func() {
-		if !destroyed {
-			// The log is closed by now; terraform's output goes nowhere (a closed writer would
-			// fill its pipe and stall it).
-			unprotect := base
-			unprotect.Stdout = nil
-			unprotect.Vars = maps.Clone(base.Vars)
-			unprotect.Vars["db_deletion_protection"] = "false"
-			_, _ = unprotect.Apply(context.Background())
-			unprotect.Vars = base.Vars
-			_ = unprotect.Destroy(context.Background())
-		}
-	})
 
 	// Deploy through the CLI, as a user would: `crawlq deploy` (prebuilt zips, no image push
 	// against the emulator), then read the outputs it left in the state.
-	flags := []string{"--dir", ".", "--work-dir", base.WorkDir, "--build-dir", base.Vars["build_dir"], "--var", "emulator_workarounds=true", "--var", "scrapyd_api=true"}
-	var cliOut bytes.Buffer
-	cliEnv := cli.Env{Stdout: io.MultiWriter(log, &cliOut), Stderr: io.MultiWriter(log, &cliOut), Getenv: os.Getenv}
-	if code := cli.Main(ctx, append(append([]string{"deploy"}, flags...), "--push-image=false"), cliEnv); code != 0 {
-		fail("crawlq deploy against moto exited %d", code)
+	s.deploy()
+	if !strings.Contains(s.out.String(), "WARNING: alarm_email is empty") {
+		t.Errorf("deploy without alarm_email did not warn; output:\n%s", s.out.String())
 	}
-	if !strings.Contains(cliOut.String(), "WARNING: alarm_email is empty") {
-		t.Errorf("deploy without alarm_email did not warn; output:\n%s", cliOut.String())
-	}
-	outputs, err := base.Outputs(ctx)
-	if err != nil {
-		fail("outputs: %v", err)
-	}
+	outputs := s.outputs()
 	if outputs["ecs_cluster"] != "crawlq" || !strings.Contains(outputs["function_names"], `"worker":"crawlq-worker"`) ||
 		!strings.Contains(outputs["function_names"], `"migrate":"crawlq-migrate"`) ||
 		outputs["items_bucket"] == "" || outputs["database_endpoint"] == "" || outputs["ecr_repository_url"] == "" ||
 		!strings.Contains(outputs["dashboard_url"], "dashboards:name=crawlq") {
-		fail("unexpected outputs: %v", outputs)
+		s.fail("unexpected outputs: %v", outputs)
 	}
-	// What a default deploy and a crawl leave: the runner image in the repository (put through
-	// the ECR API; moto has no registry to push to) and items, in several versions, in the bucket.
-	repo := outputs["ecr_repository_url"][strings.LastIndex(outputs["ecr_repository_url"], "/")+1:]
-	pushImage(t, ctx, repo, "latest")
-	putItems(t, ctx, outputs["items_bucket"])
-	checkNoSecretsInState(t, ctx, base.StatePath())
+	s.fill(outputs)
+	checkNoSecretsInState(t, ctx, s.base.StatePath())
 	checkFunctionURLPolicy(t, ctx, "crawlq-api")
 
-	plan, changes, err := base.PlanJSON(ctx)
+	plan, changes, err := s.base.PlanJSON(ctx)
 	if err != nil {
-		fail("second plan: %v", err)
+		s.fail("second plan: %v", err)
 	}
 	if changes {
 		var diff []string
@@ -192,19 +117,19 @@ func TestStackOnEmulator(t *testing.T) {
 				diff = append(diff, rc.Address+" "+strings.Join(actionStrings(rc.Change.Actions), ","))
 			}
 		}
-		fail("second plan is not empty: %v", diff)
+		s.fail("second plan is not empty: %v", diff)
 	}
 	checkPlan(t, plan)
 
 	// The configuration real AWS gets (no emulator workarounds), planned over the applied state
 	// without refreshing so that every value is known.
-	honest := base
-	honest.Vars = maps.Clone(base.Vars)
+	honest := s.base
+	honest.Vars = maps.Clone(s.base.Vars)
 	honest.Vars["emulator_workarounds"] = "false"
 	honest.NoRefresh = true
 	plan, _, err = honest.PlanJSON(ctx)
 	if err != nil {
-		fail("plan without emulator workarounds: %v", err)
+		s.fail("plan without emulator workarounds: %v", err)
 	}
 	checkPlan(t, plan)
 	checkCostMatchesPlan(t, plan, honest.Vars)
@@ -216,7 +141,7 @@ func TestStackOnEmulator(t *testing.T) {
 	maps.Copy(alt.Vars, map[string]string{"nat": "instance", "db_instance_class": "db.t4g.medium", "container_insights": "true",
 		"crawl_concurrency": "20", "metrics_per_spider": "true"})
 	if altPlan, _, err := alt.PlanJSON(ctx); err != nil {
-		fail("plan with other variables: %v", err)
+		s.fail("plan with other variables: %v", err)
 	} else {
 		checkCostMatchesPlan(t, altPlan, alt.Vars)
 	}
@@ -232,71 +157,24 @@ func TestStackOnEmulator(t *testing.T) {
 
 	// Destroy with the defaults: refused up front (deletion protection), nothing deleted, and
 	// the message names the exact command that turns protection off.
-	destroyArgs := append([]string{"destroy"}, flags...)
-	if code := cli.Main(ctx, destroyArgs, cliEnv); code != 2 {
-		fail("crawlq destroy without --yes exited %d, want 2 (refused)", code)
+	destroyArgs := append([]string{"destroy"}, s.flags...)
+	if code := s.cli(destroyArgs...); code != 2 {
+		s.fail("crawlq destroy without --yes exited %d, want 2 (refused)", code)
 	}
-	cliOut.Reset()
-	if code := cli.Main(ctx, append(destroyArgs, "--yes"), cliEnv); code != 2 {
-		fail("crawlq destroy --yes with deletion protection on exited %d, want 2 (refused)", code)
+	if code := s.cli(append(destroyArgs, "--yes")...); code != 2 {
+		s.fail("crawlq destroy --yes with deletion protection on exited %d, want 2 (refused)", code)
 	}
-	want := "crawlq deploy " + strings.Join(flags, " ") + " --var db_deletion_protection=false"
-	if !strings.Contains(cliOut.String(), want) || !strings.Contains(cliOut.String(), "nothing was deleted") {
-		fail("destroy refusal does not name the command %q:\n%s", want, cliOut.String())
+	want := "crawlq deploy " + strings.Join(s.flags, " ") + " --var db_deletion_protection=false"
+	if !strings.Contains(s.out.String(), want) || !strings.Contains(s.out.String(), "nothing was deleted") {
+		s.fail("destroy refusal does not name the command %q:\n%s", want, s.out.String())
 	}
-	if after, err := base.Outputs(ctx); err != nil || after["database_endpoint"] != outputs["database_endpoint"] || after["items_bucket"] != outputs["items_bucket"] {
-		fail("the refused destroy changed the state: %v, %v", after, err)
+	if after := s.outputs(); after["database_endpoint"] != outputs["database_endpoint"] || after["items_bucket"] != outputs["items_bucket"] {
+		s.fail("the refused destroy changed the state: %v", after)
 	}
 	// The two-step: the printed deploy, then destroy; it finishes, prints no state, and says
-	// what it keeps. Then a second deploy-destroy cycle of the same name, image and items again.
-	if code := cli.Main(ctx, append(append([]string{"deploy"}, flags...), "--push-image=false", "--var", "db_deletion_protection=false"), cliEnv); code != 0 {
-		fail("crawlq deploy --var db_deletion_protection=false exited %d", code)
-	}
-	var kept []string
-	for cycle := 1; cycle <= 2; cycle++ {
-		snap, err := base.Outputs(ctx)
-		if err != nil || !strings.HasPrefix(snap["final_snapshot"], "crawlq-final-") {
-			fail("cycle %d: final_snapshot output %q (%v)", cycle, snap["final_snapshot"], err)
-		}
-		cliOut.Reset()
-		if code := cli.Main(ctx, append(destroyArgs, "--yes"), cliEnv); code != 0 {
-			fail("cycle %d: crawlq destroy --yes exited %d:\n%s", cycle, code, cliOut.String())
-		}
-		// Neither the state (JSON) nor the destroy plan (every attribute of every resource,
-		// ~250 KB): a few lines, the outcome and where the full output is.
-		if o := cliOut.String(); strings.Contains(o, `"root_module"`) || strings.Contains(o, "will be destroyed") || len(o) > 8192 {
-			t.Errorf("cycle %d: crawlq destroy printed the state or the plan (%d bytes of output):\n%.3000s", cycle, len(o), o)
-		}
-		if !strings.Contains(cliOut.String(), "Destroy complete!") {
-			t.Errorf("cycle %d: crawlq destroy does not say it completed:\n%s", cycle, tail(cliOut.String()))
-		}
-		if !strings.Contains(cliOut.String(), "kept: final DB snapshot "+snap["final_snapshot"]) {
-			t.Errorf("cycle %d: destroy does not say it keeps %s:\n%s", cycle, snap["final_snapshot"], tail(cliOut.String()))
-		}
-		if left := leftovers(t, ctx); len(left) > 0 {
-			t.Errorf("cycle %d: destroy left %v", cycle, left)
-		}
-		kept = append(kept, snap["final_snapshot"])
-		if cycle == 2 {
-			break
-		}
-		if code := cli.Main(ctx, append(append([]string{"deploy"}, flags...), "--push-image=false", "--var", "db_deletion_protection=false"), cliEnv); code != 0 {
-			fail("second cycle: crawlq deploy exited %d", code)
-		}
-		again, err := base.Outputs(ctx)
-		if err != nil {
-			fail("outputs: %v", err)
-		}
-		pushImage(t, ctx, repo, "latest")
-		putItems(t, ctx, again["items_bucket"])
-	}
-	destroyed = true
-	if kept[0] == kept[1] {
-		t.Errorf("both cycles named their final snapshot %s", kept[0])
-	}
-	if got := snapshots(t, ctx); !slices.Contains(got, kept[0]) || !slices.Contains(got, kept[1]) {
-		t.Errorf("snapshots after two cycles: %v, want %v", got, kept)
-	}
+	// what it keeps.
+	s.deploy("--var", "db_deletion_protection=false")
+	s.destroy("after the printed deploy")
 }
 
 func tail(s string) string {
