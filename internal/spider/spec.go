@@ -336,28 +336,54 @@ func orZero(d string) string {
 	return d
 }
 
+// validate checks every field of the spec; it returns each error found, in the spec's order.
 func (s *Spec) validate() []FieldError {
-	var errs []FieldError
-	add := func(path, format string, a ...any) {
-		errs = append(errs, FieldError{Path: path, Msg: fmt.Sprintf(format, a...)})
-	}
+	var e fieldErrs
+	s.checkName(&e)
+	kind := s.checkKind(&e)
+	s.checkStartURLs(&e, kind)
+	e = append(e, s.settingsErrors()...)
+	s.checkFollow(&e)
+	s.checkItems(&e)
+	s.checkKindFields(&e, kind)
+	e = append(e, s.monitorErrors()...)
+	s.checkStrings(&e)
+	return e
+}
+
+// fieldErrs collects a spec's field errors in the order they are found.
+type fieldErrs []FieldError
+
+func (e *fieldErrs) add(path, format string, a ...any) {
+	*e = append(*e, FieldError{Path: path, Msg: fmt.Sprintf(format, a...)})
+}
+
+func (s *Spec) checkName(e *fieldErrs) {
 	if !nameRE.MatchString(s.Name) {
 		if s.Name == "" {
-			add("name", "required")
+			e.add("name", "required")
 		} else {
-			add("name", "%q does not match %s", s.Name, nameRE)
+			e.add("name", "%q does not match %s", s.Name, nameRE)
 		}
 	}
+}
+
+// checkKind checks kind and returns it (its default applied).
+func (s *Spec) checkKind(e *fieldErrs) string {
 	kind := s.kind()
 	switch kind {
 	case KindDeclarative, KindCommand:
 	default:
-		add("kind", "%q is not one of declarative, command", s.Kind)
+		e.add("kind", "%q is not one of declarative, command", s.Kind)
 	}
+	return kind
+}
 
-	// start_urls
+// checkStartURLs checks that each start URL is an absolute http(s) URL on allowed_domains, and
+// not link-local unless allow_private.
+func (s *Spec) checkStartURLs(e *fieldErrs, kind string) {
 	if len(s.StartURLs) == 0 && kind == KindDeclarative {
-		add("start_urls", "at least one start URL is required")
+		e.add("start_urls", "at least one start URL is required")
 	}
 	domains := s.allowedDomains()
 	for i, raw := range s.StartURLs {
@@ -365,25 +391,29 @@ func (s *Spec) validate() []FieldError {
 		c, err := urlx.Canonical(raw)
 		switch {
 		case errors.Is(err, urlx.ErrScheme):
-			add(path, "scheme %q not allowed (http or https only)", schemeOf(raw))
+			e.add(path, "scheme %q not allowed (http or https only)", schemeOf(raw))
 			continue
 		case errors.Is(err, urlx.ErrTooLong):
-			add(path, "longer than %d bytes", urlx.MaxLen)
+			e.add(path, "longer than %d bytes", urlx.MaxLen)
 			continue
 		case err != nil:
-			add(path, "%q is not an absolute http(s) URL", truncate(raw))
+			e.add(path, "%q is not an absolute http(s) URL", truncate(raw))
 			continue
 		}
 		host := urlx.Hostname(c)
 		if !s.AllowPrivate && urlx.IsLinkLocal(host) {
-			add(path, "link-local/metadata host %q not allowed (set allow_private: true)", host)
+			e.add(path, "link-local/metadata host %q not allowed (set allow_private: true)", host)
 		}
 		if len(s.AllowedDomains) > 0 && !urlx.InDomains(host, domains) {
-			add(path, "host %q is not inside allowed_domains", host)
+			e.add(path, "host %q is not inside allowed_domains", host)
 		}
 	}
+}
 
-	// settings: delay parsed here because Settings holds a time.Duration.
+// settingsErrors checks the spec's settings through the Settings they become (Settings.fieldErrors),
+// and the fields Settings holds parsed: the revisit's, sitemaps, delays and retry.
+func (s *Spec) settingsErrors() []FieldError {
+	// delay parsed here because Settings holds a time.Duration.
 	st := Settings{
 		AllowedDomains: s.AllowedDomains, MaxPages: s.MaxPages, MaxDepth: s.MaxDepth,
 		Concurrency: s.Concurrency, UserAgent: s.UserAgent, Runtime: s.Runtime, Queue: s.Queue,
@@ -394,6 +424,7 @@ func (s *Spec) validate() []FieldError {
 		st.ProxyDelay = d
 	}
 	st.RulesRender = s.rulesRender()
+	var errs []FieldError
 	if dur := s.specRevisitErrors(); len(dur) > 0 {
 		errs = append(errs, dur...)
 	} else {
@@ -403,105 +434,114 @@ func (s *Spec) validate() []FieldError {
 	errs = append(errs, s.Sitemaps.validate()...)
 	errs = append(errs, checkDuration("delay", s.Delay)...)
 	errs = append(errs, checkDuration("proxy_delay", s.ProxyDelay)...)
-	errs = append(errs, s.Retry.validate()...)
+	return append(errs, s.Retry.validate()...)
+}
 
-	// follow
+// checkFollow checks each follow rule: a selector or pattern, valid CSS and regexps, a render
+// Lambda can do.
+func (s *Spec) checkFollow(e *fieldErrs) {
 	for i, f := range s.Follow {
 		path := fmt.Sprintf("follow[%d]", i)
 		if f.CSS == "" && f.Pattern == "" {
-			add(path, "needs css and/or pattern")
+			e.add(path, "needs css and/or pattern")
 		}
-		errs = append(errs, checkCSS(path+".css", f.CSS)...)
-		errs = append(errs, checkRegexp(path+".pattern", f.Pattern)...)
-		errs = append(errs, checkRegexp(path+".deny", f.Deny)...)
+		*e = append(*e, checkCSS(path+".css", f.CSS)...)
+		*e = append(*e, checkRegexp(path+".pattern", f.Pattern)...)
+		*e = append(*e, checkRegexp(path+".deny", f.Deny)...)
 		switch f.Render {
 		case "", RenderHTTP:
 		case RenderBrowser:
 			if s.Runtime == RuntimeLambda {
-				add(path+".render", "browser pages are rendered by Chromium on the ECS runners, not in Lambda: set runtime: ecs (or leave runtime out)")
+				e.add(path+".render", "browser pages are rendered by Chromium on the ECS runners, not in Lambda: set runtime: ecs (or leave runtime out)")
 			}
 		default:
-			add(path+".render", "%q is not one of http, browser", f.Render)
+			e.add(path+".render", "%q is not one of http, browser", f.Render)
 		}
 	}
+}
 
-	// items
+// checkItems checks each item rule: its match and container, its fields and its key among them.
+func (s *Spec) checkItems(e *fieldErrs) {
 	for i, it := range s.Items {
 		path := fmt.Sprintf("items[%d]", i)
-		errs = append(errs, checkRegexp(path+".match", it.Match)...)
-		errs = append(errs, checkCSS(path+".css", it.CSS)...)
+		*e = append(*e, checkRegexp(path+".match", it.Match)...)
+		*e = append(*e, checkCSS(path+".css", it.CSS)...)
 		if len(it.Fields) == 0 {
-			add(path+".fields", "at least one field is required")
+			e.add(path+".fields", "at least one field is required")
 		}
 		if it.Key == "" {
-			add(path+".key", "required")
+			e.add(path+".key", "required")
 		} else if _, ok := it.Fields[it.Key]; !ok && len(it.Fields) > 0 {
-			add(path+".key", "field %q is not in fields", it.Key)
+			e.add(path+".key", "field %q is not in fields", it.Key)
 		}
 		for _, name := range sortedKeys(it.Fields) {
 			f := it.Fields[name]
 			fpath := path + ".fields." + name
 			if !fieldNameRE.MatchString(name) {
-				add(path+".fields", "field name %q does not match %s", truncate(name), fieldNameRE)
+				e.add(path+".fields", "field name %q does not match %s", truncate(name), fieldNameRE)
 				fpath = fmt.Sprintf("%s.fields[%q]", path, truncate(name))
 			}
-			errs = append(errs, checkCSS(fpath+".css", f.CSS)...)
+			*e = append(*e, checkCSS(fpath+".css", f.CSS)...)
 			if f.Attr != "" && !attrRE.MatchString(f.Attr) {
-				add(fpath+".attr", "%q is not text, html or an attribute name", truncate(f.Attr))
+				e.add(fpath+".attr", "%q is not text, html or an attribute name", truncate(f.Attr))
 			}
 		}
 	}
+}
 
-	// command
-	if kind == KindCommand {
+// checkKindFields checks the fields of a command spider (command, timeout, env), and that each
+// kind sets none of the other's.
+func (s *Spec) checkKindFields(e *fieldErrs, kind string) {
+	switch kind {
+	case KindCommand:
 		if len(s.Command) == 0 || s.Command[0] == "" {
-			add("command", "required for kind command")
+			e.add("command", "required for kind command")
 		}
-		errs = append(errs, checkDuration("timeout", s.Timeout)...)
+		*e = append(*e, checkDuration("timeout", s.Timeout)...)
 		for _, k := range sortedKeys(s.Env) {
 			if !envRE.MatchString(k) {
-				add("env", "%q is not a valid environment variable name", truncate(k))
+				e.add("env", "%q is not a valid environment variable name", truncate(k))
 			}
 		}
 		if len(s.Follow) > 0 {
-			add("follow", "only for kind declarative")
+			e.add("follow", "only for kind declarative")
 		}
 		if len(s.Items) > 0 {
-			add("items", "only for kind declarative")
+			e.add("items", "only for kind declarative")
 		}
-	} else if kind == KindDeclarative {
+	case KindDeclarative:
 		if len(s.Command) > 0 {
-			add("command", "only for kind command")
+			e.add("command", "only for kind command")
 		}
 		if s.Dir != "" {
-			add("dir", "only for kind command")
+			e.add("dir", "only for kind command")
 		}
 		if len(s.Env) > 0 {
-			add("env", "only for kind command")
+			e.add("env", "only for kind command")
 		}
 		if s.Timeout != "" {
-			add("timeout", "only for kind command")
+			e.add("timeout", "only for kind command")
 		}
 	}
+}
 
-	errs = append(errs, s.monitorErrors()...)
-
-	// file:// and metadata hosts anywhere else (command arguments, env, patterns...).
+// checkStrings refuses file:// URLs and metadata hosts anywhere else (command arguments, env,
+// patterns...).
+func (s *Spec) checkStrings(e *fieldErrs) {
 	for _, sv := range s.strings() {
 		low := strings.ToLower(sv.value)
 		if strings.Contains(low, "file://") && !strings.HasPrefix(sv.path, "start_urls[") {
-			add(sv.path, "file:// URLs are not allowed")
+			e.add(sv.path, "file:// URLs are not allowed")
 		}
 		if !s.AllowPrivate && sv.scanPrivate {
 			for _, bad := range []string{"169.254.", "fd00:ec2::254", "metadata.google.internal"} {
 				if strings.Contains(low, bad) {
-					add(sv.path, "link-local/metadata address %q not allowed (set allow_private: true)", bad)
+					e.add(sv.path, "link-local/metadata address %q not allowed (set allow_private: true)", bad)
 					break
 				}
 			}
 		}
 	}
-	return errs
 }
 
 type stringValue struct {
