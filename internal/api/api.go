@@ -219,6 +219,8 @@ func (a *API) Do(ctx context.Context, r *Request) (Response, error) {
 		return a.delSchedule(ctx, r)
 	case ActRedrive:
 		return a.redrive(ctx, r)
+	case ActListChanges:
+		return a.listChanges(ctx, r)
 	}
 	return nil, badf("unknown action %q", clip(r.Action))
 }

@@ -53,11 +53,13 @@ const (
 	ActDelSpider     = "delspider"
 	// ActRedrive retries a finished run's dead pages and reopens it (crawlq redrive --run).
 	ActRedrive = "redrive"
+	// ActListChanges lists a run's new, changed and gone items (crawlq items ID --changes).
+	ActListChanges = "listchanges"
 )
 
 var actions = []string{ActSchedule, ActCancel, ActStatus, ActListJobs, ActListSpiders, ActDaemonStatus,
 	ActAddSchedule, ActListSchedules, ActDelSchedule, ActListProjects, ActListVersions, ActAddVersion,
-	ActDelVersion, ActDelProject, ActPushSpider, ActDelSpider, ActRedrive}
+	ActDelVersion, ActDelProject, ActPushSpider, ActDelSpider, ActRedrive, ActListChanges}
 
 // ErrBadRequest wraps every decoding or validation failure: nothing was written.
 var ErrBadRequest = errors.New("bad request")
@@ -81,7 +83,7 @@ type Request struct {
 	UniqueKey string `json:"unique_key,omitempty"`
 	Replace   bool   `json:"replace,omitempty"`
 
-	// Job is a run id (cancel, status, redrive), as a string like Scrapyd's jobid or a number; JobRef is
+	// Job is a run id (cancel, status, redrive, listchanges), as a string like Scrapyd's jobid or a number; JobRef is
 	// a job given by the jobid the client chose at schedule (not a number).
 	Job    int64  `json:"-"`
 	JobRef string `json:"-"`
@@ -100,8 +102,10 @@ type Request struct {
 	// Spec is a spider spec, YAML or JSON text (pushspider).
 	Spec string `json:"spec,omitempty"`
 
-	// Limit and State filter listjobs.
-	Limit int    `json:"limit,omitempty"`
+	// Limit and State filter listjobs; Limit is also listchanges' page.
+	Limit int `json:"limit,omitempty"`
+	// After is where listchanges goes on: the next of its last answer.
+	After string `json:"after,omitempty"`
 	Name  string `json:"name,omitempty"` // schedule name (addschedule, delschedule)
 	// Cron is a 5-field cron expression, an @daily-style descriptor, or an EventBridge
 	// cron(...) / rate(...) expression; Timezone is an IANA name (default UTC).
@@ -141,6 +145,7 @@ var fields = map[string][]string{
 	ActListSchedules: {},
 	ActDelSchedule:   {"name"},
 	ActRedrive:       {"job"},
+	ActListChanges:   {"job", "limit", "after"},
 }
 
 // aliases are other names of fields, for Scrapyd's clients and older requests: alias -> field.
@@ -289,7 +294,7 @@ func resolveJob(w *wire, r *Request) error {
 		}
 		jobRaw = w.JobIDRaw
 	}
-	if r.Action == ActCancel || r.Action == ActStatus || r.Action == ActRedrive {
+	if r.Action == ActCancel || r.Action == ActStatus || r.Action == ActRedrive || r.Action == ActListChanges {
 		id, ref, err := parseJob(jobRaw)
 		if err != nil {
 			return err
