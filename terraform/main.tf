@@ -133,7 +133,7 @@ module "ecs" {
   environment        = local.environment
   log_retention_days = var.log_retention_days
   container_insights = var.container_insights
-  access_policy_json = data.aws_iam_policy_document.db_app.json
+  access_policy_json = data.aws_iam_policy_document.runner.json
 }
 
 module "functions" {
@@ -235,6 +235,17 @@ data "aws_iam_policy_document" "db_app" {
     sid       = "ConnectAsAppRole"
     actions   = ["rds-db:connect"]
     resources = ["arn:${local.partition}:rds-db:${local.region}:${local.account}:dbuser:${module.database.proxy_resource_id}/${local.app_username}"]
+  }
+}
+
+# The runner: connect as the application role, and keep the screenshots and HTML of failed
+# rendered pages under artifacts/ (internal/artifact.Prefix); nothing else of the bucket.
+data "aws_iam_policy_document" "runner" {
+  source_policy_documents = [data.aws_iam_policy_document.db_app.json]
+  statement {
+    sid       = "KeepFailedPages"
+    actions   = ["s3:PutObject"]
+    resources = ["${module.storage.bucket_arn}/artifacts/*"]
   }
 }
 

@@ -1204,8 +1204,7 @@ func (p *Pool) render(ctx context.Context, in *instance, req Request, up *guardP
 	}
 	res.HTML = html
 	if res.Status >= 400 {
-		r, _ := finish(nil)
-		return r, &fetch.StatusError{Code: res.Status}
+		return finish(&fetch.StatusError{Code: res.Status}) // with its screenshot when asked: an error page shows why
 	}
 	return finish(nil)
 }

@@ -96,7 +96,7 @@ func usageErr(format string, a ...any) error {
 func commands() []*Command {
 	cs := []*Command{
 		migrateCmd(), enqueueCmd(), statsCmd(), jobsCmd(), cancelCmd(), redriveCmd(), retentionCmd(), rescueCmd(),
-		demoQueueCmd(), localCmd(), runnerCmd(), spiderCmd(), logsCmd(),
+		demoQueueCmd(), localCmd(), runnerCmd(), spiderCmd(), logsCmd(), artifactsCmd(),
 		benchCmd(), deployCmd(), planCmd(), destroyCmd(), costCmd(), imageCmd(), workerCmd(), scheduleCmd(), schedulesCmd(), runsCmd(), runCmd(), cancelRunCmd(), itemsCmd(), demoSiteCmd(), demoCmd(),
 	}
 	sort.Slice(cs, func(i, j int) bool { return cs[i].Name < cs[j].Name })

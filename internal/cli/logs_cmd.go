@@ -18,7 +18,8 @@ func logsCmd() *Command {
 		Help: `Prints the log of a run: the stdout and stderr of its command (Scrapy's log for a Scrapy
 spider) and crawlq's own lines about the run (the command line, Scrapy's final stats, how it
 ended); for a declarative spider, each page that died (its URL, attempts and last error) and each
-host pause (its cause, until when) and its lifting, as they happened; for every run, its state
+host pause (its cause, until when) and its lifting, as they happened, and each failed rendered
+page with the files of what it looked like (crawlq artifacts RUN); for every run, its state
 changes, after its final state its figures with its retries, host pauses and dead pages, and
 its monitors' verdict. Each line is printed with the time it happened (UTC). RUN is a run id or
 the jobid a Scrapyd client chose. With --follow, prints new lines as

@@ -69,6 +69,9 @@ type runnerEnv struct {
 	// RunLogGroup is CRAWLQ_RUN_LOG_GROUP: the CloudWatch Logs group of the runs' logs (the AWS
 	// stack sets it); empty: the crawlq_run_log table.
 	RunLogGroup string
+	// ItemsBucket is CRAWLQ_ITEMS_BUCKET: where the runner keeps failed rendered pages'
+	// screenshots and HTML (under artifacts/); empty: in Postgres.
+	ItemsBucket string
 	// CommandEnv are the runner's variables its commands see (command.Config.Env):
 	// command.DefaultInheritEnv's.
 	CommandEnv map[string]string
@@ -80,7 +83,8 @@ func readRunnerEnv(env *Env, m *maintainEvery, busFlag string) (runnerEnv, error
 	if err != nil {
 		return runnerEnv{}, err
 	}
-	return runnerEnv{serviceEnv: s, RunLogGroup: envconfig.New(env.Getenv).String("CRAWLQ_RUN_LOG_GROUP"), CommandEnv: commandEnv(env)}, nil
+	e := envconfig.New(env.Getenv)
+	return runnerEnv{serviceEnv: s, RunLogGroup: e.String("CRAWLQ_RUN_LOG_GROUP"), ItemsBucket: e.String("CRAWLQ_ITEMS_BUCKET"), CommandEnv: commandEnv(env)}, nil
 }
 
 // commandEnv are the variables of env a command sees (command.Config.Env).

@@ -10,8 +10,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"crawlq/internal/artifact"
+	"crawlq/internal/awsx"
 	"crawlq/internal/command"
 	"crawlq/internal/ecsrun"
 	"crawlq/internal/events"
@@ -117,10 +120,18 @@ and CRAWLQ_SPIDER_DIR.`,
 							return err
 						}
 					}
+					var arts *artifact.Store
+					if b := re.ItemsBucket; b != "" { // the AWS stack: failed pages' files in S3
+						cfg, err := awsx.Load(ctx)
+						if err != nil {
+							return err
+						}
+						arts = &artifact.Store{Pool: pool, Blobs: artifact.S3{Client: s3.NewFromConfig(cfg, awsx.S3Options(cfg)...), Bucket: b}}
+					}
 					r, err := runner.New(runner.Config{
 						Pool: pool, Queue: *q, Concurrency: *conc, Lease: *lease, StopGrace: *grace, MaxJobs: *maxJobs,
 						MaxMemory: *maxMem << 20, MaintainEvery: re.Every, Maintain: re.Maintain, Spiders: reg, Events: evs, Logger: log,
-						Command: cc, Fetch: fetch.Config{AllowLoopback: *allowLoopback}, ProxyEnv: re.ProxyEnv,
+						Command: cc, Fetch: fetch.Config{AllowLoopback: *allowLoopback}, ProxyEnv: re.ProxyEnv, Artifacts: arts,
 					})
 					if err != nil {
 						return usageErr("%v", err)

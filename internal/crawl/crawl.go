@@ -27,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"crawlq/internal/artifact"
 	"crawlq/internal/browser"
 	"crawlq/internal/dbsqlc"
 	"crawlq/internal/fetch"
@@ -94,6 +95,9 @@ type Config struct {
 	// RunLog receives what happens to a run's pages, for `crawlq logs RUN`: pages that died and
 	// hosts paused and lifted (pagelog.go). Default: the Postgres run log of Pool.
 	RunLog runlog.Store
+	// Artifacts keeps the screenshot and HTML of rendered pages that failed, for the operator
+	// (artifacts.go). Default: in Postgres (Pool).
+	Artifacts *artifact.Store
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Now, when set, is the clock of the deadlines the crawl keeps in shared rows: host pauses,
@@ -122,6 +126,7 @@ type Crawler struct {
 	log    *slog.Logger
 	robots *robots.Cache
 	pauses pauseLog // the host pauses written to run logs (pagelog.go)
+	full   fullRuns // the runs that keep no more failed pages (artifacts.go)
 
 	mu       sync.Mutex
 	fetchers map[fetcherKey]*fetch.Fetcher
@@ -172,6 +177,9 @@ func New(cfg Config) (*Crawler, error) {
 	}
 	if cfg.RunLog == nil {
 		cfg.RunLog = runlog.Postgres{Pool: cfg.Pool}
+	}
+	if cfg.Artifacts == nil {
+		cfg.Artifacts = &artifact.Store{Pool: cfg.Pool}
 	}
 	return &Crawler{cfg: cfg, db: dbsqlc.New(cfg.Pool), log: cfg.Logger, robots: robots.NewCache(4096),
 		fetchers: map[fetcherKey]*fetch.Fetcher{}, browsers: map[browserKey]*browser.Pool{}, crashes: map[int64]int{}, rotations: map[string]*proxies{}, proxyTries: map[int64]int{}, banTries: map[int64]int{}, retired: map[sessionKey]bool{}, runs: map[int64]*runInfo{}, active: map[int64]int{}, seen: newSeenCache(seenCacheSize), cancelled: map[int64]bool{}, hosts: newHostSlots(), health: newHostHealth(),

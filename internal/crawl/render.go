@@ -76,8 +76,9 @@ var errNoBrowser = errors.New("this process renders no browser pages")
 
 // get fetches a page as its spider says: a plain fetch, or a render by Chromium.
 // px is the page's proxy (nil: direct); f already goes through it. cookies are its session's
-// (plain fetches only: a rendered page starts without them).
-func (c *Crawler) get(ctx context.Context, f *fetch.Fetcher, job *queue.Job, s spider.Settings, u string, px *proxy.Proxy, cookies []*http.Cookie) (*fetch.Result, error) {
+// (plain fetches only: a rendered page starts without them). A rendered page that fails keeps
+// its screenshot and HTML in run runID's artifacts (artifacts.go).
+func (c *Crawler) get(ctx context.Context, f *fetch.Fetcher, job *queue.Job, runID int64, s spider.Settings, u string, px *proxy.Proxy, cookies []*http.Cookie) (*fetch.Result, error) {
 	if s.Render != spider.RenderBrowser {
 		return f.FetchWith(ctx, u, fetch.Validators{}, cookies)
 	}
@@ -88,7 +89,6 @@ func (c *Crawler) get(ctx context.Context, f *fetch.Fetcher, job *queue.Job, s s
 	if pool == nil {
 		return nil, errNoBrowser
 	}
-	start := time.Now()
 	r, err := pool.Render(ctx, browser.Request{URL: u, WaitFor: s.WaitFor, ScrollToBottom: s.Scroll, ScreenshotOnFailure: true, Proxy: px})
 	if errors.Is(err, browser.ErrBrowserCrashed) && c.crashedUnder(job.ID) <= maxCrashes {
 		c.log.Warn("browser crashed under a page; put back without counting an attempt", "url", u, "err", err)
@@ -97,8 +97,8 @@ func (c *Crawler) get(ctx context.Context, f *fetch.Fetcher, job *queue.Job, s s
 	if r == nil {
 		return nil, err
 	}
-	if err != nil && r.Screenshot != nil {
-		c.log.Warn("browser page failed", "url", u, "screenshot_bytes", len(r.Screenshot), "took", time.Since(start).Round(time.Millisecond), "err", err)
+	if err != nil && ctx.Err() == nil && !errors.Is(err, proxy.ErrProxy) { // a proxy's failure is the proxy's, said as such
+		c.keepFailedPage(ctx, runID, job, u, r, err)
 	}
 	body := []byte(r.HTML)
 	h := r.Header

@@ -1,6 +1,7 @@
 package crawl_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -8,12 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"crawlq/internal/artifact"
 	"crawlq/internal/browser"
 	"crawlq/internal/crawl"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/items"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
+	"crawlq/internal/runlog"
 )
 
 // jsSite serves a listing linking to three item pages whose product is drawn by a script 200 ms
@@ -91,5 +94,64 @@ func TestBrowserPagesAreRendered(t *testing.T) {
 					r.State, stored, r.Stats.Pages, r.Stats.ErrorsByKind, tc.want)
 			}
 		})
+	}
+}
+
+// A rendered page that fails keeps what it looked like for the operator: its screenshot and its
+// HTML are in the run's artifacts (Postgres here), and the run's log line of the failure names
+// them. A page that renders keeps nothing.
+func TestFailedRenderKeepsScreenshotAndHTML(t *testing.T) {
+	t.Parallel()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<html><body><a href="/p/1">1</a> <a href="/gone">gone</a></body></html>`)
+	})
+	mux.HandleFunc("/p/1", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<html><body><div class="product"><h1 class="title">Item 1</h1><span class="sku">sku-1</span></div></body></html>`)
+	})
+	mux.HandleFunc("/gone", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `<html><body><div id="why"></div><script>document.getElementById("why").textContent = "withdrawn by " + "script";</script></body></html>`)
+	})
+	base := serveHandler(t, mux)
+	pool := dbtest.Pool(t)
+	n, _ := startNode(t, pool, node.Config{Spiders: registry(t, renderSpec("render: browser\n")), Queues: []string{"long"}, Workers: 1,
+		Worker: queue.WorkerConfig{Concurrency: 2}, Browser: &browser.Config{TabsPerBrowser: 2}})
+	ctx := context.Background()
+	s, err := n.Crawler.Schedule(ctx, crawl.ScheduleParams{Spider: "js", Args: map[string]string{"base_url": base}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := waitRun(t, n.Crawler, s.RunID, 2*time.Minute)
+	if r.Stats.Pages != 2 || r.Stats.ErrorsByKind["status_4xx"] != 1 {
+		t.Fatalf("run %s, %d pages (%v); want 2 pages and a 404", r.State, r.Stats.Pages, r.Stats.ErrorsByKind)
+	}
+	store := artifact.Store{Pool: pool}
+	kept, err := store.List(ctx, s.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kept) != 1 || kept[0].URL != base+"/gone" || kept[0].PNGBytes == 0 || !strings.Contains(kept[0].Err, "404") {
+		t.Fatalf("kept %+v; want the 404 page only, with a screenshot", kept)
+	}
+	png, err := store.Read(ctx, s.RunID, kept[0].Name+".png")
+	if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) {
+		t.Fatalf("screenshot: %d bytes, %v; want a PNG", len(png), err)
+	}
+	html, err := store.Read(ctx, s.RunID, kept[0].Name+".html")
+	if err != nil || !strings.Contains(string(html), "withdrawn by script") {
+		t.Fatalf("HTML %q, %v; want the DOM as the script left it", html, err)
+	}
+	lines, err := runlog.ReadAll(ctx, runlog.Postgres{Pool: pool}, s.RunID, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var named bool
+	for _, l := range lines {
+		named = named || (strings.Contains(l.Text, base+"/gone") && strings.Contains(l.Text, kept[0].Name+".png, "+kept[0].Name+".html") &&
+			strings.Contains(l.Text, fmt.Sprintf("crawlq artifacts %d", s.RunID)))
+	}
+	if !named {
+		t.Fatalf("no run log line names the kept files %s.png and .html:\n%v", kept[0].Name, lines)
 	}
 }

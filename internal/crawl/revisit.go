@@ -58,9 +58,9 @@ func (rv *revisit) conditional() bool {
 }
 
 // revisitGet fetches the page, conditionally when it has validators.
-func (c *Crawler) revisitGet(ctx context.Context, f *fetch.Fetcher, job *queue.Job, s spider.Settings, u string, px *proxy.Proxy, rv *revisit, cookies []*http.Cookie) (*fetch.Result, error) {
+func (c *Crawler) revisitGet(ctx context.Context, f *fetch.Fetcher, job *queue.Job, runID int64, s spider.Settings, u string, px *proxy.Proxy, rv *revisit, cookies []*http.Cookie) (*fetch.Result, error) {
 	if !rv.conditional() {
-		return c.get(ctx, f, job, s, u, px, cookies)
+		return c.get(ctx, f, job, runID, s, u, px, cookies)
 	}
 	return f.FetchWith(ctx, u, fetch.Validators{ETag: rv.prev.ETag, LastModified: rv.prev.LastModified}, cookies)
 }

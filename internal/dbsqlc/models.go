@@ -233,6 +233,22 @@ type CrawlqRun struct {
 	PurgedAt        *time.Time
 }
 
+type CrawlqRunArtifact struct {
+	RunID     int64
+	Name      string
+	JobID     int64
+	Attempt   int32
+	Url       string
+	Error     string
+	At        time.Time
+	PngBytes  int32
+	HtmlBytes int32
+	Truncated bool
+	Png       []byte
+	Html      []byte
+	Location  string
+}
+
 type CrawlqRunEvent struct {
 	ID            int64
 	RunID         int64

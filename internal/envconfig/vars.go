@@ -64,7 +64,7 @@ var Vars = []Var{
 	{"CRAWLQ_LOG_LEVEL", "info", "Log level of the functions and crawlq local: debug, info, warn or error.", "Functions", also(lambdas, CLI)},
 	{"CRAWLQ_WORKER_FUNCTION", "crawlq-worker", "Name of the worker function the dispatch tick invokes.", "Functions", []Process{API, Dispatch, CLI}},
 	{"CRAWLQ_DISPATCH_FUNCTION", "the worker's name with -dispatch for -worker", "Name of the dispatch function the api (and crawlq's wake after a schedule, cancel or redrive) pokes.", "Functions", []Process{API, CLI}},
-	{"CRAWLQ_ITEMS_BUCKET", "", "S3 bucket the worker stores items in (under items/), which the api's Scrapyd URL reads them from and keeps answers over 6 MB in; unset: Postgres.", "Functions", []Process{API, Worker, CLI}},
+	{"CRAWLQ_ITEMS_BUCKET", "", "S3 bucket the worker stores items in (under items/), which the api's Scrapyd URL reads them from and keeps answers over 6 MB in, and the runner keeps failed rendered pages' screenshots and HTML in (under artifacts/); unset: Postgres.", "Functions", []Process{API, Worker, Runner, CLI}},
 	{"CRAWLQ_METRICS_NAMESPACE", "crawlq", "CloudWatch namespace of the EMF metrics (queue, spider and monitor metrics).", "Functions", also(lambdas, Runner, CLI)},
 	{"CRAWLQ_METRICS_PER_SPIDER", "true", "Write spider and monitor metrics per spider (dimension Spider: 11 CloudWatch metrics a spider); false: as totals over every spider, each EMF line still naming its spider (Terraform's metrics_per_spider, default false).", "Functions", also(lambdas, Runner, CLI)},
 	{"CRAWLQ_RUN_LOG_GROUP", "", "CloudWatch Logs group that keeps run logs (a stream per run); unset: the crawlq_run_log table.", "Functions", also(lambdas, Runner, CLI)},

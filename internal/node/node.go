@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"crawlq/internal/artifact"
 	"crawlq/internal/browser"
 	"crawlq/internal/clock"
 	"crawlq/internal/crawl"
@@ -85,6 +86,9 @@ type Config struct {
 	// RunLog receives what happens to the pages of the runs this node works (crawl.Config.RunLog).
 	// Default: the Postgres run log of Pool.
 	RunLog runlog.Store
+	// Artifacts keeps failed rendered pages' screenshots and HTML (crawl.Config.Artifacts).
+	// Default: in Postgres (Pool).
+	Artifacts *artifact.Store
 	// Clock, when set, is the one clock of the node's services: the queue client, the crawler
 	// and the maintainer take it unless their own config names one (a test's stopped clock).
 	// Default none: the queue and the crawler then take the time of the database in each
@@ -203,7 +207,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	cr, err := crawl.New(crawl.Config{Pool: cfg.Pool, Queue: qc, Spiders: reg, Pipeline: pl, TxSink: txSink, Fetch: cfg.Fetch, Browser: cfg.Browser,
 		OnFinish: n.finished, OnStart: n.started, OnEnqueue: n.poke, Reserve: n.reserve, ItemTimeout: cfg.ItemTimeout, Logger: cfg.Logger,
-		CountItems: countItems, RunLog: cfg.RunLog, ProxyEnv: cfg.ProxyEnv, ProxyRest: cfg.ProxyRest, Now: now})
+		CountItems: countItems, RunLog: cfg.RunLog, Artifacts: cfg.Artifacts, ProxyEnv: cfg.ProxyEnv, ProxyRest: cfg.ProxyRest, Now: now})
 	if err != nil {
 		return nil, err
 	}

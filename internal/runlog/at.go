@@ -119,6 +119,22 @@ func (p Pages) ProxyRested(ctx context.Context, runID int64, at time.Time, proxy
 	p.write(ctx, runID, at, ProxyRestedLine(proxy, cause, d))
 }
 
+// PageKept says a rendered page failed at at and what it looked like was kept for the operator:
+// files (its screenshot and HTML), which `crawlq artifacts RUN` lists and saves. note, when not
+// empty, says why they were not kept instead.
+func (p Pages) PageKept(ctx context.Context, runID int64, at time.Time, url string, attempt int, err error, files []string, note string) {
+	p.write(ctx, runID, at, PageKeptLine(runID, url, attempt, err, files, note))
+}
+
+// PageKeptLine is the log line of a failed rendered page and its kept screenshot and HTML.
+func PageKeptLine(runID int64, url string, attempt int, err error, files []string, note string) string {
+	head := fmt.Sprintf("rendered page failed (attempt %d): %s: %v; ", attempt, url, err)
+	if note != "" {
+		return head + "its screenshot and HTML not kept: " + note
+	}
+	return head + fmt.Sprintf("kept what it looked like: %s (crawlq artifacts %d)", strings.Join(files, ", "), runID)
+}
+
 // ProxyRestedLine is the log line of a proxy rested.
 func ProxyRestedLine(proxy, cause string, d time.Duration) string {
 	return fmt.Sprintf("proxy %s rested for %s: %s; its pages go through the other proxies without counting attempts", proxy, d.Round(time.Millisecond), cause)

@@ -26,6 +26,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"crawlq/internal/artifact"
 	"crawlq/internal/browser"
 	"crawlq/internal/command"
 	"crawlq/internal/events"
@@ -96,7 +97,8 @@ type Config struct {
 	// Spiders, when set, replaces the embedded specs and SpiderDir (tests, embedding).
 	Spiders *spider.Registry
 	// Command tunes command spiders; Pipeline, RecordItems, RecordStats, Store, SpiderVersion
-	// and Logger are filled in, and RunLog defaults to the Postgres run log.
+	// and Logger are filled in, and RunLog (also where the crawl writes what happens to its pages)
+	// defaults to the Postgres run log.
 	Command command.Config
 	// Pipeline tunes the item pipeline (see node.Config.Pipeline).
 	Pipeline items.Config
@@ -110,6 +112,9 @@ type Config struct {
 	// ProxyEnv fills the ${CRAWLQ_PROXY_...} variables of spiders' proxies (node.Config.ProxyEnv).
 	// Default none.
 	ProxyEnv map[string]string
+	// Artifacts keeps the screenshot and HTML of rendered pages that fail (crawl.Config.Artifacts).
+	// Default: in Postgres (Pool).
+	Artifacts *artifact.Store
 	// Sink receives items. Default the Postgres sink.
 	Sink items.Sink
 	// Handlers adds job kinds to the runner's mux beside the crawl's (tests, embedding).
@@ -193,7 +198,8 @@ func New(cfg Config) (*Runner, error) {
 		return nil, err
 	}
 	n, err := node.New(node.Config{Pool: cfg.Pool, Spiders: cfg.Spiders, SpiderDir: cfg.SpiderDir, Queues: []string{cfg.Queue},
-		MaintainEvery: -1, Maintain: cfg.Maintain, Sink: cfg.Sink, Pipeline: cfg.Pipeline, Fetch: cfg.Fetch, Browser: cfg.Browser, ProxyEnv: cfg.ProxyEnv, Events: cfg.Events, Logger: cfg.Logger})
+		MaintainEvery: -1, Maintain: cfg.Maintain, Sink: cfg.Sink, Pipeline: cfg.Pipeline, Fetch: cfg.Fetch, Browser: cfg.Browser, ProxyEnv: cfg.ProxyEnv, Events: cfg.Events, Logger: cfg.Logger,
+		Artifacts: cfg.Artifacts, RunLog: cfg.Command.RunLog})
 	if err != nil {
 		return nil, fmt.Errorf("assemble runner: %w", err)
 	}
