@@ -13,6 +13,7 @@ import (
 	"crawlq/internal/browser"
 	"crawlq/internal/crawl"
 	"crawlq/internal/dbtest"
+	"crawlq/internal/demosite"
 	"crawlq/internal/items"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
@@ -153,5 +154,80 @@ func TestFailedRenderKeepsScreenshotAndHTML(t *testing.T) {
 	}
 	if !named {
 		t.Fatalf("no run log line names the kept files %s.png and .html:\n%v", kept[0].Name, lines)
+	}
+}
+
+// jsSpec crawls the demo site's script-drawn section (demosite.JSPrefix): its listings,
+// fetched plainly, and its item pages, whose product a script fetches and draws, rendered when
+// render is true (a follow rule's render: browser, waiting for div.product).
+func jsSpec(name string, render bool) string {
+	s := `
+name: ` + name + `
+start_urls: [http://127.0.0.1` + demosite.JSStart + `]
+follow:
+  - css: a.item
+  - css: li.next a
+items:
+  - css: div.product
+    key: sku
+    fields:
+      sku: {css: span.sku, required: true}
+      title: {css: h1.title, required: true}
+      price: {css: p.price, required: true}
+`
+	if render {
+		s = strings.Replace(s, "  - css: a.item\n", "  - css: a.item\n    render: browser\n", 1) + "wait_for: div.product\n"
+	}
+	return s
+}
+
+// The demo site's script-drawn pages: the browser spider yields exactly their items, each once;
+// the plain spider fetches the same pages and yields none. Its lazy list, scrolled, yields every
+// item; not scrolled, only the first ones drawn.
+func TestDemoSiteScriptPagesNeedABrowser(t *testing.T) {
+	t.Parallel()
+	site, base := serveDemo(t, demosite.Config{Items: 30, PerPage: 10})
+	exp := site.JSExpected()
+	lazy := `
+name: lazy
+start_urls: [http://127.0.0.1` + demosite.JSPrefix + `lazy.html]
+render: browser
+items:
+  - css: li.product
+    key: sku
+    fields:
+      sku: {css: span.sku, required: true}
+`
+	for _, tc := range []struct {
+		name, spec, queue string
+		pages, items      int64
+	}{
+		{"browser", jsSpec("js", true), "long", int64(exp.Pages), int64(exp.Items)},
+		{"plain", jsSpec("js", false), "crawl", int64(exp.Pages), 0},
+		{"lazy", lazy + "scroll: true\n", "long", 1, int64(exp.Items)},
+		{"lazy-unscrolled", lazy + "wait_for: li.product\n", "long", 1, 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := dbtest.Pool(t)
+			n, _ := startNode(t, pool, node.Config{Spiders: registry(t, tc.spec), Queues: []string{tc.queue}, Workers: 1,
+				Worker: queue.WorkerConfig{Concurrency: 4}, Browser: &browser.Config{TabsPerBrowser: 4}})
+			name := "js"
+			if strings.HasPrefix(tc.name, "lazy") {
+				name = "lazy"
+			}
+			s, err := n.Crawler.Schedule(context.Background(), crawl.ScheduleParams{Spider: name, Args: map[string]string{"base_url": base}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := waitRun(t, n.Crawler, s.RunID, 3*time.Minute)
+			stored, err := items.CountItems(context.Background(), pool, s.RunID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.State != crawl.StateSucceeded || stored != tc.items || r.Stats.Items != tc.items || r.Stats.Pages != tc.pages {
+				t.Fatalf("run %s: %d items stored (%d counted) from %d pages (%v); want succeeded with %d items from %d pages",
+					r.State, stored, r.Stats.Items, r.Stats.Pages, r.Stats.ErrorsByKind, tc.items, tc.pages)
+			}
+		})
 	}
 }

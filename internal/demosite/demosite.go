@@ -274,6 +274,7 @@ func (s *Site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, FeaturedPath, http.StatusMovedPermanently)
 	case path == FeaturedPath:
 		s.serve(w, r, s.featured(), s.modTime(0))
+	case strings.HasPrefix(path, JSPrefix) && s.js(w, r, path):
 	case strings.HasPrefix(path, PrivatePrefix):
 		s.serve(w, r, page("Private", `<h1>Members only</h1><p>A crawler that obeys robots.txt never sees this.</p>`), s.modTime(0))
 	default:
