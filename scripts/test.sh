@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test.sh runs every test with -race in three go test processes started together: the
-# Terraform stack's package in two (./terraform: TestStackDeployDestroyCycles and
-# TestFmtAndValidate in one, TestStackOnEmulator and the rest in the other) and everything else.
+# Terraform stack's package in two (./terraform: TestStackDeployDestroyCycles in one,
+# TestStackOnEmulator and the rest in the other) and everything else.
 #
 # Why apart: the stack tests spend most of their time in the AWS provider's fixed waits (an RDS
 # instance is polled for about 80 s after each create, modify and delete, even on moto), not on
@@ -9,7 +9,9 @@
 # that order, only started once most other packages had run, and the run lasted the sum of the
 # two. Within ./terraform the two stack tests each deploy to a moto server of their own, but
 # set the process environment to reach it, so they cannot run in parallel in one process.
-# Side by side the run lasts as long as the longest of the three.
+# Side by side the run lasts as long as the longest of the three. The cycles wait on four RDS
+# operations, TestStackOnEmulator on three and on the CPU (three plans, the contract tests), so
+# the package's other tests go with the latter.
 #
 # The stack's output goes to build/test-terraform*.log and is printed when all are done, so the
 # streams never interleave. The exit status is the first failure's. With a -run flag the stack
@@ -23,7 +25,7 @@ flags=("$@")
 ((${#flags[@]})) || flags=(-race -count=1 -timeout 40m)
 mkdir -p build
 stack=./terraform
-apart='^(TestStackDeployDestroyCycles|TestFmtAndValidate)$'
+apart='^TestStackDeployDestroyCycles$'
 others=$("$go" list ./... | grep -vx "crawlq/terraform") || exit 1
 
 start=$(date +%s)
