@@ -88,10 +88,10 @@ type Config struct {
 	// OnEnqueue, when set, is called after this process committed new jobs to a queue, so local
 	// idle workers can claim them at once.
 	OnEnqueue func(queue string)
-	// Reserve, when set, sets aside room for up to n jobs of a queue in one of this process's
-	// workers, or returns nil. Pages a page finds go to that room already leased (see
-	// queue.Reservation) instead of waiting in the queue for a claim.
-	Reserve func(queue string, n int) *queue.Reservation
+	// Reserve, when set, sets aside room for up to n jobs of a queue in this process's workers
+	// (one reservation per worker, none when there is no room). Pages a page finds go to that
+	// room already leased (see queue.Reservation) instead of waiting in the queue for a claim.
+	Reserve func(queue string, n int) []*queue.Reservation
 	// RunLog receives what happens to a run's pages, for `crawlq logs RUN`: pages that died and
 	// hosts paused and lifted (pagelog.go). Default: the Postgres run log of Pool.
 	RunLog runlog.Store

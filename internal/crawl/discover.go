@@ -68,19 +68,27 @@ type addedPages struct {
 }
 
 // queuePages queues on tx the page jobs of run ri's new links: as many as this process has room
-// for, already leased to it (a reservation, which tx ends when it is sent or discarded), the
+// for, already leased to it (reservations, which tx ends when it is sent or discarded), the
 // others for any worker to claim. The returned function reports what was inserted once tx has been sent.
 func (c *Crawler) queuePages(tx *queue.Tx, ri *runInfo, pages []pageArgs) (func(*addedPages), error) {
 	ps := c.pageJobs(ri, pages)
-	var r *queue.Reservation
+	var rs []*queue.Reservation
 	mine := 0
 	if c.cfg.Reserve != nil {
-		if r = c.cfg.Reserve(ri.queue, len(ps)); r != nil {
-			mine = r.Len()
-			if err := tx.EnqueueHeld(r, ps[:mine]); err != nil {
+		rs = c.cfg.Reserve(ri.queue, len(ps))
+		for i, r := range rs {
+			n := min(r.Len(), len(ps)-mine)
+			if n == 0 { // the shares' rounding: nothing left for it
 				r.Cancel()
+				continue
+			}
+			if err := tx.EnqueueHeld(r, ps[mine:mine+n]); err != nil {
+				for _, r := range rs[i:] { // those before are the Tx's to end
+					r.Cancel()
+				}
 				return nil, err
 			}
+			mine += n
 		}
 	}
 	rest := ps[mine:]
@@ -91,7 +99,7 @@ func (c *Crawler) queuePages(tx *queue.Tx, ri *runInfo, pages []pageArgs) (func(
 		}
 	}
 	return func(a *addedPages) {
-		if r != nil {
+		for _, r := range rs {
 			a.n += len(r.Jobs())
 			a.held += len(r.Jobs())
 		}

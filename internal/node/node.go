@@ -304,22 +304,44 @@ func (n *Node) poke(q string) {
 	}
 }
 
-// reserve sets aside room for up to k jobs of queue q in the one of this node's workers that has
-// the most (see queue.Worker.Reserve).
-func (n *Node) reserve(q string, k int) *queue.Reservation {
+// reserve sets aside room for up to k jobs of queue q in this node's workers (see
+// queue.Worker.Reserve): all in the worker with the most idle handlers when they can start them
+// at once, else spread over the workers in proportion to their room, so that no worker is left
+// holding a longer queue of found work than the others while they idle.
+func (n *Node) reserve(q string, k int) []*queue.Reservation {
 	n.mu.Lock()
-	var best *queue.Worker
-	room := 0
+	var ws []*queue.Worker
 	for _, w := range n.workers {
-		if r := w.Room(); w.Queue() == q && r > room {
-			best, room = w, r
+		if w.Queue() == q {
+			ws = append(ws, w)
 		}
 	}
 	n.mu.Unlock()
-	if best == nil {
+	var best *queue.Worker
+	idle, total := 0, 0
+	rooms := make([]int, len(ws))
+	for i, w := range ws {
+		rooms[i] = w.Room()
+		total += rooms[i]
+		if d := w.Idle(); d > idle {
+			best, idle = w, d
+		}
+	}
+	if best != nil && k <= idle {
+		if r := best.Reserve(k); r != nil {
+			return []*queue.Reservation{r}
+		}
 		return nil
 	}
-	return best.Reserve(k)
+	var out []*queue.Reservation
+	for i, w := range ws {
+		if share := (k*rooms[i] + total - 1) / max(total, 1); share > 0 {
+			if r := w.Reserve(share); r != nil {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
 }
 
 // Stats sums the counters of the node's workers.

@@ -63,6 +63,17 @@ func (w *Worker) Room() int {
 	return max(w.holdLocked(), 0)
 }
 
+// Idle is how many jobs idle handlers could start now, not counting those the worker would hold
+// ahead (a snapshot).
+func (w *Worker) Idle() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped || w.cfg.MaxJobs > 0 {
+		return 0
+	}
+	return max(w.idleLocked(), 0)
+}
+
 // Len is how many jobs the reservation has room for.
 func (r *Reservation) Len() int { return r.n }
 
