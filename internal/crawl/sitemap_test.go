@@ -46,7 +46,7 @@ func itemHits(site *demosite.Site) map[string]int64 {
 func TestSitemapsStartRunsAndSinceLastRunFetchesOnlyNewer(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.Pool(t)
-	site, base := serveDemo(t, demosite.Config{Items: 2500, SitemapSize: 1000, SlowDelay: time.Millisecond, ChangePercent: 5, Seed: 9})
+	site, base := serveDemo(t, demosite.Config{Items: 500, SitemapSize: 200, SlowDelay: time.Millisecond, ChangePercent: 5, Seed: 9})
 	n, _ := startNode(t, pool, node.Config{Spiders: registry(t, sitemapSpec), Workers: 2, Worker: queue.WorkerConfig{Concurrency: 8}})
 
 	run := func() *crawl.Run {
@@ -62,8 +62,8 @@ func TestSitemapsStartRunsAndSinceLastRunFetchesOnlyNewer(t *testing.T) {
 	}
 	first := run()
 	hits := itemHits(site)
-	if first.Stats.Items != 2500 || len(hits) != 2500 {
-		t.Fatalf("first run: %d items, %d item pages fetched; want all 2500 through the sitemaps", first.Stats.Items, len(hits))
+	if first.Stats.Items != 500 || len(hits) != 500 {
+		t.Fatalf("first run: %d items, %d item pages fetched; want all 500 through the sitemaps", first.Stats.Items, len(hits))
 	}
 	for p, h := range hits {
 		if h != 1 {
