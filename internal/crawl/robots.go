@@ -55,26 +55,43 @@ func (c *Crawler) policy(ctx context.Context, ri *runInfo, f *fetch.Fetcher, pag
 	if err != nil {
 		return nil, 0, nil // the fetch will report the bad URL
 	}
+	p, wait, claimed, err := c.knownPolicy(ctx, ri, origin)
+	if !claimed {
+		return p, wait, err
+	}
+	return c.fetchRobots(ctx, ri, f, origin, urlx.Host(pageURL))
+}
+
+// knownPolicy returns origin's policy as this process or Postgres knows it, or how long to wait
+// while another worker fetches it; claimed: neither knows it, and this worker now holds the claim
+// to fetch it (fetchRobots).
+func (c *Crawler) knownPolicy(ctx context.Context, ri *runInfo, origin string) (p *robots.Policy, wait time.Duration, claimed bool, err error) {
 	if p, ok := c.robots.Get(ri.id, origin); ok {
-		return p, 0, nil
+		return p, 0, false, nil
 	}
 	stored, err := c.db.GetRobots(ctx, dbsqlc.GetRobotsParams{RunID: ri.id, Origin: origin, Now: c.now()})
 	switch {
 	case err == nil && stored.Status.Valid:
 		p := robots.FromStored(int(stored.Status.Int32), stored.Body)
 		c.robots.Put(ri.id, origin, p)
-		return p, 0, nil
+		return p, 0, false, nil
 	case err == nil && stored.Fresh:
-		return nil, jitter(300 * time.Millisecond), nil // another worker is fetching it
+		return nil, jitter(300 * time.Millisecond), false, nil // another worker is fetching it
 	case err != nil && !errors.Is(err, pgx.ErrNoRows):
-		return nil, 0, fmt.Errorf("read robots.txt: %w", err)
+		return nil, 0, false, fmt.Errorf("read robots.txt: %w", err)
 	}
 	if _, err := c.db.ClaimRobots(ctx, dbsqlc.ClaimRobotsParams{RunID: ri.id, Origin: origin, Now: c.now()}); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, jitter(300 * time.Millisecond), nil
+			return nil, jitter(300 * time.Millisecond), false, nil
 		}
-		return nil, 0, fmt.Errorf("claim robots.txt: %w", err)
+		return nil, 0, false, fmt.Errorf("claim robots.txt: %w", err)
 	}
+	return nil, 0, true, nil
+}
+
+// fetchRobots fetches origin's robots.txt under this worker's claim, politely (host's delay),
+// and stores it for every worker; on any failure it gives the claim up.
+func (c *Crawler) fetchRobots(ctx context.Context, ri *runInfo, f *fetch.Fetcher, origin, host string) (*robots.Policy, time.Duration, error) {
 	unclaim := func() {
 		// A claim left behind goes stale in 60 seconds, when another worker takes it over.
 		if err := c.db.UnclaimRobots(context.WithoutCancel(ctx), dbsqlc.UnclaimRobotsParams{RunID: ri.id, Origin: origin}); err != nil {
@@ -82,7 +99,7 @@ func (c *Crawler) policy(ctx context.Context, ri *runInfo, f *fetch.Fetcher, pag
 		}
 	}
 	if ri.settings.Delay > 0 {
-		release, wait, err := c.reserve(ctx, urlx.Host(pageURL), ri.settings.Delay)
+		release, wait, err := c.reserve(ctx, host, ri.settings.Delay)
 		if err != nil || wait > 0 {
 			unclaim()
 			return nil, wait, err
