@@ -37,6 +37,7 @@ import (
 	"github.com/chromedp/cdproto/inspector"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/storage"
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 
@@ -748,6 +749,15 @@ type Request struct {
 	// Proxy, when set, is the upstream proxy the page's connections go through (upstream.go).
 	// A page that fails because the proxy did returns its error (proxy.ErrProxy).
 	Proxy *proxy.Proxy
+	// Cookies are put in the page's browser context before it loads (a session's cookie jar),
+	// each as if set by a response from its URL, which its domain and path default to.
+	Cookies []Cookie
+}
+
+// Cookie is a cookie as a response from URL set it.
+type Cookie struct {
+	URL    string
+	Cookie *http.Cookie
 }
 
 // Result is a rendered page. A failed render may return one too, with what was seen
@@ -760,6 +770,10 @@ type Result struct {
 	Screenshot []byte      // PNG, on failure when asked
 	Blocked    int         // requests of blocked resource types
 	Refused    []string    // URLs of requests the address guard refused
+	// Cookies are the cookies the page's browser context holds once it is read: those of
+	// Request.Cookies, and those the page set (its responses' Set-Cookie, its scripts), with
+	// their domain, path, expiry and flags. Domain starts with "." for a domain cookie.
+	Cookies []*http.Cookie
 }
 
 // checkURL applies the address guard to a request URL as far as it can without resolving
@@ -1142,6 +1156,9 @@ func (p *Pool) render(ctx context.Context, in *instance, req Request, up *guardP
 	if err := chromedp.Do(runCtx, setup); err != nil {
 		return finish(err)
 	}
+	if err := setCookies(runCtx, req.Cookies); err != nil {
+		return finish(err)
+	}
 	resp, err := chromedp.RunResponse(runCtx, chromedp.Navigate(req.URL))
 	if err != nil {
 		// A navigation that fails after the guard refused a request was refused itself: its URL
@@ -1203,10 +1220,65 @@ func (p *Pool) render(ctx context.Context, in *instance, req Request, up *guardP
 		return finish(fmt.Errorf("read the DOM: %w", err))
 	}
 	res.HTML = html
+	if res.Cookies, err = contextCookies(runCtx); err != nil {
+		return finish(err)
+	}
 	if res.Status >= 400 {
 		return finish(&fetch.StatusError{Code: res.Status}) // with its screenshot when asked: an error page shows why
 	}
 	return finish(nil)
+}
+
+// setCookies puts cs in the browser context of the tab of ctx.
+func setCookies(ctx context.Context, cs []Cookie) error {
+	if len(cs) == 0 {
+		return nil
+	}
+	params := make([]*network.CookieParam, 0, len(cs))
+	for _, c := range cs {
+		cp := &network.CookieParam{Name: c.Cookie.Name, Value: c.Cookie.Value, URL: c.URL, Domain: c.Cookie.Domain,
+			Path: c.Cookie.Path, Secure: c.Cookie.Secure, HTTPOnly: c.Cookie.HttpOnly}
+		if !c.Cookie.Expires.IsZero() {
+			cp.Expires = cdp.TimeSinceEpoch(float64(c.Cookie.Expires.UnixNano()) / float64(time.Second))
+		}
+		params = append(params, cp)
+	}
+	err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, network.SetCookies, network.SetCookiesParams{Cookies: params})
+		return err
+	}))
+	if err != nil {
+		return fmt.Errorf("set the session's cookies: %w", err)
+	}
+	return nil
+}
+
+// contextCookies returns every cookie of the browser context of the tab of ctx, asked of the
+// browser (a tab's session answers Storage.getCookies with none).
+func contextCookies(ctx context.Context) ([]*http.Cookie, error) {
+	c := chromedp.FromContext(ctx)
+	r, err := cdp.Call(ctx, c.Browser, storage.GetCookies, storage.GetCookiesParams{BrowserContextID: c.BrowserContextID})
+	if err != nil {
+		return nil, fmt.Errorf("read the page's cookies: %w", err)
+	}
+	got := r.Cookies
+	out := make([]*http.Cookie, len(got))
+	for i, c := range got {
+		hc := &http.Cookie{Name: c.Name, Value: c.Value, Domain: c.Domain, Path: c.Path, Secure: c.Secure, HttpOnly: c.HTTPOnly}
+		if !c.Session && c.Expires > 0 {
+			hc.Expires = time.Unix(0, int64(c.Expires*float64(time.Second)))
+		}
+		switch c.SameSite {
+		case network.CookieSameSiteStrict:
+			hc.SameSite = http.SameSiteStrictMode
+		case network.CookieSameSiteLax:
+			hc.SameSite = http.SameSiteLaxMode
+		case network.CookieSameSiteNone:
+			hc.SameSite = http.SameSiteNoneMode
+		}
+		out[i] = hc
+	}
+	return out, nil
 }
 
 // answers reports whether a browser answers a command within HangGrace.

@@ -75,12 +75,14 @@ func (c *Crawler) closeBrowsers() {
 var errNoBrowser = errors.New("this process renders no browser pages")
 
 // get fetches a page as its spider says: a plain fetch, or a render by Chromium.
-// px is the page's proxy (nil: direct); f already goes through it. cookies are its session's
-// (plain fetches only: a rendered page starts without them). A rendered page that fails keeps
-// its screenshot and HTML in run runID's artifacts (artifacts.go).
-func (c *Crawler) get(ctx context.Context, f *fetch.Fetcher, job *queue.Job, runID int64, s spider.Settings, u string, px *proxy.Proxy, cookies []*http.Cookie) (*fetch.Result, error) {
+// px is the page's proxy (nil: direct); f already goes through it. sa is its session (nil:
+// none): a fetch sends its cookies for u; a rendered page's browser context starts with all of
+// them, and the cookies the page set come back as Set-Cookie lines of the result's header,
+// which its follow-ups' session keeps (sessions.go). A rendered page that fails keeps its
+// screenshot and HTML in run runID's artifacts (artifacts.go).
+func (c *Crawler) get(ctx context.Context, f *fetch.Fetcher, job *queue.Job, runID int64, s spider.Settings, u string, px *proxy.Proxy, sa *sessionArgs) (*fetch.Result, error) {
 	if s.Render != spider.RenderBrowser {
-		return f.FetchWith(ctx, u, fetch.Validators{}, cookies)
+		return f.FetchWith(ctx, u, fetch.Validators{}, cookies(sa, u))
 	}
 	pool, err := c.browserPool(s)
 	if err != nil {
@@ -89,7 +91,8 @@ func (c *Crawler) get(ctx context.Context, f *fetch.Fetcher, job *queue.Job, run
 	if pool == nil {
 		return nil, errNoBrowser
 	}
-	r, err := pool.Render(ctx, browser.Request{URL: u, WaitFor: s.WaitFor, ScrollToBottom: s.Scroll, ScreenshotOnFailure: true, Proxy: px})
+	r, err := pool.Render(ctx, browser.Request{URL: u, WaitFor: s.WaitFor, ScrollToBottom: s.Scroll, ScreenshotOnFailure: true, Proxy: px,
+		Cookies: sa.browserCookies()})
 	if errors.Is(err, browser.ErrBrowserCrashed) && c.crashedUnder(job.ID) <= maxCrashes {
 		c.log.Warn("browser crashed under a page; put back without counting an attempt", "url", u, "err", err)
 		return nil, queue.Defer(err)
@@ -106,6 +109,13 @@ func (c *Crawler) get(ctx context.Context, f *fetch.Fetcher, job *queue.Job, run
 		h = http.Header{}
 	}
 	h.Set("Content-Type", "text/html; charset=utf-8") // the serialized DOM, whatever the document was served as
+	if sa != nil {
+		// What the browser context holds is the whole of what the page set, scripts included.
+		h.Del("Set-Cookie")
+		for _, line := range sa.newCookies(r.URL, r.Cookies) {
+			h.Add("Set-Cookie", line)
+		}
+	}
 	return &fetch.Result{URL: r.URL, Status: r.Status, Header: h, Body: body, ContentType: "text/html", Bytes: int64(len(body))}, err
 }
 

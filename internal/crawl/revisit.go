@@ -57,12 +57,13 @@ func (rv *revisit) conditional() bool {
 	return rv != nil && rv.prev != nil && rv.prev.Status == http.StatusOK && rv.s.Render != spider.RenderBrowser
 }
 
-// revisitGet fetches the page, conditionally when it has validators.
-func (c *Crawler) revisitGet(ctx context.Context, f *fetch.Fetcher, job *queue.Job, runID int64, s spider.Settings, u string, px *proxy.Proxy, rv *revisit, cookies []*http.Cookie) (*fetch.Result, error) {
+// revisitGet fetches the page, conditionally when it has validators; sa is its session (nil:
+// none).
+func (c *Crawler) revisitGet(ctx context.Context, f *fetch.Fetcher, job *queue.Job, runID int64, s spider.Settings, u string, px *proxy.Proxy, rv *revisit, sa *sessionArgs) (*fetch.Result, error) {
 	if !rv.conditional() {
-		return c.get(ctx, f, job, runID, s, u, px, cookies)
+		return c.get(ctx, f, job, runID, s, u, px, sa)
 	}
-	return f.FetchWith(ctx, u, fetch.Validators{ETag: rv.prev.ETag, LastModified: rv.prev.LastModified}, cookies)
+	return f.FetchWith(ctx, u, fetch.Validators{ETag: rv.prev.ETag, LastModified: rv.prev.LastModified}, cookies(sa, u))
 }
 
 // unchanged reports whether res says the page is as it was: a 304, or the same body.

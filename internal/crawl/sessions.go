@@ -1,12 +1,16 @@
 package crawl
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"slices"
+	"strings"
 	"time"
 
+	"crawlq/internal/browser"
 	"crawlq/internal/dbsqlc"
 	"crawlq/internal/fetch"
 	"crawlq/internal/queue"
@@ -24,7 +28,9 @@ import (
 //
 // Cookies are kept as the Set-Cookie lines received with the URL they came with, replayed into a
 // cookie jar (net/http/cookiejar: its domain, path, expiry and secure rules) for each request;
-// the most recent maxSessionCookies are kept.
+// the most recent maxSessionCookies are kept. A rendered page's browser context starts with the
+// session's cookies (browserCookies), and those it holds after the page that the session did not
+// (newCookies: set by a response or a script) are kept as Set-Cookie lines of the page's answer.
 
 // maxSessionCookies bounds the cookies a session carries in each page job's args.
 const maxSessionCookies = 32
@@ -65,6 +71,71 @@ func (sa *sessionArgs) jar() http.CookieJar {
 		}
 	}
 	return j
+}
+
+// browserCookies are the session's cookies for a rendered page's browser context: each as its
+// latest Set-Cookie line left it (one removed or expired since is left out), with the URL that
+// set it.
+func (sa *sessionArgs) browserCookies() []browser.Cookie {
+	if sa == nil || len(sa.Cookies) == 0 {
+		return nil
+	}
+	type key struct{ name, domain, path string }
+	at := map[key]int{}
+	var all []browser.Cookie
+	now := time.Now()
+	for _, sc := range sa.Cookies {
+		ck, err := http.ParseSetCookie(sc.Set)
+		u, uerr := url.Parse(sc.URL)
+		if err != nil || uerr != nil {
+			continue
+		}
+		k := key{ck.Name, strings.ToLower(cmp.Or(strings.TrimPrefix(ck.Domain, "."), u.Hostname())), ck.Path}
+		if i, ok := at[k]; ok {
+			all[i].Cookie = nil // replaced, or removed below
+			delete(at, k)
+		}
+		if ck.MaxAge < 0 || (!ck.Expires.IsZero() && ck.Expires.Before(now)) {
+			continue
+		}
+		at[k] = len(all)
+		all = append(all, browser.Cookie{URL: sc.URL, Cookie: ck})
+	}
+	return slices.DeleteFunc(all, func(c browser.Cookie) bool { return c.Cookie == nil })
+}
+
+// newCookies returns, as Set-Cookie lines of a response from pageURL, the cookies of a rendered
+// page's browser context (got) that the session does not hold with the same value: what the
+// page set. A host-only cookie of another host than pageURL's (set by a request of the page to
+// another site) is left out, since the lines are kept as pageURL's.
+func (sa *sessionArgs) newCookies(pageURL string, got []*http.Cookie) []string {
+	page, err := url.Parse(pageURL)
+	if sa == nil || err != nil {
+		return nil
+	}
+	jar := sa.jar()
+	var lines []string
+	for _, c := range got {
+		hostOnly := !strings.HasPrefix(c.Domain, ".")
+		host := strings.TrimPrefix(c.Domain, ".")
+		if hostOnly && !strings.EqualFold(host, page.Hostname()) {
+			continue
+		}
+		scheme := "http"
+		if c.Secure {
+			scheme = "https"
+		}
+		held := jar.Cookies(&url.URL{Scheme: scheme, Host: host, Path: cmp.Or(c.Path, "/")})
+		if slices.ContainsFunc(held, func(h *http.Cookie) bool { return h.Name == c.Name && h.Value == c.Value }) {
+			continue
+		}
+		line := *c
+		if hostOnly {
+			line.Domain = ""
+		}
+		lines = append(lines, line.String())
+	}
+	return lines
 }
 
 // after returns the session a page's follow-ups carry: its cookies with those the page's

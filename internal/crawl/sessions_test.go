@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"crawlq/internal/browser"
 	"crawlq/internal/crawl"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/items"
@@ -146,5 +147,63 @@ func TestSessionsKeepTheirProxy(t *testing.T) {
 	}
 	if fmt.Sprint(got) != "[4 4 0]" {
 		t.Errorf("tunnels per proxy %v, want [4 4 0]", got)
+	}
+}
+
+// Rendered pages keep their session's cookies: Chromium's browser context of each page starts
+// with the session's jar, and what the page set (its response's Set-Cookie, and a script's
+// document.cookie) goes into the session its follow-ups carry. Each item page shows the cookies
+// it was sent: its branch's visitor, and the one the start page's script set.
+func TestRenderedPagesKeepTheirSessionCookies(t *testing.T) {
+	t.Parallel()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+		switch len(parts) {
+		case 1: // a start page: /a or /b
+			http.SetCookie(w, &http.Cookie{Name: "visitor", Value: parts[0], Path: "/"})
+			fmt.Fprintf(w, `<html><body><script>document.cookie = "js=%s-script; path=/";</script>`, parts[0])
+			for i := 1; i <= 3; i++ {
+				fmt.Fprintf(w, `<a href="/%s/%d">%d</a> `, parts[0], i, i)
+			}
+			fmt.Fprint(w, `</body></html>`)
+		case 2:
+			visitor, js := "", ""
+			if ck, err := r.Cookie("visitor"); err == nil {
+				visitor = ck.Value
+			}
+			if ck, err := r.Cookie("js"); err == nil {
+				js = ck.Value
+			}
+			fmt.Fprintf(w, `<html><body><div class="product"><span class="sku">%s</span><span class="visitor">%s</span><span class="js">%s</span></div></body></html>`, r.URL.Path, visitor, js)
+		}
+	})
+	base := serveHandler(t, mux)
+	spec := strings.Replace(sessionSpec, "sessions: 2\n", "sessions: 2\nrender: browser\n", 1) +
+		"      js: {css: span.js}\n"
+	pool := dbtest.Pool(t)
+	n, _ := startNode(t, pool, node.Config{Spiders: registry(t, spec), Queues: []string{"long"}, Workers: 1,
+		Worker: queue.WorkerConfig{Concurrency: 2}, Browser: &browser.Config{TabsPerBrowser: 2}})
+	s, err := n.Crawler.Schedule(context.Background(), crawl.ScheduleParams{Spider: "sess", Args: map[string]string{"base_url": base}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := waitRun(t, n.Crawler, s.RunID, 2*time.Minute)
+	its, err := items.ListItems(context.Background(), pool, s.RunID, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.State != crawl.StateSucceeded || len(its) != 6 {
+		t.Fatalf("run %s, %d items, stats %v; want succeeded, 6 items", r.State, len(its), r.Stats.ErrorsByKind)
+	}
+	for _, it := range its {
+		var got struct{ Sku, Visitor, JS string }
+		if err := json.Unmarshal(it.Data, &got); err != nil {
+			t.Fatal(err)
+		}
+		branch := got.Sku[1:2]
+		if got.Visitor != branch || got.JS != branch+"-script" {
+			t.Errorf("rendered item %s was sent visitor %q and js %q; want %q and %q", got.Sku, got.Visitor, got.JS, branch, branch+"-script")
+		}
 	}
 }

@@ -388,7 +388,7 @@ func (c *Crawler) fetchPage(ctx context.Context, p *pageJob) (*fetch.Result, err
 	}
 	release := func() { releaseProxy(); releaseHost() }
 	start := time.Now()
-	res, ferr := c.revisitGet(ctx, p.fetcher, p.job, p.ri.id, p.s, p.a.URL, p.v.proxy(), p.rv, cookies(p.a.Session, p.a.URL))
+	res, ferr := c.revisitGet(ctx, p.fetcher, p.job, p.ri.id, p.s, p.a.URL, p.v.proxy(), p.rv, p.a.Session)
 	release()
 	if ctx.Err() == nil && !queue.Decided(ferr) {
 		if why := banned(p.s.Ban, p.a.URL, res); why != "" {
