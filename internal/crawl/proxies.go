@@ -202,11 +202,18 @@ func (c *Crawler) proxyFailed(ctx context.Context, job *queue.Job, ri *runInfo, 
 		return nil, false
 	}
 	c.rest(ctx, ri.id, v, ferr.Error())
+	c.perProxy(ctx, ri.id, v, "failed")
 	if c.bump(c.proxyTries, job.ID) > maxProxyTries {
 		return nil, false
 	}
 	c.addStat(ctx, ri.id, outcome{retries: 1, kind: "proxy"})
 	return queue.Snooze(jitter(100 * time.Millisecond)), true
+}
+
+// perProxy counts one event of a page's proxy (banned, failed) in the run's stats, under a kind
+// of its own: "proxy URL: event", its password redacted, beside the run's totals (banned, proxy).
+func (c *Crawler) perProxy(ctx context.Context, runID int64, v *via, event string) {
+	c.addStat(ctx, runID, outcome{kind: "proxy " + v.px.String() + ": " + event})
 }
 
 // errBanned is the failure of a page the site banned, once its uncounted retries are spent.
@@ -257,10 +264,14 @@ func banRegexp(pattern string) *regexp.Regexp {
 func (c *Crawler) bannedPage(ctx context.Context, job *queue.Job, ri *runInfo, v *via, sa *sessionArgs, why string) error {
 	s := ri.settings
 	c.retireSession(ctx, ri.id, sa, why)
+	through := "none"
+	if v != nil {
+		through = v.px.String()
+	}
+	c.log.Info("page banned", "run", ri.id, "url", pageURL(job), "proxy", through, "cause", why)
 	if v != nil {
 		c.rest(ctx, ri.id, v, why)
-	} else {
-		c.log.Warn("page banned", "run", ri.id, "url", pageURL(job), "cause", why)
+		c.perProxy(ctx, ri.id, v, "banned")
 	}
 	n := c.bump(c.banTries, job.ID)
 	if n <= s.Ban.Retries {

@@ -104,6 +104,19 @@ items:
 	if r.Stats.ErrorsByKind["banned"] < 1 || r.Stats.ErrorsByKind["proxy"] < 1 {
 		t.Errorf("stats %v; want banned and proxy counted", r.Stats.ErrorsByKind)
 	}
+	// Each proxy's bans and failures are counted under its own kind, its password redacted.
+	bannedKind := "proxy http://carol:xxxxx@" + strings.TrimPrefix(banning.URL, "http://carol:pw-banning-3@") + ": banned"
+	failedKind := "proxy http://dave:xxxxx@" + strings.TrimPrefix(refusing, "http://dave:pw-refusing-4@") + ": failed"
+	if r.Stats.ErrorsByKind[bannedKind] != r.Stats.ErrorsByKind["banned"] || r.Stats.ErrorsByKind[failedKind] < 1 {
+		t.Errorf("stats %v; want %q (as many as banned) and %q", r.Stats.ErrorsByKind, bannedKind, failedKind)
+	}
+	for kind := range r.Stats.ErrorsByKind {
+		for _, pw := range secrets {
+			if strings.Contains(kind, pw) {
+				t.Errorf("a password (%s) appears in the stats", pw)
+			}
+		}
+	}
 	if banning.Banned.Load() < 1 || good.Tunnels.Load() < 1 || socks.Tunnels.Load() < 1 || good.Refused.Load() != 0 {
 		t.Errorf("proxies: banned %d, good tunnels %d (refused %d), socks tunnels %d; want each used and the ban met",
 			banning.Banned.Load(), good.Tunnels.Load(), good.Refused.Load(), socks.Tunnels.Load())
@@ -125,7 +138,7 @@ items:
 		}
 	}
 	procLog := logBuf.String()
-	if !strings.Contains(procLog, "proxy rested") {
+	if !strings.Contains(procLog, "proxy rested") || !strings.Contains(procLog, `msg="page banned" run=`+fmt.Sprint(s.RunID)) {
 		t.Errorf("process log lacks the rested proxies:\n%s", procLog)
 	}
 	for _, pw := range secrets {
