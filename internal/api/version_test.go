@@ -138,8 +138,7 @@ func TestScheduleAnOlderVersion(t *testing.T) {
 
 	want := map[string]struct{ version, title string }{pinned: {"1", "one"}, newest: {"2", "two"}}
 	for job, w := range want {
-		var j map[string]any
-		j = testwait.For(t, fmt.Sprintf("run %s finishes", job), func() (map[string]any, bool) {
+		j := testwait.For(t, fmt.Sprintf("run %s finishes", job), func() (map[string]any, bool) {
 			st := f.ok(t, `{"action":"status","job":"`+job+`"}`)
 			return st["job"].(map[string]any), st["currstate"] == "finished"
 		})
