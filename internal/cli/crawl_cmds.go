@@ -120,7 +120,7 @@ crawlq_wake); for a deployed stack, set CRAWLQ_DISPATCH_FUNCTION to its dispatch
 command pokes it with your AWS credentials (else the stack's minute tick acts on it). A run on
 a queue other than crawl that no live worker works (a spider with runtime ecs runs on the long
 queue: crawlq runner works it, crawlq worker only with --queues crawl,long) is said so on
-standard error.`,
+standard error and in the run's log.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			pg := dbFlag(fs, env)
 			var p crawl.ScheduleParams
@@ -169,12 +169,7 @@ standard error.`,
 					if err != nil {
 						return err
 					}
-					if note, err := queueNote(ctx, n, s.RunID, r.Queue); err != nil {
-						return err
-					} else if note != "" {
-						fmt.Fprintln(env.Stderr, note)
-					}
-					return nil
+					return noteQueue(ctx, env.Stderr, n, s.RunID, r.Queue)
 				})
 			}
 		},
@@ -249,7 +244,7 @@ crawlq_wake); for a deployed stack, set CRAWLQ_DISPATCH_FUNCTION to its dispatch
 command pokes it with your AWS credentials (else the stack's minute tick acts on it). A run on
 a queue other than crawl that no live worker works (a spider with runtime ecs runs on the long
 queue: crawlq runner works it, crawlq worker only with --queues crawl,long) is said so on
-standard error.`,
+standard error and in the run's log.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			pg := dbFlag(fs, env)
 			return func(ctx context.Context, args []string) error {

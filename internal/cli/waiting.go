@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
 	"crawlq/internal/crawl"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
+	"crawlq/internal/runlog"
 	"crawlq/internal/spider"
 )
 
@@ -95,6 +97,17 @@ func startOne(q string) string {
 		return "(a dispatch starts a runner for it: crawlq local at once, on AWS within the minute; here: crawlq runner, or crawlq worker --queues crawl,long, which works its declarative spiders but no command)"
 	}
 	return fmt.Sprintf("(a dispatch starts one: crawlq local at once, on AWS within the minute; or crawlq worker --queues %s)", q)
+}
+
+// noteQueue says queueNote's note of a run just scheduled on w and in the run's log (crawlq logs
+// RUN_ID), where one reading why the run never starts finds it.
+func noteQueue(ctx context.Context, w io.Writer, n *node.Node, runID int64, q string) error {
+	note, err := queueNote(ctx, n, runID, q)
+	if err != nil || note == "" {
+		return err
+	}
+	fmt.Fprintln(w, note)
+	return runlog.Postgres{Pool: n.Queue.Pool()}.Append(ctx, runID, []string{note})
 }
 
 // queueNote is what to say of a run just scheduled on queue q, other than the default crawl queue,

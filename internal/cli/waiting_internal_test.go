@@ -15,6 +15,7 @@ import (
 	"crawlq/internal/events"
 	"crawlq/internal/fetch"
 	"crawlq/internal/node"
+	"crawlq/internal/runlog"
 	"crawlq/internal/spider"
 )
 
@@ -126,8 +127,8 @@ type lineWriter chan string
 func (w lineWriter) Write(p []byte) (int, error) { w <- string(p); return len(p), nil }
 
 // A spider with runtime ecs runs on the long queue, which crawlq worker does not work by default:
-// crawlq schedule says so on standard error when no live worker works it, and crawlq run --wait
-// says what the run waits for instead of waiting silently.
+// crawlq schedule says so on standard error and in the run's log when no live worker works it,
+// and crawlq run --wait says what the run waits for instead of waiting silently.
 func TestRunOnTheLongQueueSaysNoWorkerWorksIt(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -151,9 +152,14 @@ func TestRunOnTheLongQueueSaysNoWorkerWorksIt(t *testing.T) {
 	if err != nil || r.Queue != "long" {
 		t.Fatalf("run %+v, %v: want it on queue long", r, err)
 	}
-	note, err := queueNote(ctx, n, s.RunID, r.Queue)
-	if err != nil {
+	var said strings.Builder
+	if err := noteQueue(ctx, &said, n, s.RunID, r.Queue); err != nil {
 		t.Fatal(err)
+	}
+	note := strings.TrimSpace(said.String())
+	logged, _, err := runlog.Postgres{Pool: n.Queue.Pool()}.Read(ctx, s.RunID, "")
+	if err != nil || len(logged) != 1 || logged[0].Text != note {
+		t.Errorf("the run's log %+v, %v; want the note %q", logged, err, note)
 	}
 	if !strings.Contains(note, "waits on queue long, which no live worker works now") || !strings.Contains(note, "crawlq worker --queues crawl,long") {
 		t.Errorf("schedule's note: %q", note)
