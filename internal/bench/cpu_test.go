@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"crawlq/internal/dbtest"
+	"crawlq/internal/demosite"
 )
 
 // The meter finds the local server's processes and sees the CPU a query burns there, and
@@ -124,5 +125,31 @@ func needProc(t *testing.T) {
 	t.Helper()
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc: Linux only")
+	}
+}
+
+// The browser benchmark on a small demo site: the same pages fetched plainly (no items) and
+// rendered (every item), each line with Chromium's CPU, then what a rendered page adds.
+func TestCrawlBrowserReportsChromiumCPU(t *testing.T) {
+	needProc(t)
+	site := httptest.NewServer(demosite.New(demosite.Config{Items: 4, PerPage: 2}))
+	defer site.Close()
+	url := dbtest.URL(t)
+	t.Cleanup(func() {
+		dbtest.Open(t, url, 1).Exec(context.Background(), "DROP SCHEMA IF EXISTS crawlq_bench_browser_test CASCADE")
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	if _, err := CrawlBrowser(ctx, Config{URL: url, Schema: "crawlq_bench_browser_test", Out: &out}, site.URL); err != nil {
+		t.Fatal(err)
+	}
+	want := regexp.MustCompile(`^RESULT system=crawlq op=crawl_plain pages=6 items=0 .* chromium_cpu_s=0.00 all_cpu_s_per_1k_pages=[0-9.]+\n` +
+		`RESULT system=crawlq op=crawl_plain_dbcost pages=6 .*\n` +
+		`RESULT system=crawlq op=crawl_browser pages=6 items=4 .* chromium_cpu_s=[0-9.]*[1-9][0-9.]* all_cpu_s_per_1k_pages=[0-9.]+\n` +
+		`RESULT system=crawlq op=crawl_browser_dbcost pages=6 .*\n` +
+		`RESULT system=crawlq op=browser_vs_plain rendered=4 ms_cpu_per_rendered_page=[0-9.]+ ms_cpu_per_plain_page=[0-9.]+ ratio=[0-9.]+ pages_per_s_ratio=[0-9.]+\n$`)
+	if !want.MatchString(out.String()) {
+		t.Fatalf("output %q does not match %s", out.String(), want)
 	}
 }

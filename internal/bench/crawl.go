@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"crawlq/internal/browser"
 	"crawlq/internal/crawl"
 	"crawlq/internal/fetch"
 	"crawlq/internal/migrate"
@@ -30,7 +31,7 @@ func Crawl(ctx context.Context, cfg Config, siteURL string) (Result, error) {
 	if err := resetSchema(ctx, cfg); err != nil {
 		return Result{}, err
 	}
-	m, err := crawlRun(ctx, cfg, nil, "benchsite", siteURL, "crawl")
+	m, err := crawlRun(ctx, cfg, nil, "benchsite", siteURL, "crawl", nil)
 	if err != nil {
 		return Result{}, err
 	}
@@ -42,12 +43,18 @@ type crawlMeasure struct {
 	result Result
 	run    *crawl.Run
 	cpu    *cpuMeter
+	// chromium is the CPU of the Chromium processes the run started (all of them reaped by its
+	// end); chromiumKnown is false where it cannot be read (not Unix).
+	chromium      time.Duration
+	chromiumKnown bool
 }
 
 // crawlRun runs spider (from reg; nil: the built-in specs) against siteURL once in the bench
 // schema, on a node and pool of its own, and prints its RESULT line as op and its database cost
-// as op_dbcost.
-func crawlRun(ctx context.Context, cfg Config, reg *spider.Registry, spiderName, siteURL, op string) (crawlMeasure, error) {
+// as op_dbcost. With br, the node renders the pages of browser spiders (working the crawl and long
+// queues) and the line adds the Chromium processes' CPU (chromium_cpu_s, and per 1,000 pages
+// all_cpu_s_per_1k_pages: this process's, Chromium's and the crawl's Postgres backends').
+func crawlRun(ctx context.Context, cfg Config, reg *spider.Registry, spiderName, siteURL, op string, br *browser.Config) (crawlMeasure, error) {
 	counter := &Counter{}
 	pool, err := openCounted(ctx, cfg, 40, counter)
 	if err != nil {
@@ -64,8 +71,13 @@ func crawlRun(ctx context.Context, cfg Config, reg *spider.Registry, spiderName,
 	defer meter.close()
 	finished := make(chan struct{})
 	var once atomic.Bool
+	var queues []string
+	if br != nil {
+		queues = []string{"crawl", "long"} // a browser spider's pages are on the runners' queue
+	}
 	n, err := node.New(node.Config{Pool: pool, Spiders: reg, Workers: cfg.Workers, Worker: queue.WorkerConfig{Concurrency: cfg.Concurrency, BatchSize: cfg.Concurrency * 2},
 		Fetch: fetch.Config{AllowLoopback: true}, // the bench site is served on loopback
+		Browser: br, Queues: queues,
 		OnFinish: func(int64, string) {
 			if once.CompareAndSwap(false, true) {
 				close(finished)
@@ -80,6 +92,7 @@ func crawlRun(ctx context.Context, cfg Config, reg *spider.Registry, spiderName,
 	halt := sync.OnceFunc(func() { stop(); <-done })
 	defer halt()
 	cpu := startCPU(ctx, pool)
+	child0, childKnown := childrenCPU()
 	start := time.Now()
 	s, err := n.Crawler.Schedule(ctx, crawl.ScheduleParams{Spider: spiderName, Args: map[string]string{"base_url": siteURL}})
 	if err != nil {
@@ -107,14 +120,30 @@ func crawlRun(ctx context.Context, cfg Config, reg *spider.Registry, spiderName,
 	if err != nil {
 		return crawlMeasure{}, err
 	}
-	fmt.Fprintf(cfg.Out, "RESULT system=crawlq op=%s pages=%d items=%d seconds=%.3f pages_per_s=%.0f %s\n",
-		op, r.Stats.Pages, r.Stats.Items, el, float64(r.Stats.Pages)/el, cpu.fields(r.Stats.Pages))
-	halt()
+	halt() // stops the browsers too: their processes are reaped, their CPU counted
+	m := crawlMeasure{run: r, cpu: cpu}
+	extra := ""
+	if br != nil {
+		child1, _ := childrenCPU()
+		m.chromium, m.chromiumKnown = child1-child0, childKnown
+		extra = " chromium_cpu_s=na all_cpu_s_per_1k_pages=na"
+		if m.chromiumKnown && cpu.PGKnown && r.Stats.Pages > 0 {
+			extra = fmt.Sprintf(" chromium_cpu_s=%.2f all_cpu_s_per_1k_pages=%.3f", m.chromium.Seconds(),
+				(cpu.Self+m.chromium+cpu.Backends).Seconds()*1000/float64(r.Stats.Pages))
+		}
+	}
+	rate := fmt.Sprintf("%.0f", float64(r.Stats.Pages)/el)
+	if br != nil {
+		rate = fmt.Sprintf("%.1f", float64(r.Stats.Pages)/el) // a few pages a second
+	}
+	fmt.Fprintf(cfg.Out, "RESULT system=crawlq op=%s pages=%d items=%d seconds=%.3f pages_per_s=%s %s%s\n",
+		op, r.Stats.Pages, r.Stats.Items, el, rate, cpu.fields(r.Stats.Pages), extra)
 	pool.Close()
 	cost, err := meter.finish(ctx, r.Stats.Pages)
 	if err != nil {
 		return crawlMeasure{}, err
 	}
 	fmt.Fprintln(cfg.Out, cost.line("crawlq", op+"_dbcost", "pages"))
-	return crawlMeasure{result: Result{Op: op, Jobs: int(r.Stats.Pages), Seconds: el, PerSec: float64(r.Stats.Pages) / el}, run: r, cpu: cpu}, nil
+	m.result = Result{Op: op, Jobs: int(r.Stats.Pages), Seconds: el, PerSec: float64(r.Stats.Pages) / el}
+	return m, nil
 }

@@ -41,15 +41,15 @@ func Recrawl(ctx context.Context, cfg Config, siteURL string) ([]Result, error) 
 	if err := resetSchema(ctx, cfg); err != nil {
 		return nil, err
 	}
-	full, err := crawlRun(ctx, cfg, reg, "demo_always", siteURL, "crawl_always")
+	full, err := crawlRun(ctx, cfg, reg, "demo_always", siteURL, "crawl_always", nil)
 	if err != nil {
 		return nil, err
 	}
-	first, err := crawlRun(ctx, cfg, reg, "demo", siteURL, "recrawl_first")
+	first, err := crawlRun(ctx, cfg, reg, "demo", siteURL, "recrawl_first", nil)
 	if err != nil {
 		return nil, err
 	}
-	again, err := crawlRun(ctx, cfg, reg, "demo", siteURL, "recrawl")
+	again, err := crawlRun(ctx, cfg, reg, "demo", siteURL, "recrawl", nil)
 	if err != nil {
 		return nil, err
 	}

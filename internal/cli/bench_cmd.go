@@ -17,7 +17,7 @@ import (
 
 func benchCmd() *Command {
 	return &Command{
-		Name: "bench", Synopsis: "measure queue (and crawl) throughput beside the peers", Usage: "[--jobs N] [--op insert,work,unique|crawl|recrawl|dbcost|soak] [--backlog M] [--cpuprofile FILE] [--memprofile FILE]",
+		Name: "bench", Synopsis: "measure queue (and crawl) throughput beside the peers", Usage: "[--jobs N] [--op insert,work,unique|crawl|recrawl|dbcost|soak] [--render browser] [--backlog M] [--cpuprofile FILE] [--memprofile FILE]",
 		Help: `Measures the queue on the database at DATABASE_URL (pgx's query exec mode from the URL's
 default_query_exec_mode or CRAWLQ_DB_EXEC_MODE, as for every command), in a schema of its own (--schema, emptied
 first): inserts --jobs no-op jobs, then burns them down with workers in this process, and prints
@@ -58,6 +58,16 @@ and _dbcost lines as above, then
     cpu_per_page_ratio=R total_cpu_per_page_ratio=T
 the recrawl's CPU per page over crawl_always's: this process's (R) and with the server's (T).
 
+--op crawl --render browser --url URL measures what a page rendered by headless Chromium costs,
+on the script-drawn section of the demo site at URL (crawlq demo-site; docs/browser.md): the same
+pages fetched plainly (op=crawl_plain, no items: scripts draw them) and with the item pages
+rendered, 4 at once in one Chromium (op=crawl_browser, every item), each RESULT line adding
+chromium_cpu_s (the Chromium processes') and all_cpu_s_per_1k_pages (this process's, Chromium's
+and the crawl's Postgres backends'), then
+  RESULT system=crawlq op=browser_vs_plain rendered=N ms_cpu_per_rendered_page=… ms_cpu_per_plain_page=… ratio=…
+the CPU a rendered page adds over a fetched one. scripts/bench-browser.sh puts Puppeteer driving
+the same Chromium beside it.
+
 --op soak --url URL crawls the bench site again and again (a run after each other) with automatic
 maintenance on, --pages pages in all, and prints every --every: pages/s, each crawlq table's and
 index's size, dead tuples and the oldest open transaction (see docs/performance.md, "Storage over time").
@@ -75,6 +85,7 @@ allocations it made (read either with go tool pprof; -sample_index=alloc_objects
 			fs.IntVar(&cfg.Batch, "batch", 5000, "claim, completion and insert batch size")
 			fs.StringVar(&cfg.Schema, "schema", "crawlq_bench", "schema to work in (dropped and recreated)")
 			site := fs.String("url", "", "with --op crawl: the bench site's base URL")
+			render := fs.String("render", "", "with --op crawl: browser measures rendered pages on the demo site's script-drawn section at --url")
 			quiet := fs.Bool("quiet", false, "no progress lines")
 			var soak bench.SoakConfig
 			fs.Int64Var(&soak.Pages, "pages", 0, "with --op soak: pages to crawl in all (default 1,000,000: about 10 minutes here)")
@@ -140,6 +151,16 @@ allocations it made (read either with go tool pprof; -sample_index=alloc_objects
 						return usageErr("--op recrawl needs --url (the demo site: crawlq demo-site --items 10000 --addr 127.0.0.1:8090)")
 					}
 					_, err := bench.Recrawl(ctx, cfg, *site)
+					return err
+				}
+				if *render != "" && (*render != "browser" || *ops != "crawl") {
+					return usageErr("--render %q: only --op crawl --render browser is measured", *render)
+				}
+				if *ops == "crawl" && *render == "browser" {
+					if *site == "" {
+						return usageErr("--op crawl --render browser needs --url (the demo site: crawlq demo-site --items 400 --addr 127.0.0.1:8091)")
+					}
+					_, err := bench.CrawlBrowser(ctx, cfg, *site)
 					return err
 				}
 				if *ops == "crawl" {
