@@ -76,7 +76,7 @@ func crawlRun(ctx context.Context, cfg Config, reg *spider.Registry, spiderName,
 		queues = []string{"crawl", "long"} // a browser spider's pages are on the runners' queue
 	}
 	n, err := node.New(node.Config{Pool: pool, Spiders: reg, Workers: cfg.Workers, Worker: queue.WorkerConfig{Concurrency: cfg.Concurrency, BatchSize: cfg.Concurrency * 2},
-		Fetch: fetch.Config{AllowLoopback: true}, // the bench site is served on loopback
+		Fetch:   fetch.Config{AllowLoopback: true}, // the bench site is served on loopback
 		Browser: br, Queues: queues,
 		OnFinish: func(int64, string) {
 			if once.CompareAndSwap(false, true) {
