@@ -13,7 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"crawlq/internal/envconfig"
 	"crawlq/internal/fetch"
+	"crawlq/internal/proxy"
 	"crawlq/internal/spider"
 	"crawlq/internal/spiderstore"
 	"crawlq/spiders"
@@ -33,6 +35,10 @@ consulted.
   crawlq spider test spiders/demo.yaml http://127.0.0.1:8088/catalogue/item-3.html --allow-loopback
   crawlq spider test books.yaml https://books.example/ --json
 
+A spec with proxies fetches through its first one, as a run's pages go through them in turn (its
+${CRAWLQ_PROXY_...} variables filled from this environment, its password shown as xxxxx); --direct
+fetches without it.
+
 The fetcher refuses addresses that are not public unless the spec sets allow_private: true; a site
 on this machine (crawlq demo-site, local development) needs --allow-loopback, as crawlq worker
 does. --arg passes run arguments (base_url=... points the spider at another host and adds that
@@ -45,7 +51,7 @@ included) or a page the parser cannot read; 2 for a usage error.`
 func spiderTestCmd() *Command {
 	return &Command{
 		Name: "test", Synopsis: "fetch one page and show what the spider yields from it (items, links, errors), without a run",
-		Usage: "SPEC URL [--json] [--allow-loopback] [--arg k=v]... [--depth N] [--timeout D]",
+		Usage: "SPEC URL [--json] [--allow-loopback] [--direct] [--arg k=v]... [--depth N] [--timeout D]",
 		Args:  Args{Min: 2, Max: 2, Name: "SPEC and URL"},
 		Help:  spiderTestHelp,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
@@ -55,6 +61,7 @@ func spiderTestCmd() *Command {
 			fs.Var(args, "arg", "run argument key=value (repeatable), e.g. base_url=http://127.0.0.1:8088")
 			depth := fs.Int("depth", 0, "the depth the page is at in a run (0: a start page); max_depth applies to the links")
 			timeout := fs.Duration("timeout", 30*time.Second, "bound on the whole fetch, redirects and body included")
+			direct := fs.Bool("direct", false, "fetch directly, not through the spec's first proxy")
 			return func(ctx context.Context, pos []string) error {
 				if *depth < 0 {
 					return usageErr("--depth must not be negative, got %d", *depth)
@@ -64,7 +71,7 @@ func spiderTestCmd() *Command {
 				}
 				return spiderTest(ctx, env.Stdout, spiderTestParams{
 					Spec: pos[0], URL: pos[1], Args: args, Depth: *depth, Timeout: *timeout,
-					AllowLoopback: *loopback, JSON: *asJSON,
+					AllowLoopback: *loopback, JSON: *asJSON, Direct: *direct, ProxyEnv: envconfig.ProxyEnv(env.environ()),
 				})
 			}
 		},
@@ -78,12 +85,15 @@ type spiderTestParams struct {
 	Timeout       time.Duration
 	AllowLoopback bool
 	JSON          bool
+	Direct        bool              // not through the spec's first proxy
+	ProxyEnv      map[string]string // the CRAWLQ_PROXY_* variables its proxy URLs may name
 }
 
 // testReport is what spider test prints (--json: as is).
 type testReport struct {
 	Spider      string      `json:"spider"`
 	URL         string      `json:"url"`
+	Proxy       string      `json:"proxy,omitempty"` // the proxy the page came through, its password redacted
 	FinalURL    string      `json:"final_url,omitempty"`
 	Status      int         `json:"status,omitempty"`
 	ContentType string      `json:"content_type,omitempty"`
@@ -145,7 +155,18 @@ func spiderTest(ctx context.Context, w io.Writer, p spiderTestParams) error {
 	}
 	settings := s.Settings().WithDefaults()
 	rep := &testReport{Spider: s.Name(), URL: p.URL, Items: []testItem{}, Follow: []testLink{}, Errors: []testError{}}
-	f, err := fetch.New(fetch.Config{UserAgent: settings.UserAgent, AllowPrivate: settings.AllowPrivate, AllowLoopback: p.AllowLoopback, ReadTimeout: p.Timeout})
+	cfg := fetch.Config{UserAgent: settings.UserAgent, AllowPrivate: settings.AllowPrivate, AllowLoopback: p.AllowLoopback, ReadTimeout: p.Timeout}
+	if len(settings.Proxies) > 0 && !p.Direct {
+		exp, err := proxy.Expand(settings.Proxies[0], func(k string) (string, bool) { v, ok := p.ProxyEnv[k]; return v, ok })
+		if err == nil {
+			cfg.Proxy, err = proxy.Parse(exp)
+		}
+		if err != nil {
+			return fmt.Errorf("spec %s: proxies[0]: %w", p.Spec, err)
+		}
+		rep.Proxy = cfg.Proxy.String()
+	}
+	f, err := fetch.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -269,7 +290,11 @@ func htmlType(ct string) bool {
 
 func (r *testReport) print(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "spider %s: GET %s\n", r.Spider, r.URL)
+	fmt.Fprintf(&b, "spider %s: GET %s", r.Spider, r.URL)
+	if r.Proxy != "" {
+		fmt.Fprintf(&b, " through %s", r.Proxy)
+	}
+	b.WriteString("\n")
 	if r.Status != 0 {
 		fmt.Fprintf(&b, "  %d %s, %d bytes in %d ms", r.Status, r.ContentType, r.Bytes, r.ElapsedMS)
 		if r.Redirects > 0 {

@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -9,7 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"crawlq/internal/cli"
 	"crawlq/internal/demosite"
+	"crawlq/internal/proxy/proxytest"
 )
 
 // A copy of spiders/demo.yaml whose category is required: on the demo site's no-category markup,
@@ -158,5 +161,45 @@ func TestSpiderTestCommand(t *testing.T) {
 	// The built-in demo spec by name.
 	if code, r, errs := test("demo", base+"/catalogue/item-2.html"); code != 0 || r.Spider != "demo" || len(r.Items) != 1 {
 		t.Errorf("built-in demo: exit %d, %+v, stderr %q", code, r, errs)
+	}
+}
+
+// spider test fetches through the spec's first proxy, its password from the environment, and
+// says so with the password redacted; --direct goes around it.
+func TestSpiderTestGoesThroughTheSpecsProxy(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	site := demosite.New(demosite.Config{Items: 3})
+	addr, err := site.Serve(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := proxytest.NewHTTP(t, proxytest.HTTPOptions{User: "tess", Password: "px-s3cret"})
+	spec := filepath.Join(t.TempDir(), "px.yaml")
+	body := requiredCategorySpec + "proxies: ['" + strings.Replace(px.URL, "px-s3cret", "${CRAWLQ_PROXY_TESS}", 1) + "']\n"
+	if err := os.WriteFile(spec, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	test := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := cli.Main(context.Background(), append([]string{"spider", "test", spec, "http://" + addr.String() + "/catalogue/item-1.html", "--allow-loopback"}, args...),
+			cli.Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" },
+				Environ: func() []string { return []string{"CRAWLQ_PROXY_TESS=px-s3cret", "DATABASE_URL=postgres://u:db-s3cret@h/d"} }})
+		return code, out.String(), errb.String()
+	}
+	code, out, errs := test("--json")
+	var r struct {
+		Proxy string `json:"proxy"`
+		Items []any  `json:"items"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil || len(r.Items) != 1 || px.Tunnels.Load() != 1 {
+		t.Fatalf("exit %d, %q (stderr %q), %d tunnels; want the item through one tunnel of the proxy", code, out, errs, px.Tunnels.Load())
+	}
+	if want := strings.Replace(px.URL, "px-s3cret", "xxxxx", 1); r.Proxy != want || strings.Contains(out+errs, "px-s3cret") {
+		t.Errorf("report's proxy %q, want %q, and no password in %q", r.Proxy, want, out+errs)
+	}
+	if code, out, errs = test("--direct"); code != 0 || px.Tunnels.Load() != 1 || strings.Contains(out, "through") {
+		t.Errorf("--direct: exit %d, %q (stderr %q), %d tunnels; want the page fetched without the proxy", code, out, errs, px.Tunnels.Load())
 	}
 }

@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -141,7 +142,13 @@ func TestRotationTakesSharedRests(t *testing.T) {
 // get fetches target through p over a plain HTTP client whose every connection is dialed through it.
 func get(t *testing.T, p *proxy.Proxy, target string) (string, error) {
 	t.Helper()
-	d := p.Dialer(&net.Dialer{Timeout: 5 * time.Second}, nil)
+	return getTLS(t, p, nil, target)
+}
+
+// getTLS is get with the TLS configuration of an https:// proxy's connection.
+func getTLS(t *testing.T, p *proxy.Proxy, cfg *tls.Config, target string) (string, error) {
+	t.Helper()
+	d := p.Dialer(&net.Dialer{Timeout: 5 * time.Second}, cfg)
 	client := &http.Client{Transport: &http.Transport{DialContext: d.DialContext}, Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
 	resp, err := client.Get(target)
@@ -151,6 +158,30 @@ func get(t *testing.T, p *proxy.Proxy, target string) (string, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return string(b), err
+}
+
+// An https:// proxy is spoken to over TLS, its certificate verified: through a loopback one
+// whose certificate the client trusts, a page arrives through the tunnel inside TLS; with the
+// system's roots the handshake fails as the proxy's failure (ErrProxy), its password unsaid.
+func TestDialThroughHTTPSProxy(t *testing.T) {
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello "+r.URL.Path) }))
+	defer site.Close()
+	px, roots := proxytest.NewHTTPS(t, proxytest.HTTPOptions{User: "erin", Password: "tls-s3cret"})
+	p, err := proxy.Parse(px.URL)
+	if err != nil || p.Scheme != "https" {
+		t.Fatalf("Parse(%s): %v, %v", px.URL, p, err)
+	}
+	body, err := getTLS(t, p, &tls.Config{RootCAs: roots}, site.URL+"/x")
+	if err != nil || body != "hello /x" || px.Tunnels.Load() != 1 {
+		t.Fatalf("through %s: %q, %v (tunnels %d); want hello /x through one tunnel", p, body, err, px.Tunnels.Load())
+	}
+	_, err = get(t, p, site.URL+"/x")
+	if !errors.Is(err, proxy.ErrProxy) || !strings.Contains(err.Error(), "TLS handshake with the proxy") || strings.Contains(err.Error(), "tls-s3cret") {
+		t.Errorf("an https proxy whose certificate is not trusted: %v; want ErrProxy naming the TLS handshake, no password", err)
+	}
+	if px.Tunnels.Load() != 1 {
+		t.Errorf("a tunnel was opened over an unverified TLS connection")
+	}
 }
 
 func TestDialThroughRealProxies(t *testing.T) {

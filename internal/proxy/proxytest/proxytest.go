@@ -7,12 +7,15 @@ package proxytest
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"fmt"
 	"io"
 	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -51,6 +54,34 @@ func NewHTTP(t testing.TB, o HTTPOptions) *Proxy {
 	p := &Proxy{ln: ln, URL: "http://" + userinfo(o.User, o.Password) + ln.Addr().String()}
 	p.serveEach(t, new(sync.Map), func(c net.Conn) { p.serve(c, o) })
 	return p
+}
+
+// NewHTTPS starts an HTTP CONNECT proxy spoken to over TLS (an https:// proxy) on 127.0.0.1,
+// stopped at the test's end. Its certificate (valid for 127.0.0.1) is signed by nobody the
+// system trusts: roots holds it, for a client's tls.Config.RootCAs.
+func NewHTTPS(t testing.TB, o HTTPOptions) (p *Proxy, roots *x509.CertPool) {
+	t.Helper()
+	// httptest's server carries a certificate for 127.0.0.1: borrowed, its server never serves.
+	srv := httptest.NewUnstartedServer(nil)
+	srv.StartTLS()
+	cert, roots := srv.TLS.Certificates[0], x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	srv.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}})
+	p = &Proxy{ln: ln, URL: "https://" + userinfo(o.User, o.Password) + ln.Addr().String()}
+	p.serveEach(t, new(sync.Map), func(c net.Conn) { p.serve(c, o) })
+	return p, roots
+}
+
+// closeWrite half-closes c: a TCP connection, or a TLS one (which says so to its peer).
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
 }
 
 // serveEach serves every connection p.ln accepts with serve, each on its own goroutine, until
@@ -134,7 +165,7 @@ func (p *Proxy) serve(c net.Conn, o HTTPOptions) {
 		close(done)
 	}()
 	_, _ = io.Copy(c, up)
-	c.(*net.TCPConn).CloseWrite()
+	closeWrite(c)
 	<-done
 }
 
