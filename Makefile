@@ -35,9 +35,9 @@ demo: build ## the main job: crawl the demo site with several workers and show t
 	@$(WITH_DB) bin/crawlq demo
 
 .PHONY: test
-test: verify ## verify, then run every test (real Postgres, moto, terraform, aws CLI) with -race; the Terraform stack beside the rest
+test: ## verify and run every test (real Postgres, moto, terraform, aws CLI) with -race; the Terraform stack from the start, beside verify and the rest
 	@scripts/deps.sh test
-	$(WITH_DB) $(WITH_TF) GO=$(GO) scripts/test.sh
+	$(WITH_DB) $(WITH_TF) GO=$(GO) VERIFY='$(MAKE) verify' scripts/test.sh
 
 .PHONY: docs-check
 docs-check: ## run every command the docs show (fresh schema, fresh bin/crawlq) and check every relative link
@@ -64,7 +64,7 @@ generate: docs-config ## compile internal/dbsqlc/*.sql into typed Go with sqlc (
 docs-config: ## rewrite docs/configuration.md from internal/envconfig/vars.go (TestDocIsFresh checks it)
 	$(GO) generate ./internal/envconfig
 
-# verify is what CI checks before any test (make test runs it first).
+# verify is what CI checks before the tests (make test runs it beside the Terraform stack, before the rest).
 .PHONY: verify
 verify: ## static checks: gofmt, go vet, go.mod tidy, macOS and Windows build and vet, sqlc-generated code fresh, no wall-clock reads outside internal/clock
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt: these files need formatting:"; gofmt -l $$(git ls-files '*.go'); exit 1; }

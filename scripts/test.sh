@@ -13,6 +13,10 @@
 # operations, TestStackOnEmulator on three and on the CPU (three plans, the contract tests), so
 # the package's other tests go with the latter.
 #
+# VERIFY, when set (make test sets it to `make verify`), runs once the stack's processes have
+# started and before the other packages' tests: the stack waits on those polls meanwhile, so the
+# static checks no longer add to the run. A failed check stops everything at once.
+#
 # The stack's output goes to build/test-terraform*.log and is printed when all are done, so the
 # streams never interleave. The exit status is the first failure's. With a -run flag the stack
 # package runs in one process.
@@ -29,6 +33,9 @@ apart='^TestStackDeployDestroyCycles$'
 others=$("$go" list ./... | grep -vx "crawlq/terraform") || exit 1
 
 start=$(date +%s)
+# Each stack process in a process group of its own (set -m while they start), so stopping one
+# stops its test binary, terraform and moto too.
+set -m
 logs=(build/test-terraform.log)
 pids=()
 if [[ " ${flags[*]}" == *" -run"* ]]; then
@@ -41,7 +48,13 @@ else
   pids+=($!)
   logs+=(build/test-terraform-cycles.log)
 fi
-trap 'kill "${pids[@]}" 2>/dev/null' EXIT
+set +m
+stop() { for p in "${pids[@]}"; do kill -- "-$p" 2>/dev/null; done; }
+trap stop EXIT
+if [[ -n ${VERIFY:-} ]] && ! bash -c "$VERIFY"; then
+  echo "# $VERIFY failed: the tests are stopped" >&2
+  exit 1
+fi
 # shellcheck disable=SC2086 # one package path a word
 "$go" test "${flags[@]}" $others
 rc=$?
