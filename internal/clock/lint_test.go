@@ -25,7 +25,7 @@ var exempt = map[string]string{
 // notYet are the packages still reading the wall clock directly, to convert and then drop
 // from this list.
 var notYet = map[string]bool{
-	"api": true, "browser": true, "command": true, "crawl": true, "cronstore": true, "db": true,
+	"api": true, "browser": true, "command": true, "cronstore": true, "db": true,
 	"demosite": true, "fetch": true, "items": true, "lambdafn": true, "local": true, "runlog": true,
 	"scrapyd": true,
 }
@@ -74,7 +74,7 @@ func clocked(t *testing.T) []string {
 		}
 		out = append(out, e.Name())
 	}
-	for _, must := range []string{"queue", "maintain", "events", "dispatch"} {
+	for _, must := range []string{"queue", "crawl", "maintain", "events", "dispatch"} {
 		if !slices.Contains(out, must) {
 			t.Errorf("internal/%s is not checked", must)
 		}

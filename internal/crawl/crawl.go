@@ -29,6 +29,7 @@ import (
 
 	"crawlq/internal/artifact"
 	"crawlq/internal/browser"
+	"crawlq/internal/clock"
 	"crawlq/internal/dbsqlc"
 	"crawlq/internal/fetch"
 	"crawlq/internal/items"
@@ -100,11 +101,13 @@ type Config struct {
 	Artifacts *artifact.Store
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
-	// Now, when set, is the clock of the deadlines the crawl keeps in shared rows: host pauses,
-	// robots.txt claims and politeness slots. Default nil: the database's now(), the one clock
-	// every process shares. Tests set it to move time instead of sleeping past a deadline; every
-	// process sharing those rows must then use the same clock.
-	Now func() time.Time
+	// Clock, when set, is the clock of the deadlines the crawl keeps in shared rows (host
+	// pauses, robots.txt claims, politeness slots, benched proxies) and of the times this process
+	// keeps itself (a host's failures and recovery, proxy rests, revisits, run log lines). Default
+	// nil: the database's now() in each statement, the one clock every process shares, and the
+	// wall clock here. Tests set a stopped clock and move it instead of sleeping past a deadline;
+	// every process sharing those rows must then use the same clock.
+	Clock clock.Clock
 	// Browser, when set, lets this process render the pages of spiders with render: browser
 	// with headless Chromium (render.go), each pool of browsers started at its first page; its
 	// AllowLoopback, UserAgent and AllowPrivate come from Fetch and the spider. Nil: such pages
@@ -122,6 +125,7 @@ type Config struct {
 // Crawler schedules runs and works their jobs.
 type Crawler struct {
 	cfg    Config
+	clk    clock.Clock     // Config.Clock, or the wall clock
 	db     *dbsqlc.Queries // on cfg.Pool
 	log    *slog.Logger
 	robots *robots.Cache
@@ -182,18 +186,18 @@ func New(cfg Config) (*Crawler, error) {
 		cfg.Artifacts = &artifact.Store{Pool: cfg.Pool}
 	}
 	return &Crawler{cfg: cfg, db: dbsqlc.New(cfg.Pool), log: cfg.Logger, robots: robots.NewCache(4096),
-		fetchers: map[fetcherKey]*fetch.Fetcher{}, browsers: map[browserKey]*browser.Pool{}, crashes: map[int64]int{}, rotations: map[string]*proxies{}, proxyTries: map[int64]int{}, banTries: map[int64]int{}, retired: map[sessionKey]bool{}, runs: map[int64]*runInfo{}, active: map[int64]int{}, seen: newSeenCache(seenCacheSize), cancelled: map[int64]bool{}, hosts: newHostSlots(), health: newHostHealth(),
+		fetchers: map[fetcherKey]*fetch.Fetcher{}, browsers: map[browserKey]*browser.Pool{}, crashes: map[int64]int{}, rotations: map[string]*proxies{}, proxyTries: map[int64]int{}, banTries: map[int64]int{}, retired: map[sessionKey]bool{}, runs: map[int64]*runInfo{}, active: map[int64]int{}, seen: newSeenCache(seenCacheSize), cancelled: map[int64]bool{}, hosts: newHostSlots(), health: newHostHealth(clock.Or(cfg.Clock)), clk: clock.Or(cfg.Clock),
 		states: urlstate.NewLoader(dbsqlc.New(cfg.Pool)),
 		closed: make(chan struct{}), finishersDone: make(chan struct{})}, nil
 }
 
-// now is the time the shared deadlines are measured against: Config.Now, or nil for the
+// now is the time the shared deadlines are measured against: Config.Clock's, or nil for the
 // database's clock.
 func (c *Crawler) now() *time.Time {
-	if c.cfg.Now == nil {
+	if c.cfg.Clock == nil {
 		return nil
 	}
-	t := c.cfg.Now()
+	t := c.clk.Now()
 	return &t
 }
 
@@ -374,7 +378,7 @@ func (c *Crawler) Schedule(ctx context.Context, p ScheduleParams) (Scheduled, er
 		if out.Duplicate {
 			moveTo := p.RunAt
 			if moveTo.IsZero() {
-				moveTo = time.Now().Add(p.Delay)
+				moveTo = c.clk.Now().Add(p.Delay)
 			}
 			if err := db.MoveRun(ctx, dbsqlc.MoveRunParams{ID: out.RunID, RunAt: moveTo, Priority: int16(p.Priority)}); err != nil {
 				return out, fmt.Errorf("schedule: %w", err)

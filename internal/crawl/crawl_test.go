@@ -16,6 +16,7 @@ import (
 	"crawlq/internal/items"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
+	"crawlq/internal/testwait"
 )
 
 func ctxT(t *testing.T, d time.Duration) context.Context {
@@ -55,20 +56,13 @@ func startNode(t *testing.T, pool *pgxpool.Pool, cfg node.Config) (*node.Node, c
 
 func waitRun(t *testing.T, c *crawl.Crawler, id int64, d time.Duration) *crawl.Run {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
+	return testwait.ForAtMost(t, d, fmt.Sprintf("run %d finished", id), func() (*crawl.Run, bool) {
 		r, err := c.Get(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Finished() {
-			return r
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %d not finished after %s: %+v", id, d, r)
-		}
-		time.Sleep(50 * time.Millisecond) // paces a poll of the run
-	}
+		return r, r.Finished()
+	})
 }
 
 // checkHits asserts every expected path was fetched exactly once and nothing else but robots.txt.

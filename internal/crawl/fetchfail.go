@@ -66,7 +66,7 @@ func (c *Crawler) fetchFailed(ctx context.Context, job *queue.Job, ri *runInfo, 
 			c.logHostPaused(ctx, ri.id, host, cause, p.until, limit)
 		}
 		if p.downFor < limit {
-			wait := time.Until(p.until)
+			wait := p.until.Sub(c.clk.Now())
 			if d, ok := fetch.RetryAfter(ferr); ok {
 				wait = max(wait, d)
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"crawlq/internal/clock"
 	"crawlq/internal/dbsqlc"
 	"crawlq/internal/fetch"
 	"crawlq/internal/queue"
@@ -43,6 +44,7 @@ const statusStreak = 5
 
 // hostHealth is this process's view of failing hosts.
 type hostHealth struct {
+	clk    clock.Clock // the crawler's: when a host failed and recovered, next to when a request started
 	mu     sync.Mutex
 	hosts  map[string]*hostState
 	maxLen int
@@ -72,8 +74,8 @@ type hostState struct {
 	recoveredAt time.Time
 }
 
-func newHostHealth() *hostHealth {
-	return &hostHealth{hosts: map[string]*hostState{}, maxLen: 100000, soft: map[int64]struct{}{}}
+func newHostHealth(clk clock.Clock) *hostHealth {
+	return &hostHealth{clk: clk, hosts: map[string]*hostState{}, maxLen: 100000, soft: map[int64]struct{}{}}
 }
 
 // firstSoft reports whether this is the first 5xx, 429 or timeout of page job id seen here while
@@ -129,7 +131,7 @@ func (h *hostHealth) status(host string, failing bool, start time.Time, job int6
 		return false
 	}
 	s = h.state(host)
-	s.lastFail = time.Now()
+	s.lastFail = h.clk.Now()
 	if s.statuses == nil {
 		s.statuses = map[int64]int{}
 	}
@@ -150,7 +152,7 @@ func (h *hostHealth) pause(host string, until time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := h.state(host)
-	s.pausedUntil, s.failing, s.lastFail = until, true, time.Now()
+	s.pausedUntil, s.failing, s.lastFail = until, true, h.clk.Now()
 }
 
 // isFailing reports whether this process has seen host fail since it last answered.
@@ -170,7 +172,7 @@ func (h *hostHealth) recovered(host string, start time.Time) bool {
 	if s == nil || !s.failing || start.Before(s.lastFail) {
 		return false
 	}
-	*s = hostState{recoveredAt: time.Now()}
+	*s = hostState{recoveredAt: h.clk.Now()}
 	return true
 }
 
@@ -334,7 +336,7 @@ func (c *Crawler) HostPause(ctx context.Context, runID int64, pageURL string) (H
 // hostPaused puts back a page whose host is paused, to wait for the pause to end without counting
 // an attempt; nil when the host is not paused.
 func (c *Crawler) hostPaused(host string) error {
-	if d := c.health.paused(host, time.Now()); d > 0 {
+	if d := c.health.paused(host, c.clk.Now()); d > 0 {
 		return queue.Snooze(d + time.Duration(mrand.Int64N(int64(min(d/4, time.Second))+1)))
 	}
 	return nil

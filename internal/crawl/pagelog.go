@@ -15,18 +15,13 @@ import (
 
 func (c *Crawler) pageLog() runlog.Pages { return runlog.Pages{Store: c.cfg.RunLog, Logger: c.log} }
 
-// clock is the time of a run log line: Config.Now when set (tests), else this process's clock.
-func (c *Crawler) clock() time.Time {
-	if c.cfg.Now != nil {
-		return c.cfg.Now()
-	}
-	return time.Now()
-}
+// logTime is the time of a run log line: by Config.Clock when set (tests), else this process's.
+func (c *Crawler) logTime() time.Time { return c.clk.Now() }
 
 // logPageDied records in run runID's log that the page at url died after attempts, with err,
 // its last error.
 func (c *Crawler) logPageDied(ctx context.Context, runID int64, url string, attempts int, err error) {
-	c.pageLog().PageDied(ctx, runID, c.clock(), url, attempts, err)
+	c.pageLog().PageDied(ctx, runID, c.logTime(), url, attempts, err)
 }
 
 // logHostPaused records in run runID's log that host was paused until until because of cause
@@ -34,7 +29,7 @@ func (c *Crawler) logPageDied(ctx context.Context, runID int64, url string, atte
 // may each start the same pause: it is written once.
 func (c *Crawler) logHostPaused(ctx context.Context, runID int64, host, cause string, until time.Time, downLimit time.Duration) {
 	if c.pauses.first(host, until) {
-		c.pageLog().HostPaused(ctx, runID, c.clock(), host, cause, until, downLimit)
+		c.pageLog().HostPaused(ctx, runID, c.logTime(), host, cause, until, downLimit)
 	}
 }
 
@@ -60,5 +55,5 @@ func (p *pauseLog) first(host string, until time.Time) bool {
 
 // logHostResumed records in run runID's log that host answers again: its pause is lifted.
 func (c *Crawler) logHostResumed(ctx context.Context, runID int64, host string) {
-	c.pageLog().HostResumed(ctx, runID, c.clock(), host)
+	c.pageLog().HostResumed(ctx, runID, c.logTime(), host)
 }

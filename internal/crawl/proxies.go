@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"crawlq/internal/clock"
 	"crawlq/internal/dbsqlc"
 	"crawlq/internal/fetch"
 	"crawlq/internal/proxy"
@@ -45,7 +46,7 @@ type proxies struct {
 	keys []string // each proxy's row in crawlq_domain
 
 	mu     sync.Mutex
-	synced time.Time
+	synced clock.Stopwatch // since the last read of the benches; zero: never read
 }
 
 // proxyKey is p's row in crawlq_domain.
@@ -103,7 +104,7 @@ func (c *Crawler) proxyRest() time.Duration {
 func (c *Crawler) sync(ctx context.Context, ps *proxies) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	if time.Since(ps.synced) < proxySync {
+	if ps.synced.Elapsed() < proxySync {
 		return
 	}
 	rows, err := c.db.PausedOf(ctx, dbsqlc.PausedOfParams{Hosts: ps.keys, Now: c.now()})
@@ -113,7 +114,7 @@ func (c *Crawler) sync(ctx context.Context, ps *proxies) {
 		}
 		return
 	}
-	ps.synced = time.Now()
+	ps.synced = clock.StartStopwatch()
 	byKey := make(map[string]time.Time, len(rows))
 	for _, r := range rows {
 		byKey[r.Host] = r.PausedUntil
@@ -136,7 +137,7 @@ func (c *Crawler) pickProxy(ctx context.Context, s spider.Settings) (*via, error
 		return nil, queue.Permanent(err)
 	}
 	c.sync(ctx, ps)
-	px, wait := ps.rot.Next(time.Now())
+	px, wait := ps.rot.Next(c.clk.Now())
 	if px == nil {
 		return nil, queue.Snooze(wait + jitter(min(wait/4, time.Second)+time.Millisecond))
 	}
@@ -155,7 +156,7 @@ func (c *Crawler) rest(ctx context.Context, runID int64, v *via, cause string) {
 	fresh := false
 	if err != nil {
 		c.log.Warn("could not bench a proxy for every worker; benched in this process only", "proxy", v.px.String(), "err", err)
-		d, fresh = v.ps.rot.Rest(v.px, time.Now())
+		d, fresh = v.ps.rot.Rest(v.px, c.clk.Now())
 	} else {
 		v.ps.rot.RestUntil(v.px, row.PausedUntil, true)
 		fresh = row.Started
@@ -168,7 +169,7 @@ func (c *Crawler) rest(ctx context.Context, runID int64, v *via, cause string) {
 	}
 	if fresh {
 		c.log.Warn("proxy rested", "run", runID, "proxy", v.px.String(), "for", d, "cause", cause)
-		c.pageLog().ProxyRested(ctx, runID, c.clock(), v.px.String(), cause, d)
+		c.pageLog().ProxyRested(ctx, runID, c.logTime(), v.px.String(), cause, d)
 	}
 }
 

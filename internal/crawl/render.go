@@ -92,7 +92,7 @@ func (c *Crawler) get(ctx context.Context, f *fetch.Fetcher, job *queue.Job, run
 		return nil, errNoBrowser
 	}
 	r, err := pool.Render(ctx, browser.Request{URL: u, WaitFor: s.WaitFor, ScrollToBottom: s.Scroll, ScreenshotOnFailure: true, Proxy: px,
-		Cookies: sa.browserCookies()})
+		Cookies: sa.browserCookies(c.clk.Now())})
 	if errors.Is(err, browser.ErrBrowserCrashed) && c.crashedUnder(job.ID) <= maxCrashes {
 		c.log.Warn("browser crashed under a page; put back without counting an attempt", "url", u, "err", err)
 		return nil, queue.Defer(err)

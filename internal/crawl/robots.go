@@ -106,7 +106,7 @@ func (c *Crawler) fetchRobots(ctx context.Context, ri *runInfo, f *fetch.Fetcher
 		}
 		defer release()
 	}
-	start := time.Now()
+	start := c.clk.Now()
 	res, ferr := f.Fetch(ctx, origin)
 	st := 0
 	var got []byte

@@ -132,15 +132,16 @@ func (c *Crawler) Get(ctx context.Context, id int64) (*Run, error) {
 			return nil, err
 		}
 	}
-	r.Stats.Duration = duration(r)
+	r.Stats.Duration = duration(r, c.clk.Now())
 	return r, nil
 }
 
-func duration(r *Run) float64 {
+// duration is how long r has run, in seconds: until it finished, or until now.
+func duration(r *Run, now time.Time) float64 {
 	if r.StartedAt == nil {
 		return 0
 	}
-	end := time.Now()
+	end := now
 	if r.FinishedAt != nil {
 		end = *r.FinishedAt
 	}
@@ -211,7 +212,7 @@ func (c *Crawler) List(ctx context.Context, p ListParams) ([]*Run, error) {
 				return nil, err
 			}
 		}
-		r.Stats.Duration = duration(r)
+		r.Stats.Duration = duration(r, c.clk.Now())
 	}
 	return out, nil
 }

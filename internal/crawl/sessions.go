@@ -75,15 +75,14 @@ func (sa *sessionArgs) jar() http.CookieJar {
 
 // browserCookies are the session's cookies for a rendered page's browser context: each as its
 // latest Set-Cookie line left it (one removed or expired since is left out), with the URL that
-// set it.
-func (sa *sessionArgs) browserCookies() []browser.Cookie {
+// set it; now tells which have expired.
+func (sa *sessionArgs) browserCookies(now time.Time) []browser.Cookie {
 	if sa == nil || len(sa.Cookies) == 0 {
 		return nil
 	}
 	type key struct{ name, domain, path string }
 	at := map[key]int{}
 	var all []browser.Cookie
-	now := time.Now()
 	for _, sc := range sa.Cookies {
 		ck, err := http.ParseSetCookie(sc.Set)
 		u, uerr := url.Parse(sc.URL)
@@ -239,7 +238,7 @@ func (c *Crawler) session(ctx context.Context, ri *runInfo, a *pageArgs) (*via, 
 			return nil, queue.Permanent(err)
 		}
 		c.sync(ctx, ps)
-		px, inTurn := ps.rot.At(a.Session.Proxy-1, time.Now())
+		px, inTurn := ps.rot.At(a.Session.Proxy-1, c.clk.Now())
 		if inTurn {
 			return &via{ps: ps, px: px}, nil
 		}

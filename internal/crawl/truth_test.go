@@ -53,7 +53,7 @@ func (s *switchSite) up() {
 		if l, err = net.Listen("tcp", s.addr); err == nil {
 			break
 		}
-		time.Sleep(20 * time.Millisecond) // paces the retries of the bind
+		time.Sleep(20 * time.Millisecond) // the kernel frees the just-closed port in its own time: the bind waits for it
 	}
 	if err != nil {
 		s.t.Errorf("bring the site back on %s: %v", s.addr, err)

@@ -330,7 +330,7 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 	if p.a.Sitemap == sitemapRobots {
 		return c.robotsSitemaps(ctx, job, ri, p.fetcher, p.host, p.a)
 	}
-	if p.rv.notDue(time.Now()) {
+	if p.rv.notDue(c.clk.Now()) {
 		return c.revisitSame(ctx, job, ri, p.a, p.rv, nil)
 	}
 	res, err := c.fetchPage(ctx, p)
@@ -387,7 +387,7 @@ func (c *Crawler) fetchPage(ctx context.Context, p *pageJob) (*fetch.Result, err
 		return nil, err
 	}
 	release := func() { releaseProxy(); releaseHost() }
-	start := time.Now()
+	start := c.clk.Now()
 	res, ferr := c.revisitGet(ctx, p.fetcher, p.job, p.ri.id, p.s, p.a.URL, p.v.proxy(), p.rv, p.a.Session)
 	release()
 	if ctx.Err() == nil && !queue.Decided(ferr) {

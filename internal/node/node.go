@@ -141,12 +141,8 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	var now func() time.Time // nil: the database's clock (see Clock)
-	if cfg.Clock != nil {
-		now = cfg.Clock.Now
-		if cfg.Queue.Clock == nil {
-			cfg.Queue.Clock = cfg.Clock
-		}
+	if cfg.Clock != nil && cfg.Queue.Clock == nil {
+		cfg.Queue.Clock = cfg.Clock
 	}
 	if len(cfg.Queues) == 0 {
 		cfg.Queues = []string{spider.DefaultQueue}
@@ -207,7 +203,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	cr, err := crawl.New(crawl.Config{Pool: cfg.Pool, Queue: qc, Spiders: reg, Pipeline: pl, TxSink: txSink, Fetch: cfg.Fetch, Browser: cfg.Browser,
 		OnFinish: n.finished, OnStart: n.started, OnEnqueue: n.poke, Reserve: n.reserve, ItemTimeout: cfg.ItemTimeout, Logger: cfg.Logger,
-		CountItems: countItems, RunLog: cfg.RunLog, Artifacts: cfg.Artifacts, ProxyEnv: cfg.ProxyEnv, ProxyRest: cfg.ProxyRest, Now: now})
+		CountItems: countItems, RunLog: cfg.RunLog, Artifacts: cfg.Artifacts, ProxyEnv: cfg.ProxyEnv, ProxyRest: cfg.ProxyRest, Clock: cfg.Clock})
 	if err != nil {
 		return nil, err
 	}
