@@ -41,6 +41,7 @@ import (
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 
+	"crawlq/internal/clock"
 	"crawlq/internal/fetch"
 	"crawlq/internal/proxy"
 )
@@ -890,13 +891,13 @@ type pageState struct {
 	refused []string
 	// The page's requests in flight and the last change, for ScrollToBottom's quiet wait.
 	inflight map[network.RequestID]bool
-	lastNet  time.Time
-	netEvent chan struct{} // closed and replaced on each change
+	sinceNet clock.Stopwatch // since the last change
+	netEvent chan struct{}   // closed and replaced on each change
 }
 
 // netChanged records network activity. Call with mu held.
 func (st *pageState) netChanged() {
-	st.lastNet = time.Now()
+	st.sinceNet = clock.StartStopwatch()
 	close(st.netEvent)
 	st.netEvent = make(chan struct{})
 }
@@ -909,7 +910,7 @@ func (st *pageState) waitQuiet(ctx context.Context, quiet time.Duration) error {
 	st.mu.Unlock()
 	for {
 		st.mu.Lock()
-		busy, left, ch := len(st.inflight) > 0, quiet-time.Since(st.lastNet), st.netEvent
+		busy, left, ch := len(st.inflight) > 0, quiet-st.sinceNet.Elapsed(), st.netEvent
 		st.mu.Unlock()
 		if !busy && left <= 0 {
 			return nil

@@ -58,6 +58,10 @@ func StartStopwatch() Stopwatch { return Stopwatch{start: time.Now()} }
 // Elapsed is the wall time since the stopwatch started (on the monotonic clock).
 func (s Stopwatch) Elapsed() time.Duration { return time.Since(s.start) }
 
+// Deadline is the wall-clock time d from now, for what runs on wall time whatever a service's
+// Clock says: the deadlines of I/O (an os.File, a net.Conn) and of contexts.
+func Deadline(d time.Duration) time.Time { return time.Now().Add(d) }
+
 // Func adapts a func() time.Time (a Now field of an older config) to a Clock.
 type Func func() time.Time
 

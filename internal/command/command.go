@@ -85,6 +85,7 @@ import (
 	"sync"
 	"time"
 
+	"crawlq/internal/clock"
 	"crawlq/internal/crawl"
 	"crawlq/internal/items"
 	"crawlq/internal/queue"
@@ -172,9 +173,12 @@ type Config struct {
 	Scrapy string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Clock stamps crawlq's own lines in a run's log. Default the wall clock.
+	Clock clock.Clock
 }
 
 func (c *Config) setDefaults() {
+	c.Clock = clock.Or(c.Clock)
 	if c.Timeout == 0 {
 		c.Timeout = 12 * time.Hour
 	}
@@ -262,7 +266,7 @@ func (r *Runner) Run(ctx context.Context, run *crawl.Run, spec spider.CommandSpe
 	defer p.closePipes()
 	log := r.log.With("run", run.ID, "spider", run.Spider)
 	log.Info("command started", "argv", c.argv, "pid", p.pid, "timeout", c.timeout)
-	started := time.Now()
+	took := clock.StartStopwatch()
 	runLog.info("started %q (pid %d, timeout %s)", c.argv, p.pid, c.timeout)
 	r.recordStart(ctx, run, c.scrapy, p.pid, log)
 
@@ -272,11 +276,11 @@ func (r *Runner) Run(ctx context.Context, run *crawl.Run, spec spider.CommandSpe
 	end := r.supervise(ctx, run.ID, p, c, ir.done, log, runLog)
 	reap(p, log)
 	ir.exited.Store(true)
-	p.stopReadingBy(time.Now().Add(r.cfg.KillGrace)) // but read what is already in the pipes
+	p.stopReadingBy(clock.Deadline(r.cfg.KillGrace)) // but read what is already in the pipes
 	logs.Wait()
 	r.awaitItems(ctx, ir, &end)
 
-	log = log.With("items", end.items.n, "skipped_lines", end.items.skipped, "elapsed", time.Since(started).Round(time.Millisecond))
+	log = log.With("items", end.items.n, "skipped_lines", end.items.skipped, "elapsed", took.Elapsed().Round(time.Millisecond))
 	err = r.finish(ctx, run, log, runLog, c.scrapy, end)
 	switch {
 	case err == nil:

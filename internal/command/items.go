@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"crawlq/internal/clock"
 	"crawlq/internal/crawl"
 	"crawlq/internal/items"
 )
@@ -106,7 +107,7 @@ func (r *Runner) readLines(ctx context.Context, run *crawl.Run, f *os.File, exit
 	for {
 		if exited.Load() {
 			// Refreshed per read: time spent waiting on the pipeline must not eat it.
-			f.SetReadDeadline(time.Now().Add(r.cfg.KillGrace))
+			f.SetReadDeadline(clock.Deadline(r.cfg.KillGrace))
 		}
 		line, err := br.ReadSlice('\n')
 		if len(line) > 0 {

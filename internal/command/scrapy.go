@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"crawlq/internal/clock"
 	"crawlq/internal/crawl"
 	"crawlq/internal/spider"
 	"crawlq/internal/spiderstore"
@@ -279,13 +280,14 @@ func (s *ScrapyStats) verdict() error {
 type logBatcher struct {
 	lines chan string
 	done  chan struct{}
+	clk   clock.Clock // stamps crawlq's own lines
 }
 
 func (r *Runner) startLog(runID int64) *logBatcher {
 	if r.cfg.RunLog == nil {
 		return nil
 	}
-	b := &logBatcher{lines: make(chan string, 1024), done: make(chan struct{})}
+	b := &logBatcher{lines: make(chan string, 1024), done: make(chan struct{}), clk: r.cfg.Clock}
 	go func() {
 		defer close(b.done)
 		var buf []string
@@ -336,7 +338,7 @@ func (b *logBatcher) error(format string, a ...any) { b.crawlq("ERROR", format, 
 
 func (b *logBatcher) crawlq(level, format string, a ...any) {
 	if b != nil {
-		b.add(scrapyLogLine(time.Now(), level, fmt.Sprintf(format, a...)))
+		b.add(scrapyLogLine(b.clk.Now(), level, fmt.Sprintf(format, a...)))
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"crawlq/internal/clock"
 	"crawlq/internal/queue"
 	"crawlq/internal/spiderstore"
 )
@@ -30,8 +31,8 @@ type stopPlan struct {
 	sig     syscall.Signal
 	grace   time.Duration
 	cancel  bool
-	cancels int       // the cancels already seen
-	sentAt  time.Time // when the stop signal was last sent
+	cancels int             // the cancels already seen
+	sentAt  clock.Stopwatch // since the stop signal was last sent
 }
 
 // signalGap is the least time between two stop signals to a command: the kernel holds one pending
@@ -69,7 +70,7 @@ func (r *Runner) supervise(ctx context.Context, runID int64, p *process, c comma
 		end.grace = plan.grace
 		log.Warn("stopping command", "reason", why, "pid", p.pid, "signal", plan.sig, "grace", plan.grace)
 		p.signal(plan.sig)
-		plan.sentAt = time.Now()
+		plan.sentAt = clock.StartStopwatch()
 		runLog.warn("stopping the command (%v): sent %s to pid %d; SIGKILL if it is still running in %s", why, sigName(plan.sig), p.pid, plan.grace)
 		killAt = time.After(plan.grace)
 		if plan.cancel && r.cfg.Store != nil {
@@ -142,7 +143,7 @@ func (r *Runner) repeatCancel(ctx context.Context, runID int64, p *process, plan
 		log.Warn("read the run's cancels", "err", err)
 		return
 	}
-	if req.Count <= plan.cancels || time.Since(plan.sentAt) < signalGap {
+	if req.Count <= plan.cancels || plan.sentAt.Elapsed() < signalGap {
 		return // nothing new, or too soon after the last signal: the next poll looks again
 	}
 	plan.cancels = req.Count
@@ -151,7 +152,7 @@ func (r *Runner) repeatCancel(ctx context.Context, runID int64, p *process, plan
 	}
 	log.Warn("cancelled again; sending the signal again", "pid", p.pid, "signal", plan.sig, "cancels", req.Count)
 	p.signal(plan.sig)
-	plan.sentAt = time.Now()
+	plan.sentAt = clock.StartStopwatch()
 	runLog.warn("cancelled again (cancel %d): sent %s to pid %d again", req.Count, sigName(plan.sig), p.pid)
 }
 

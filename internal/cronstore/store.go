@@ -10,6 +10,7 @@ package cronstore
 
 import (
 	"context"
+	"crawlq/internal/clock"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -31,8 +32,9 @@ const MaxAge = time.Hour
 // Config wires a Store. Pool is required.
 type Config struct {
 	Pool *pgxpool.Pool
-	// Now is the clock. Default time.Now.
-	Now func() time.Time
+	// Clock tells when a schedule's next tick is due. Default the wall clock; tests stop it
+	// and move it.
+	Clock clock.Clock
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -48,9 +50,7 @@ func New(cfg Config) (*Store, error) {
 	if cfg.Pool == nil {
 		return nil, errors.New("cronstore: Pool is required")
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -105,7 +105,7 @@ func (s *Store) entryOf(group, name, expr, tz *string, state types.ScheduleState
 	if err != nil {
 		return e, sc, &types.ValidationException{Message: aws.String(err.Error())}
 	}
-	e.NextAt = sc.First(s.cfg.Now())
+	e.NextAt = sc.First(s.cfg.Clock.Now())
 	return e, sc, nil
 }
 
@@ -282,7 +282,7 @@ func (s *Store) fireOne(ctx context.Context, fire Fire) (fired, ok bool, err err
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		now := s.cfg.Now()
+		now := s.cfg.Clock.Now()
 		e, err := scan(tx.QueryRow(tctx, `SELECT `+columns+` FROM crawlq_schedule WHERE state = 'ENABLED' AND next_at <= $1
 ORDER BY next_at LIMIT 1 FOR UPDATE SKIP LOCKED`, now))
 		if errors.Is(err, pgx.ErrNoRows) {

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler/types"
 
 	"crawlq/internal/api"
+	"crawlq/internal/clock"
 	"crawlq/internal/cronstore"
 	"crawlq/internal/dbtest"
 )
@@ -70,9 +71,9 @@ func TestParseEventBridgeExpressions(t *testing.T) {
 	}
 }
 
-func newStore(t *testing.T, now func() time.Time) *cronstore.Store {
+func newStore(t *testing.T, clk clock.Clock) *cronstore.Store {
 	t.Helper()
-	st, err := cronstore.New(cronstore.Config{Pool: dbtest.Pool(t), Now: now})
+	st, err := cronstore.New(cronstore.Config{Pool: dbtest.Pool(t), Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func create(t *testing.T, st *cronstore.Store, name, expr, input string) error {
 func TestSchedulerCalls(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := newStore(t, time.Now)
+	st := newStore(t, nil)
 	if err := create(t, st, "a", "rate(1 hour)", `{"action":"schedule","spider":"demo"}`); err != nil {
 		t.Fatal(err)
 	}
@@ -139,22 +140,13 @@ func TestSchedulerCalls(t *testing.T) {
 	}
 }
 
-// clock is a settable clock for the store.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
-
 // Each tick fires once, however many firers look at once; a failed fire is recorded and its tick
 // not retried; a tick more than MaxAge late is skipped.
 func TestFireDueOncePerTick(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c := &clock{t: time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)}
-	st := newStore(t, c.now)
+	c := clock.NewStopped(time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC))
+	st := newStore(t, c)
 	if err := create(t, st, "every-minute", "rate(1 minute)", `{"n":1}`); err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +159,7 @@ func TestFireDueOncePerTick(t *testing.T) {
 		return fmt.Sprint(tick.Unix()), nil
 	}
 	for range 3 {
-		c.add(time.Minute)
+		c.Advance(time.Minute)
 		var wg sync.WaitGroup
 		for range 4 {
 			wg.Add(1)
@@ -193,12 +185,12 @@ func TestFireDueOncePerTick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !e.NextAt.Equal(c.now().Add(time.Minute)) || e.LastRun == "" || e.LastError != "" {
-		t.Errorf("after 3 ticks: next %s (now %s), last run %q, error %q", e.NextAt, c.now(), e.LastRun, e.LastError)
+	if !e.NextAt.Equal(c.Now().Add(time.Minute)) || e.LastRun == "" || e.LastError != "" {
+		t.Errorf("after 3 ticks: next %s (now %s), last run %q, error %q", e.NextAt, c.Now(), e.LastRun, e.LastError)
 	}
 
 	// A failing fire is recorded; its tick is not fired again.
-	c.add(time.Minute)
+	c.Advance(time.Minute)
 	if n, err := st.FireDue(ctx, 10, func(context.Context, cronstore.Entry, time.Time) (string, error) {
 		return "", errors.New("unknown spider")
 	}); n != 0 || err != nil {
@@ -212,12 +204,12 @@ func TestFireDueOncePerTick(t *testing.T) {
 	}
 
 	// Two hours without a firer: the overdue tick is skipped and said so, the next one is ahead.
-	c.add(2 * time.Hour)
+	c.Advance(2 * time.Hour)
 	if n, err := st.FireDue(ctx, 10, fire); n != 0 || err != nil {
 		t.Fatalf("overdue tick: fired %d, %v", n, err)
 	}
 	e, _ = st.Get(ctx, "crawlq", "every-minute")
-	if !strings.Contains(e.LastError, "skipped") || !e.NextAt.After(c.now()) || e.NextAt.After(c.now().Add(time.Minute)) {
-		t.Errorf("overdue tick: error %q, next %s (now %s)", e.LastError, e.NextAt, c.now())
+	if !strings.Contains(e.LastError, "skipped") || !e.NextAt.After(c.Now()) || e.NextAt.After(c.Now().Add(time.Minute)) {
+		t.Errorf("overdue tick: error %q, next %s (now %s)", e.LastError, e.NextAt, c.Now())
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"crawlq/internal/backoff"
+	"crawlq/internal/clock"
 )
 
 // connectRetry paces the tries of OpenWaiting: 250 ms, doubling, at most 10 s, with jitter so the
@@ -21,7 +22,7 @@ var connectRetry = backoff.Policy{Base: 250 * time.Millisecond, Max: 10 * time.S
 // restarting or full (SQLSTATE 53300) then comes up with it instead of exiting; anything else
 // (a wrong password, a bad URL) fails at once.
 func OpenWaiting(ctx context.Context, c Config, wait time.Duration, log *slog.Logger) (*pgxpool.Pool, error) {
-	giveUp := time.Now().Add(wait)
+	waited := clock.StartStopwatch()
 	for try := 1; ; try++ {
 		pool, err := Open(ctx, c)
 		if err == nil {
@@ -34,7 +35,7 @@ func OpenWaiting(ctx context.Context, c Config, wait time.Duration, log *slog.Lo
 			return nil, err
 		}
 		d := connectRetry.Delay(try)
-		if time.Now().Add(d).After(giveUp) {
+		if waited.Elapsed()+d > wait {
 			return nil, fmt.Errorf("db: the database refused connections for %s: %w", wait, err)
 		}
 		log.Warn("the database refuses connections; retrying", "in", d.Round(time.Millisecond), "try", try, "err", err)

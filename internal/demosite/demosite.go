@@ -8,6 +8,7 @@ package demosite
 import (
 	"bytes"
 	"context"
+	"crawlq/internal/clock"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -41,6 +42,8 @@ type Config struct {
 	Generation int
 	// SitemapSize is how many URLs each gzipped child of the sitemap index lists; default 1000.
 	SitemapSize int
+	// Clock tells when each generation began (the pages' Last-Modified). Default the wall clock.
+	Clock clock.Clock
 }
 
 // MaxItems bounds Config.Items.
@@ -70,6 +73,7 @@ func (c Config) Validate() error {
 }
 
 func (c Config) withDefaults() Config {
+	c.Clock = clock.Or(c.Clock)
 	if c.Items <= 0 {
 		c.Items = 1200
 	}
@@ -136,7 +140,7 @@ func New(cfg Config) *Site {
 	s := &Site{cfg: cfg, hits: map[string]int64{}, markup: cfg.Markup}
 	s.listings = (cfg.Items + cfg.PerPage - 1) / cfg.PerPage
 	s.slowItem = min(7, cfg.Items)
-	s.gen = newGenerations(cfg.Items)
+	s.gen = newGenerations(cfg.Items, cfg.Clock.Now())
 	for range cfg.Generation {
 		s.advance()
 	}

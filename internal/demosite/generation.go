@@ -35,8 +35,8 @@ type generations struct {
 	last    Changes // what the step to n did
 }
 
-func newGenerations(items int) generations {
-	return generations{rev: make([]uint16, items), changed: make([]int, items), deleted: make([]bool, items), at: []time.Time{time.Now()}}
+func newGenerations(items int, now time.Time) generations {
+	return generations{rev: make([]uint16, items), changed: make([]int, items), deleted: make([]bool, items), at: []time.Time{now}}
 }
 
 // Changes is what one generation step did, by SKU, sorted.
@@ -58,7 +58,7 @@ func (s *Site) Advance() Changes {
 func (s *Site) advance() Changes {
 	g := &s.gen
 	g.n++
-	at := time.Now()
+	at := s.cfg.Clock.Now()
 	if s.cfg.Generation >= g.n { // New advancing to Config.Generation: one catalogue, one time
 		at = g.at[0]
 	}

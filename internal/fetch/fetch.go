@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"crawlq/internal/clock"
 	"crawlq/internal/proxy"
 )
 
@@ -63,6 +64,9 @@ type Config struct {
 	// MaxIdleConnsPerHost is how many keep-alive connections are kept per host.
 	// Default 64, sized for many goroutines crawling one site.
 	MaxIdleConnsPerHost int
+	// Clock is what a Retry-After date is measured against when the server sent no Date.
+	// Default the wall clock.
+	Clock clock.Clock
 }
 
 const (
@@ -112,6 +116,7 @@ func (c Config) withDefaults() Config {
 	if c.MaxIdleConnsPerHost == 0 {
 		c.MaxIdleConnsPerHost = defaultMaxIdleConnsPerHost
 	}
+	c.Clock = clock.Or(c.Clock)
 	return c
 }
 
@@ -263,7 +268,7 @@ func (f *Fetcher) FetchWith(ctx context.Context, rawURL string, v Validators, co
 }
 
 func (f *Fetcher) fetch(ctx context.Context, rawURL string, v Validators, cookies []*http.Cookie) (*Result, error) {
-	start := time.Now()
+	took := clock.StartStopwatch()
 	reqCtx, cancel := context.WithTimeoutCause(ctx, f.cfg.ReadTimeout, ErrTimeout)
 	defer cancel()
 	// NewRequest parses the URL once; the checks read the parsed form.
@@ -315,14 +320,14 @@ func (f *Fetcher) fetch(ctx context.Context, rawURL string, v Validators, cookie
 	if resp.StatusCode >= 400 {
 		// The status is the answer; an error page that is too large or cut off
 		// must not hide it from the retry policy.
-		se := newStatusError(resp, time.Now())
+		se := newStatusError(resp, f.cfg.Clock.Now())
 		if resp.ContentLength <= f.cfg.MaxBodyBytes {
 			if raw, wire, err := readBody(resp, f.cfg.MaxBodyBytes); err == nil {
 				res.Bytes = wire
 				res.ContentType, res.Body = decodeText(raw, resp.Header.Get("Content-Type"))
 			}
 		}
-		res.Elapsed = time.Since(start)
+		res.Elapsed = took.Elapsed()
 		return res, se
 	}
 	if resp.ContentLength > f.cfg.MaxBodyBytes {
@@ -339,7 +344,7 @@ func (f *Fetcher) fetch(ctx context.Context, rawURL string, v Validators, cookie
 	}
 	res.Bytes = wire
 	res.ContentType, res.Body = decodeText(raw, resp.Header.Get("Content-Type"))
-	res.Elapsed = time.Since(start)
+	res.Elapsed = took.Elapsed()
 	return res, nil
 }
 

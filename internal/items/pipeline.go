@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"crawlq/internal/backoff"
+	"crawlq/internal/clock"
 )
 
 var (
@@ -190,7 +191,7 @@ type entry struct {
 	item Item
 	c    *call
 	size int64
-	at   time.Time // when it was admitted, for FlushInterval
+	at   clock.Stopwatch // started when it was admitted, for FlushInterval
 }
 
 // New starts a pipeline writing to sink. A nil log uses slog.Default().
@@ -325,7 +326,7 @@ func (p *Pipeline) waitAdmitted(ctx context.Context, c *call) error {
 // admitLocked moves items of waiting writers into the buffer, strictly in arrival order
 // so that a large write is not starved by a stream of small ones.
 func (p *Pipeline) admitLocked() {
-	now := time.Now()
+	now := clock.StartStopwatch()
 	admitted := false
 	for len(p.admitQ) > 0 {
 		c := p.admitQ[0]
@@ -421,7 +422,7 @@ func (p *Pipeline) nextBatch() ([]entry, bool) {
 		n := len(p.pending)
 		var wait time.Duration
 		if n > 0 {
-			wait = p.cfg.FlushInterval - time.Since(p.pending[0].at)
+			wait = p.cfg.FlushInterval - p.pending[0].at.Elapsed()
 		}
 		if n >= p.cfg.BatchSize || (n > 0 && (p.closing || wait <= 0)) {
 			k := min(n, p.cfg.BatchSize)

@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crawlq/internal/clock"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -28,12 +28,13 @@ type S3Sink struct {
 	client *s3.Client
 	bucket string
 	prefix string
+	clk    clock.Clock // names the objects in time order
 }
 
 // NewS3Sink returns a sink writing to bucket under prefix (e.g. "items/"; may be empty).
 // Build client with awsx.Load and awsx.S3Options so that it works under an emulator.
 func NewS3Sink(client *s3.Client, bucket, prefix string) Sink {
-	return &S3Sink{client: client, bucket: bucket, prefix: prefix}
+	return &S3Sink{client: client, bucket: bucket, prefix: prefix, clk: clock.Real()}
 }
 
 // Name implements Sink.
@@ -87,7 +88,7 @@ func (s *S3Sink) objectKey(run int64) (string, error) {
 		return "", fmt.Errorf("make object name: %w", err)
 	}
 	return s.prefix + "runs/" + strconv.FormatInt(run, 10) + "/" +
-		strconv.FormatInt(time.Now().UnixNano(), 10) + "-" + hex.EncodeToString(b) + ".jsonl.gz", nil
+		strconv.FormatInt(s.clk.Now().UnixNano(), 10) + "-" + hex.EncodeToString(b) + ".jsonl.gz", nil
 }
 
 func encodeJSONLinesGzip(items []*Item) ([]byte, error) {

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"crawlq/internal/awsx"
+	"crawlq/internal/clock"
 	"crawlq/internal/db"
 	"crawlq/internal/envconfig"
 	"crawlq/internal/events"
@@ -40,6 +41,8 @@ type Deps struct {
 	// all four (NewDeps: LoadConfig).
 	Config Config
 	Logger *slog.Logger
+	// Clock tells the functions the time of day (the metrics' window). Default the wall clock.
+	Clock clock.Clock
 }
 
 // Setup builds function fn's Deps from the environment getenv reads (nil: the process's): its

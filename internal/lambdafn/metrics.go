@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"crawlq/internal/clock"
 	"crawlq/internal/metrics"
 )
 
@@ -23,7 +24,7 @@ func (d *Deps) Metrics(w io.Writer, namespace string) func(ctx context.Context, 
 	return func(ctx context.Context, _ json.RawMessage) (MetricsResult, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		now := time.Now()
+		now := clock.Or(d.Clock).Now()
 		since := last
 		if since.IsZero() {
 			since = now.Add(-time.Minute)

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"crawlq/internal/awsx"
+	"crawlq/internal/clock"
 	"crawlq/internal/dispatch"
 	"crawlq/internal/events"
 	"crawlq/internal/fetch"
@@ -118,7 +119,7 @@ func (d *Deps) Worker(opt WorkerOptions) func(ctx context.Context, ev dispatch.W
 			t := time.NewTicker(min(opt.IdleExit/4, time.Second))
 			defer t.Stop()
 			var last int64 = -1
-			idleSince := time.Now()
+			quiet := clock.StartStopwatch() // since the worker last claimed or finished a job
 			for {
 				select {
 				case <-workCtx.Done():
@@ -131,10 +132,10 @@ func (d *Deps) Worker(opt WorkerOptions) func(ctx context.Context, ev dispatch.W
 				s := n.Stats()
 				inFlight := s.Claimed - s.Succeeded - s.Failed - s.Snoozed - s.Released - s.Lost
 				if s.Claimed != last || inFlight > 0 {
-					last, idleSince = s.Claimed, time.Now()
+					last, quiet = s.Claimed, clock.StartStopwatch()
 					continue
 				}
-				if time.Since(idleSince) >= opt.IdleExit {
+				if quiet.Elapsed() >= opt.IdleExit {
 					wentIdle = true
 					cancel()
 					return

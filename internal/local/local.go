@@ -35,6 +35,7 @@ import (
 
 	"crawlq/internal/api"
 	"crawlq/internal/backoff"
+	"crawlq/internal/clock"
 	"crawlq/internal/command"
 	"crawlq/internal/crawl"
 	"crawlq/internal/cronstore"
@@ -91,6 +92,8 @@ type Config struct {
 	Metrics io.Writer
 	// Logger defaults to Deps.Logger.
 	Logger *slog.Logger
+	// Clock tells when delayed jobs and stored schedules are due. Default the wall clock.
+	Clock clock.Clock
 }
 
 type handler func(ctx context.Context, payload []byte) ([]byte, error)
@@ -148,6 +151,7 @@ func New(cfg Config) (*Stack, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = os.Stdout
 	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.Logger == nil {
 		cfg.Logger = cfg.Deps.Logger
 	}
@@ -159,7 +163,7 @@ func New(cfg Config) (*Stack, error) {
 	ac.Logger = s.log
 	if ac.Scheduler == nil && !cfg.NoCron {
 		// No EventBridge Scheduler here: schedules are kept in Postgres and fired by Serve.
-		st, err := cronstore.New(cronstore.Config{Pool: d.Pool, Logger: s.log})
+		st, err := cronstore.New(cronstore.Config{Pool: d.Pool, Logger: s.log, Clock: cfg.Clock})
 		if err != nil {
 			return nil, err
 		}
@@ -542,7 +546,7 @@ func (s *Stack) dueLoop(ctx context.Context) {
 		case err != nil && ctx.Err() == nil:
 			s.log.Warn("local: find the next delayed job; looking again shortly", "err", err)
 		case ok:
-			wait = min(max(time.Until(at), 0), dueLook)
+			wait = min(max(at.Sub(s.cfg.Clock.Now()), 0), dueLook)
 		}
 		if ok && wait <= 0 {
 			s.poke(ctx, nil) // not wake: nothing was pushed, the spiders' cache stays
@@ -569,7 +573,7 @@ func (s *Stack) cronLoop(ctx context.Context) {
 			s.log.Error("local: fire schedules; retrying in a second", "err", err)
 		}
 		next, ok, nerr := s.cron.NextDue(ctx)
-		if !backoff.Sleep(ctx, cronWait(time.Now(), next, ok && nerr == nil, err == nil && n == cronBatch)) && ctx.Err() != nil {
+		if !backoff.Sleep(ctx, cronWait(s.cfg.Clock.Now(), next, ok && nerr == nil, err == nil && n == cronBatch)) && ctx.Err() != nil {
 			return
 		}
 	}

@@ -2,6 +2,7 @@ package runlog
 
 import (
 	"context"
+	"crawlq/internal/clock"
 	"errors"
 	"fmt"
 	"strconv"
@@ -17,6 +18,8 @@ import (
 type CloudWatch struct {
 	Client *cloudwatchlogs.Client
 	Group  string
+	// Clock stamps the lines. Default the wall clock.
+	Clock clock.Clock
 }
 
 func stream(runID int64) string { return "run-" + strconv.FormatInt(runID, 10) }
@@ -26,7 +29,7 @@ func (c CloudWatch) Append(ctx context.Context, runID int64, lines []string) err
 	if len(lines) == 0 {
 		return nil
 	}
-	now := time.Now().UnixMilli()
+	now := clock.Or(c.Clock).Now().UnixMilli()
 	ev := make([]types.InputLogEvent, len(lines))
 	for i, l := range lines {
 		ev[i] = types.InputLogEvent{Message: aws.String(clean(l)), Timestamp: aws.Int64(now)}

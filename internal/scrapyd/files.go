@@ -118,7 +118,7 @@ func (s *Server) serveLog(w http.ResponseWriter, r *http.Request) {
 			// The status line is gone: the client sees a log that ends with this line, and
 			// crawlq's log says so too.
 			s.log.ErrorContext(r.Context(), "scrapyd: read run log", "run", j.RunID, "err", err)
-			fmt.Fprintf(w, "%s [crawlq] ERROR: reading the rest of this log failed: %v\n", time.Now().Format(pyTime), err)
+			fmt.Fprintf(w, "%s [crawlq] ERROR: reading the rest of this log failed: %v\n", s.cfg.Clock.Now().Format(pyTime), err)
 			return
 		}
 		buf = buf[:0]
@@ -325,7 +325,7 @@ func (s *Server) serveListing(kind string) http.HandlerFunc {
 			entries = append(entries, dirEntry{name: name + "/", modified: t, ctype: "Directory"})
 		}
 		if project == "" && kind == "logs" {
-			entries = append(entries, dirEntry{name: "stats.json", modified: time.Now(), ctype: "application/json"})
+			entries = append(entries, dirEntry{name: "stats.json", modified: s.cfg.Clock.Now(), ctype: "application/json"})
 		}
 		listing(w, r, entries)
 	}
@@ -442,7 +442,7 @@ func (s *Server) serveLogParserJob(w http.ResponseWriter, r *http.Request) {
 		s.fileError(w, r, err)
 		return
 	}
-	writeJSONIndent(w, s.logParserJob(j, r.Host, time.Now()))
+	writeJSONIndent(w, s.logParserJob(j, r.Host, s.cfg.Clock.Now()))
 }
 
 // serveStats answers /logs/stats.json as LogParser writes it: every started job's figures
@@ -453,7 +453,7 @@ func (s *Server) serveStats(w http.ResponseWriter, r *http.Request) {
 		s.fileError(w, r, err)
 		return
 	}
-	now := time.Now()
+	now := s.cfg.Clock.Now()
 	datas := map[string]map[string]map[string]any{}
 	for _, j := range jobs {
 		full := s.logParserJob(j, r.Host, now)

@@ -28,7 +28,7 @@ func (s *Server) serveJobsPage(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Items != nil {
 		headers = append(headers, "Items")
 	}
-	now := time.Now()
+	now := s.cfg.Clock.Now()
 	var b strings.Builder
 	b.WriteString(`<!DOCTYPE html>
 <html lang="en">

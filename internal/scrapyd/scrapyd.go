@@ -29,6 +29,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"crawlq/internal/api"
+	"crawlq/internal/clock"
 	"crawlq/internal/items"
 	"crawlq/internal/runlog"
 	"crawlq/internal/spiderstore"
@@ -55,6 +56,9 @@ type Config struct {
 	NodeName string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Clock tells the pages and LogParser's figures the time (a running job's runtime). Default
+	// the wall clock.
+	Clock clock.Clock
 }
 
 // Server is the HTTP API.
@@ -75,6 +79,7 @@ func New(cfg Config) (*Server, error) {
 	case cfg.MaxUploadBytes < 0:
 		return nil, errors.New("scrapyd: MaxUploadBytes is negative")
 	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.MaxUploadBytes == 0 {
 		cfg.MaxUploadBytes = 51 << 20
 	}

@@ -2,6 +2,7 @@ package scrapyd
 
 import (
 	"context"
+	"crawlq/internal/clock"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -27,6 +28,8 @@ type S3Spill struct {
 	Bucket  string
 	Prefix  string
 	Expires time.Duration
+	// Clock names the staged answers by time. Default the wall clock.
+	Clock clock.Clock
 }
 
 // Keep implements Spill.
@@ -51,7 +54,7 @@ func (s S3Spill) Keep(ctx context.Context, contentType string, write func(io.Wri
 	if _, err := rand.Read(rnd); err != nil {
 		return "", fmt.Errorf("name answer: %w", err)
 	}
-	key := s.Prefix + time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(rnd)
+	key := s.Prefix + clock.Or(s.Clock).Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(rnd)
 	if contentType == "" {
 		contentType = "application/octet-stream"
 	}
