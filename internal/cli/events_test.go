@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"crawlq/internal/cli"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/demosite"
+	"crawlq/internal/testwait"
 )
 
 // `crawlq worker --maintain-every 1h` publishes the events of a run it works to EventBridge (moto's
@@ -74,11 +76,7 @@ func TestWorkerPublishesRunEventsAtOnce(t *testing.T) {
 	}
 
 	var states []string
-	deadline := time.Now().Add(time.Minute)
-	for strings.Join(states, ",") != "pending,running,succeeded" {
-		if time.Now().After(deadline) {
-			t.Fatalf("run %d events %v within a minute, want pending,running,succeeded; worker stderr:\n%s", id, states, stderr.String())
-		}
+	testwait.For(t, fmt.Sprintf("run %d's events pending,running,succeeded", id), func() (string, bool) {
 		m, err := sq.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
 		if err != nil {
 			t.Fatal(err)
@@ -100,7 +98,9 @@ func TestWorkerPublishesRunEventsAtOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-	}
+		got := strings.Join(states, ",")
+		return got + "; worker stderr:\n" + stderr.String(), got == "pending,running,succeeded"
+	})
 	cancel()
 	if c := <-done; c != 0 {
 		t.Fatalf("worker exited %d: %s", c, stderr.String())

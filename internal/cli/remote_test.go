@@ -17,6 +17,7 @@ import (
 	"crawlq/internal/cli"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/demosite"
+	"crawlq/internal/testwait"
 )
 
 // `crawlq --api crawlq-api ...` (and CRAWLQ_API) reaches a stack through the Lambda Invoke API of
@@ -51,21 +52,17 @@ func TestCommandsThroughTheAPIFunction(t *testing.T) {
 		}
 	})
 	banner := regexp.MustCompile(`Lambda Invoke API on (http://\S+)`)
-	var endpoint string
-	for deadline := time.Now().Add(time.Minute); endpoint == ""; {
+	endpoint := testwait.For(t, "crawlq local's banner", func() (string, bool) {
 		if m := banner.FindStringSubmatch(localErr.String()); m != nil {
-			endpoint = m[1]
-			break
+			return m[1], true
 		}
 		select {
 		case code := <-done:
 			t.Fatalf("crawlq local exited %d: %s", code, localErr.String())
-		case <-time.After(50 * time.Millisecond): // paces the look for the banner
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("crawlq local printed no banner in a minute: %s", localErr.String())
-		}
-	}
+		return localErr.String(), false
+	})
 
 	// The client has AWS credentials and the endpoint, and no database.
 	client := map[string]string{"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}

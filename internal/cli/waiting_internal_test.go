@@ -17,6 +17,7 @@ import (
 	"crawlq/internal/node"
 	"crawlq/internal/runlog"
 	"crawlq/internal/spider"
+	"crawlq/internal/testwait"
 )
 
 // --watch says what a live run with nothing running waits for, instead of a bare "0 running":
@@ -90,8 +91,7 @@ func TestWaitingForNamesAPausedHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var line string
-	for !strings.Contains(line, "is down") {
+	line := testwait.For(t, "--watch names the paused host", func() (string, bool) {
 		r, err := n.Crawler.Get(ctx, s.RunID)
 		if err != nil {
 			t.Fatal(err)
@@ -100,15 +100,12 @@ func TestWaitingForNamesAPausedHost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if line, err = waitingFor(ctx, n, r, waiting, running, time.Now()); err != nil {
+		line, err := waitingFor(ctx, n, r, waiting, running, time.Now())
+		if err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("--watch never named the paused host; last: %q", line)
-		case <-time.After(20 * time.Millisecond): // paces a look at the run
-		}
-	}
+		return line, strings.Contains(line, "is down")
+	})
 	t.Log(line)
 	host := strings.TrimPrefix(dead, "http://")
 	if !strings.Contains(line, "host "+host+" is down") || !strings.Contains(line, "1 failed probes") || !strings.Contains(line, "then one probes it") {

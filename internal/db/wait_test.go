@@ -11,6 +11,7 @@ import (
 	"crawlq/internal/db"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/logtest"
+	"crawlq/internal/testwait"
 )
 
 // A process that starts while the database refuses connections for a reason that passes (here a
@@ -60,13 +61,14 @@ func TestOpenWaitingWaitsOutRefusedConnections(t *testing.T) {
 		}
 		return false
 	}
-	for !refusedLogged() {
+	testwait.Until(t, "OpenWaiting logs the refusal (53300)", func() bool {
 		select {
 		case err := <-opened:
 			t.Fatalf("OpenWaiting returned %v before the database took connections", err)
-		case <-time.After(20 * time.Millisecond): // paces a look at the log
+		default:
 		}
-	}
+		return refusedLogged()
+	})
 	if _, err := admin.Exec(ctx, `ALTER ROLE `+role+` CONNECTION LIMIT -1`); err != nil {
 		t.Fatal(err)
 	}

@@ -108,16 +108,12 @@ func eventQueue(t *testing.T, bus string) (aws.Config, *sqs.Client, *string) {
 	return cfg, sq, q.QueueUrl
 }
 
-// receiveStates reads the queue until the states of run's events are want, failing at the
-// deadline; a receive waits up to a second for a message (SQS long polling).
+// receiveStates reads the queue until the states of run's events are want; a receive waits up to
+// a second for a message (SQS long polling).
 func receiveStates(t *testing.T, sq *sqs.Client, q *string, run int64, want string) {
 	t.Helper()
 	var got []string
-	deadline := time.Now().Add(time.Minute)
-	for strings.Join(got, ",") != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("run %d events %v within a minute, want %s", run, got, want)
-		}
+	testwait.For(t, fmt.Sprintf("run %d's events %s", run, want), func() (string, bool) {
 		m, err := sq.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: q, MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
 		if err != nil {
 			t.Fatal(err)
@@ -136,7 +132,8 @@ func receiveStates(t *testing.T, sq *sqs.Client, q *string, run int64, want stri
 				t.Fatal(err)
 			}
 		}
-	}
+		return strings.Join(got, ","), strings.Join(got, ",") == want
+	})
 }
 
 // published says which of a run's recorded events are marked published, in order.
