@@ -29,6 +29,10 @@ with the default run log) or, with $CRAWLQ_RUN_LOG_GROUP, from that CloudWatch L
 			pg := dbFlag(fs, env)
 			follow := fs.Bool("follow", false, "keep printing new lines until the run finishes")
 			return func(ctx context.Context, args []string) error {
+				le, err := readLogsEnv(env)
+				if err != nil {
+					return err
+				}
 				return pg.withNode(ctx, "", func(n *node.Node) error {
 					id, err := strconv.ParseInt(args[0], 10, 64)
 					if err != nil || id <= 0 {
@@ -43,7 +47,7 @@ with the default run log) or, with $CRAWLQ_RUN_LOG_GROUP, from that CloudWatch L
 						return err
 					}
 					var store runlog.Store = runlog.Postgres{Pool: n.Crawler.Pool()}
-					if g := env.Getenv("CRAWLQ_RUN_LOG_GROUP"); g != "" {
+					if g := le.RunLogGroup; g != "" {
 						cw, err := cloudWatchLog(ctx, g)
 						if err != nil {
 							return err

@@ -51,3 +51,32 @@ func TestServiceCommandsReadOnlyWhatTheyUse(t *testing.T) {
 		t.Fatalf("runner without maintenance: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 }
+
+// TestCommandsCheckTheirEnvironmentFirst: crawlq schedules and crawlq logs read and check their
+// variables at their start, so a bad one is refused with its name (a usage error, exit 2) before
+// the database, which here never answers, is tried.
+func TestCommandsCheckTheirEnvironmentFirst(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"schedules", "list"}, map[string]string{"CRAWLQ_SCHEDULE_GROUP": "my group"}, "CRAWLQ_SCHEDULE_GROUP"},
+		{[]string{"schedules", "add", "--spider", "demo", "--cron", "@daily"}, map[string]string{"CRAWLQ_SCHEDULE_GROUP": "g/1"}, "CRAWLQ_SCHEDULE_GROUP"},
+		{[]string{"schedules", "del", "x"}, map[string]string{"CRAWLQ_SCHEDULE_GROUP": strings.Repeat("g", 65)}, "CRAWLQ_SCHEDULE_GROUP"},
+		{[]string{"logs", "1"}, map[string]string{"CRAWLQ_RUN_LOG_GROUP": "runs?"}, "CRAWLQ_RUN_LOG_GROUP"},
+	} {
+		env := map[string]string{"DATABASE_URL": "postgres://crawlq@127.0.0.1:1/none?connect_timeout=1"}
+		for k, v := range c.env {
+			env[k] = v
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		var out, errb bytes.Buffer
+		code := cli.Main(ctx, c.args, cli.Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }})
+		cancel()
+		if code != 2 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v with %v: exit %d, stderr %q; want 2 naming %s before connecting", c.args, c.env, code, errb.String(), c.want)
+		}
+	}
+}

@@ -42,6 +42,10 @@ running) is skipped, and list says so; a tick that fails (an unknown spider) sho
 					pg := dbFlag(fs, env)
 					asJSON := fs.Bool("json", false, "print JSON")
 					return func(ctx context.Context, args []string) error {
+						se, err := readSchedulesEnv(env)
+						if err != nil {
+							return err
+						}
 						return pg.withNode(ctx, "", func(n *node.Node) error {
 							st, err := cronstore.New(cronstore.Config{Pool: n.Queue.Pool()})
 							if err != nil {
@@ -49,7 +53,7 @@ running) is skipped, and list says so; a tick that fails (an unknown spider) sho
 							}
 							var all []cronstore.Entry
 							for after := ""; ; {
-								page, err := st.List(ctx, scheduleGroup(env), after, 500)
+								page, err := st.List(ctx, se.Group, after, 500)
 								if err != nil {
 									return err
 								}
@@ -90,6 +94,10 @@ running) is skipped, and list says so; a tick that fails (an unknown spider) sho
 					version := fs.String("version", "", "stored version of the spider every run runs (default the newest)")
 					replace := fs.Bool("replace", false, "replace a schedule of the same name")
 					return func(ctx context.Context, rest []string) error {
+						se, err := readSchedulesEnv(env)
+						if err != nil {
+							return err
+						}
 						switch {
 						case *spider == "":
 							return usageErr("--spider is required")
@@ -118,12 +126,12 @@ running) is skipped, and list says so; a tick that fails (an unknown spider) sho
 						if *replace {
 							req["replace"] = true
 						}
-						return withScheduleAPI(ctx, pg, env, func(a *api.API, st *cronstore.Store) error {
+						return withScheduleAPI(ctx, pg, se, func(a *api.API, st *cronstore.Store) error {
 							resp, err := callAPI(ctx, a, req)
 							if err != nil {
 								return err
 							}
-							e, err := st.Get(ctx, scheduleGroup(env), fmt.Sprint(resp["name"]))
+							e, err := st.Get(ctx, se.Group, fmt.Sprint(resp["name"]))
 							if err != nil {
 								return err
 							}
@@ -137,7 +145,11 @@ running) is skipped, and list says so; a tick that fails (an unknown spider) sho
 				Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 					pg := dbFlag(fs, env)
 					return func(ctx context.Context, args []string) error {
-						return withScheduleAPI(ctx, pg, env, func(a *api.API, _ *cronstore.Store) error {
+						se, err := readSchedulesEnv(env)
+						if err != nil {
+							return err
+						}
+						return withScheduleAPI(ctx, pg, se, func(a *api.API, _ *cronstore.Store) error {
 							if _, err := callAPI(ctx, a, map[string]any{"action": "delschedule", "name": args[0]}); err != nil {
 								return fmt.Errorf("%w (crawlq schedules list shows the schedules)", err)
 							}
@@ -150,24 +162,15 @@ running) is skipped, and list says so; a tick that fails (an unknown spider) sho
 	}
 }
 
-// scheduleGroup is the group the api keeps schedules in ($CRAWLQ_SCHEDULE_GROUP, as crawlq local
-// reads it).
-func scheduleGroup(env *Env) string {
-	if g := strings.TrimSpace(env.Getenv("CRAWLQ_SCHEDULE_GROUP")); g != "" {
-		return g
-	}
-	return "crawlq"
-}
-
 // withScheduleAPI runs f with an api whose schedules are the database's, as crawlq local's are.
-func withScheduleAPI(ctx context.Context, pg *database, env *Env, f func(*api.API, *cronstore.Store) error) error {
+func withScheduleAPI(ctx context.Context, pg *database, se schedulesEnv, f func(*api.API, *cronstore.Store) error) error {
 	return pg.withNode(ctx, "", func(n *node.Node) error {
 		st, err := cronstore.New(cronstore.Config{Pool: n.Queue.Pool()})
 		if err != nil {
 			return err
 		}
 		a, err := api.New(api.Config{Crawler: n.Crawler, Queue: n.Queue, Spiders: n.Spiders, Store: n.Store, Scheduler: st,
-			ScheduleGroup: scheduleGroup(env), TargetARN: "arn:crawlq:local:function:crawlq-api", RoleARN: "arn:crawlq:local:role/scheduler"})
+			ScheduleGroup: se.Group, TargetARN: "arn:crawlq:local:function:crawlq-api", RoleARN: "arn:crawlq:local:role/scheduler"})
 		if err != nil {
 			return err
 		}
