@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"crawlq/internal/browser"
 	"crawlq/internal/crawl"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/demosite"
@@ -32,11 +33,11 @@ type workerProc struct {
 	done     chan struct{}
 }
 
-func startWorkerProc(t *testing.T, url string, workers int, lease time.Duration) *workerProc {
+func startWorkerProc(t *testing.T, url string, workers int, lease time.Duration, env ...string) *workerProc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperCrawlProcess$")
-	cmd.Env = append(os.Environ(), "CRAWLQ_HELPER_URL="+url, fmt.Sprintf("CRAWLQ_HELPER_WORKERS=%d", workers),
-		"CRAWLQ_HELPER_LEASE="+lease.String())
+	cmd.Env = append(append(os.Environ(), "CRAWLQ_HELPER_URL="+url, fmt.Sprintf("CRAWLQ_HELPER_WORKERS=%d", workers),
+		"CRAWLQ_HELPER_LEASE="+lease.String()), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -77,9 +78,13 @@ func TestHelperCrawlProcess(t *testing.T) {
 	fmt.Sscan(os.Getenv("CRAWLQ_HELPER_WORKERS"), &workers)
 	lease, _ := time.ParseDuration(os.Getenv("CRAWLQ_HELPER_LEASE"))
 	pool := dbtest.Open(t, url, 20)
-	n, err := node.New(node.Config{Pool: pool, Workers: workers, MaintainEvery: 200 * time.Millisecond, Fetch: fetch.Config{AllowLoopback: true},
+	cfg := node.Config{Pool: pool, Workers: workers, MaintainEvery: 200 * time.Millisecond, Fetch: fetch.Config{AllowLoopback: true},
 		Worker:   queue.WorkerConfig{Concurrency: 8, Lease: lease, StopGrace: time.Second},
-		OnFinish: func(id int64, _ string) { fmt.Printf("FINISHED %d\n", id) }})
+		OnFinish: func(id int64, _ string) { fmt.Printf("FINISHED %d\n", id) }}
+	if spec := os.Getenv("CRAWLQ_HELPER_BROWSER_SPEC"); spec != "" { // a runner: renders the browser spider's pages
+		cfg.Spiders, cfg.Queues, cfg.Browser = registry(t, spec), []string{"crawl", "long"}, &browser.Config{TabsPerBrowser: 2}
+	}
+	n, err := node.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,5 +227,49 @@ func TestPolitenessAcrossProcesses(t *testing.T) {
 		if gap := arrivals[i].Sub(arrivals[i-1]); gap < time.Duration(delay) {
 			t.Fatalf("requests %d and %d arrived %s apart, less than the %s delay", i-1, i, gap, time.Duration(delay))
 		}
+	}
+}
+
+// The browser spider on two runner processes (each with its own Chromium), one killed with
+// SIGKILL mid-run: its leased pages come back after the lease and are rendered by the other,
+// and the run ends with exactly the script-drawn items, each once, finished once.
+func TestBrowserCrawlSurvivesSIGKILL(t *testing.T) {
+	t.Parallel()
+	_, url := dbtest.Schema(t)
+	site := demosite.New(demosite.Config{Items: 24, PerPage: 6})
+	base := serveHandler(t, site)
+	spec := jsSpec("js", true)
+	var localFinish atomic.Int32
+	pool := dbtest.Open(t, url, 8)
+	ctl, _ := startNode(t, pool, node.Config{Spiders: registry(t, spec), Queues: []string{"control"}, MaintainEvery: 200 * time.Millisecond,
+		OnFinish: func(int64, string) { localFinish.Add(1) }})
+	victim := startWorkerProc(t, url, 1, 3*time.Second, "CRAWLQ_HELPER_BROWSER_SPEC="+spec)
+	survivor := startWorkerProc(t, url, 1, 3*time.Second, "CRAWLQ_HELPER_BROWSER_SPEC="+spec)
+	s, err := ctl.Crawler.Schedule(context.Background(), crawl.ScheduleParams{Spider: "js", Args: map[string]string{"base_url": base}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, "6 item pages drawn", func() bool {
+		var n int64
+		for p, h := range site.Hits() {
+			if strings.HasPrefix(p, demosite.JSPrefix+"api/item-") {
+				n += h
+			}
+		}
+		return n >= 6
+	})
+	victim.stop(syscall.SIGKILL)
+	r := waitRun(t, ctl.Crawler, s.RunID, 4*time.Minute)
+	exp := site.JSExpected()
+	got, err := items.CountItems(context.Background(), pool, s.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.State != "succeeded" || r.Stats.Items != int64(exp.Items) || got != int64(exp.Items) {
+		t.Fatalf("run %s: stats %d items, sink %d (%v); want succeeded with %d", r.State, r.Stats.Items, got, r.Stats.ErrorsByKind, exp.Items)
+	}
+	survivor.stop(syscall.SIGTERM)
+	if total := localFinish.Load() + survivor.finished.Load() + victim.finished.Load(); total != 1 {
+		t.Fatalf("the run was finished %d times", total)
 	}
 }
