@@ -412,7 +412,9 @@ func (d *database) open(ctx context.Context) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, noDatabaseHint(err)
 	}
-	dc.MaxConns = 20
+	if dc.MaxConns == 0 { // CRAWLQ_DB_MAX_CONNS unset
+		dc.MaxConns = 20
+	}
 	if d.wait > 0 {
 		return db.OpenWaiting(octx, dc, d.wait, slog.Default())
 	}

@@ -114,7 +114,9 @@ Stops on SIGINT/SIGTERM, releasing every claimed job.`,
 				if err != nil {
 					return noDatabaseHint(err)
 				}
-				dc.MaxConns = 30
+				if dc.MaxConns == 0 { // CRAWLQ_DB_MAX_CONNS unset
+					dc.MaxConns = 30
+				}
 				pool, err := db.Open(octx, dc)
 				if err != nil {
 					return err

@@ -42,10 +42,14 @@ type Config struct {
 	// RDS Proxy's certificates come from ACM and chain to the Amazon Root CAs, which the
 	// system bundle holds (the runner image ships Debian's, Lambda's provided.al2023 has its
 	// own), so the proxy needs no CAFile. A direct connection to an RDS instance needs the
-	// RDS bundle (https://truststore.pki.rds.amazonaws.com/global/global-bundle.pem) in CAFile.
+	// RDS bundle (https://truststore.pki.rds.amazonaws.com/global/global-bundle.pem) in CAFile
+	// or CAPEM (FetchRoots).
 	TLS bool
 	// CAFile is a PEM bundle of the roots TLS trusts instead of the system's. Default none.
 	CAFile string
+	// CAPEM is a PEM bundle of the roots TLS trusts instead of the system's (and CAFile's).
+	// Default none.
+	CAPEM []byte
 	// ExecMode is the pgx query exec mode: "exec" (default: unnamed statements,
 	// safe behind RDS Proxy without pinning), "simple" (simple protocol),
 	// "cache_describe", or "cache_statement" (fastest, pins RDS Proxy connections).
@@ -104,6 +108,18 @@ func (c Config) PoolConfig() (*pgxpool.Config, error) {
 		pc, err = pgxpool.ParseConfig(dsn)
 		if err != nil {
 			return nil, fmt.Errorf("db: build config: %w", err)
+		}
+		if c.TLS && len(c.CAPEM) > 0 {
+			roots, err := rootPool(c.CAPEM)
+			if err != nil {
+				return nil, fmt.Errorf("db: CAPEM: %w", err)
+			}
+			pc.ConnConfig.TLSConfig.RootCAs = roots
+			for _, fb := range pc.ConnConfig.Fallbacks {
+				if fb.TLSConfig != nil {
+					fb.TLSConfig.RootCAs = roots
+				}
+			}
 		}
 		if c.Password != nil {
 			pw := c.Password

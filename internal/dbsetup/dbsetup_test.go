@@ -81,3 +81,55 @@ func TestRunGivesAppRoleLeastPrivilege(t *testing.T) {
 		}
 	}
 }
+
+// Without RDS Proxy the application role logs in with IAM tokens only: AppIAM grants it
+// rds_iam (RDS's role; created here to stand in for it) and LOGIN, and a later Run with a
+// password (the stack moved back behind the proxy) revokes it again. A server without rds_iam
+// is refused by name, and AppIAM with a password is a config error.
+func TestRunGivesAppRoleIAMLogin(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, u := dbtest.Schema(t)
+	admin := dbtest.Open(t, u, 2)
+	member := func() bool {
+		t.Helper()
+		var in bool
+		if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid
+			JOIN pg_roles a ON a.oid = m.member WHERE r.rolname = 'rds_iam' AND a.rolname = $1)`, dbsetup.DefaultAppRole).Scan(&in); err != nil {
+			t.Fatal(err)
+		}
+		return in
+	}
+	var exists bool
+	if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_roles WHERE rolname = 'rds_iam')`).Scan(&exists); err != nil {
+		t.Fatal(err)
+	}
+	if !exists { // a server that is not RDS (and no earlier run made the stand-in)
+		if _, err := dbsetup.Run(ctx, dbsetup.Config{Pool: admin, AppIAM: true}); !errors.Is(err, dbsetup.ErrConfig) || !strings.Contains(err.Error(), "rds_iam") {
+			t.Errorf("AppIAM without rds_iam: %v, want ErrConfig naming rds_iam", err)
+		}
+		if _, err := admin.Exec(ctx, `DO $$ BEGIN CREATE ROLE rds_iam NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := dbsetup.Run(ctx, dbsetup.Config{Pool: admin, AppIAM: true, AppPassword: func(context.Context) (string, error) { return "pw", nil }}); !errors.Is(err, dbsetup.ErrConfig) {
+		t.Errorf("AppIAM with AppPassword: %v, want ErrConfig", err)
+	}
+	res, err := dbsetup.Run(ctx, dbsetup.Config{Pool: admin, AppIAM: true})
+	if err != nil || res.AppRole != dbsetup.DefaultAppRole {
+		t.Fatalf("AppIAM: %+v, %v", res, err)
+	}
+	var login bool
+	if err := admin.QueryRow(ctx, `SELECT rolcanlogin FROM pg_roles WHERE rolname = $1`, dbsetup.DefaultAppRole).Scan(&login); err != nil || !login {
+		t.Errorf("after AppIAM the role can log in: %v (%v)", login, err)
+	}
+	if !member() {
+		t.Errorf("after AppIAM %s is not a member of rds_iam", dbsetup.DefaultAppRole)
+	}
+	if _, err := dbsetup.Run(ctx, dbsetup.Config{Pool: admin, AppPassword: func(context.Context) (string, error) { return "pw-from-secret", nil }}); err != nil {
+		t.Fatal(err)
+	}
+	if member() {
+		t.Errorf("after a password Run %s is still a member of rds_iam (RDS would refuse the proxy's password login)", dbsetup.DefaultAppRole)
+	}
+}

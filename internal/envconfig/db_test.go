@@ -26,6 +26,9 @@ func TestDBErrors(t *testing.T) {
 		"how to authenticate":    {"CRAWLQ_DB_HOST": "h"},
 		"CRAWLQ_DB_IAM_AUTH":     {"CRAWLQ_DB_HOST": "h", "CRAWLQ_DB_IAM_AUTH": "maybe"},
 		"CRAWLQ_DB_USER":         {"CRAWLQ_DB_HOST": "h", "CRAWLQ_DB_IAM_AUTH": "true"},
+		"CRAWLQ_DB_MAX_CONNS":    {"CRAWLQ_DB_HOST": "h", "CRAWLQ_DB_USER": "u", "CRAWLQ_DB_IAM_AUTH": "true", "CRAWLQ_DB_MAX_CONNS": "0"},
+		// The RDS roots come over HTTPS only (the fetch itself is tested in internal/db).
+		"CRAWLQ_DB_CA_URL": {"CRAWLQ_DB_HOST": "h", "CRAWLQ_DB_USER": "u", "CRAWLQ_DB_IAM_AUTH": "true", "CRAWLQ_DB_CA_URL": "http://truststore.example/b.pem"},
 	} {
 		if _, err := envconfig.DB(ctx, envconfig.Map(want), cfg); err == nil || !strings.Contains(err.Error(), env) {
 			t.Errorf("%v: got %v, want an error mentioning %s", want, err, env)
@@ -34,6 +37,15 @@ func TestDBErrors(t *testing.T) {
 	c, err := envconfig.DB(ctx, envconfig.Map(map[string]string{"DATABASE_URL": "postgres://u@h/d", "CRAWLQ_DB_EXEC_MODE": "simple"}), cfg)
 	if err != nil || c.URL != "postgres://u@h/d" || c.ExecMode != "simple" {
 		t.Fatalf("URL config: %+v, %v", c, err)
+	}
+	// The connection cap without RDS Proxy; a CA URL is not fetched for a host without TLS.
+	cfg.Credentials = aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+		return aws.Credentials{AccessKeyID: "AKID", SecretAccessKey: "secret"}, nil
+	})
+	c, err = envconfig.DB(ctx, envconfig.Map(map[string]string{"CRAWLQ_DB_HOST": "h", "CRAWLQ_DB_USER": "u", "CRAWLQ_DB_IAM_AUTH": "true",
+		"CRAWLQ_DB_MAX_CONNS": "4", "CRAWLQ_DB_TLS": "false", "CRAWLQ_DB_CA_URL": "http://never.fetched/b.pem"}), cfg)
+	if err != nil || c.MaxConns != 4 || c.CAPEM != nil {
+		t.Fatalf("CRAWLQ_DB_MAX_CONNS=4: %+v, %v", c, err)
 	}
 }
 

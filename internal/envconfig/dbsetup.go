@@ -13,12 +13,21 @@ import (
 
 // DBSetup builds the migrate function's config from its environment (terraform/main.tf): the
 // database variables of DB (CRAWLQ_DB_USER is the master user there),
-// CRAWLQ_DB_APP_USER (default DefaultAppRole) and CRAWLQ_DB_APP_SECRET_ARN, the application
-// role's secret (unset: the role's login is left alone). It opens the pool.
+// CRAWLQ_DB_APP_USER (default DefaultAppRole), and either CRAWLQ_DB_APP_SECRET_ARN, the
+// application role's secret, or CRAWLQ_DB_APP_IAM=true, its IAM login (neither: the role's
+// login is left alone). It opens the pool.
 func DBSetup(ctx context.Context, env Env, awsCfg aws.Config) (dbsetup.Config, error) {
 	dc, err := DB(ctx, env, awsCfg)
 	if err != nil {
 		return dbsetup.Config{}, err
+	}
+	appIAM, err := env.Bool("CRAWLQ_DB_APP_IAM", false)
+	if err != nil {
+		return dbsetup.Config{}, err
+	}
+	arn := env.String("CRAWLQ_DB_APP_SECRET_ARN")
+	if appIAM && arn != "" {
+		return dbsetup.Config{}, Errorf("CRAWLQ_DB_APP_IAM", "true with CRAWLQ_DB_APP_SECRET_ARN set: the role logs in with IAM tokens or a password, not both")
 	}
 	dc.MaxConns = 2
 	dc.AppName = "crawlq-migrate"
@@ -26,8 +35,8 @@ func DBSetup(ctx context.Context, env Env, awsCfg aws.Config) (dbsetup.Config, e
 	if err != nil {
 		return dbsetup.Config{}, err
 	}
-	cfg := dbsetup.Config{Pool: pool, AppRole: env.String("CRAWLQ_DB_APP_USER")}
-	if arn := env.String("CRAWLQ_DB_APP_SECRET_ARN"); arn != "" {
+	cfg := dbsetup.Config{Pool: pool, AppRole: env.String("CRAWLQ_DB_APP_USER"), AppIAM: appIAM}
+	if arn != "" {
 		sm := secretsmanager.NewFromConfig(awsCfg)
 		role := cfg.AppRole
 		if role == "" {

@@ -68,4 +68,20 @@ func TestDBSetupReadsAppSecret(t *testing.T) {
 	if _, err := dbsetup.Run(ctx, cfg3); err == nil || !strings.Contains(err.Error(), "read database secret") {
 		t.Fatalf("missing secret: %v", err)
 	}
+
+	// The IAM login: no secret read, and not both.
+	delete(env, "CRAWLQ_DB_APP_SECRET_ARN")
+	env["CRAWLQ_DB_APP_IAM"] = "true"
+	cfg4, err := envconfig.DBSetup(ctx, envconfig.Map(env), awsCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cfg4.Pool.Close()
+	if !cfg4.AppIAM || cfg4.AppPassword != nil {
+		t.Errorf("CRAWLQ_DB_APP_IAM=true: AppIAM %v, a password reader %v", cfg4.AppIAM, cfg4.AppPassword != nil)
+	}
+	env["CRAWLQ_DB_APP_SECRET_ARN"] = good
+	if _, err := envconfig.DBSetup(ctx, envconfig.Map(env), awsCfg); err == nil || !strings.Contains(err.Error(), "CRAWLQ_DB_APP_IAM") {
+		t.Errorf("CRAWLQ_DB_APP_IAM with CRAWLQ_DB_APP_SECRET_ARN: %v, want an error naming CRAWLQ_DB_APP_IAM", err)
+	}
 }

@@ -69,7 +69,9 @@ func Setup(ctx context.Context, fn envconfig.Process, getenv func(string) string
 	if err != nil {
 		return nil, err
 	}
-	dc.MaxConns = maxConns
+	if dc.MaxConns == 0 { // CRAWLQ_DB_MAX_CONNS unset
+		dc.MaxConns = maxConns
+	}
 	pool, err := db.Open(ctx, dc)
 	if err != nil {
 		return nil, err
