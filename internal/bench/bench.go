@@ -39,6 +39,9 @@ type Config struct {
 	// Batch is the claim, completion and insert batch size. Default 5000, the batch River's
 	// harness (../shared/bench/peers/river) inserts with.
 	Batch int
+	// PoolConns bounds the crawl's pool (--op crawl, recrawl): a runner task's database
+	// connections. Default 40.
+	PoolConns int
 	// Ops selects what to run: "insert", "work", "unique" (any of them). Default insert and work.
 	Ops      []string
 	Out      io.Writer // RESULT lines and the summary
@@ -62,6 +65,9 @@ func (r Result) line() string {
 }
 
 func (c *Config) defaults() {
+	if c.PoolConns <= 0 {
+		c.PoolConns = 40
+	}
 	if c.Schema == "" {
 		c.Schema = "crawlq_bench"
 	}

@@ -56,7 +56,7 @@ type crawlMeasure struct {
 // all_cpu_s_per_1k_pages: this process's, Chromium's and the crawl's Postgres backends').
 func crawlRun(ctx context.Context, cfg Config, reg *spider.Registry, spiderName, siteURL, op string, br *browser.Config) (crawlMeasure, error) {
 	counter := &Counter{}
-	pool, err := openCounted(ctx, cfg, 40, counter)
+	pool, err := openCounted(ctx, cfg, int32(cfg.PoolConns), counter)
 	if err != nil {
 		return crawlMeasure{}, err
 	}

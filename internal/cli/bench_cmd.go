@@ -86,6 +86,7 @@ allocations it made (read either with go tool pprof; -sample_index=alloc_objects
 			fs.StringVar(&cfg.Schema, "schema", "crawlq_bench", "schema to work in (dropped and recreated)")
 			site := fs.String("url", "", "with --op crawl: the bench site's base URL")
 			render := fs.String("render", "", "with --op crawl: browser measures rendered pages on the demo site's script-drawn section at --url")
+			fs.IntVar(&cfg.PoolConns, "pool-conns", 40, "with --op crawl or recrawl: database connections of the crawl's pool (a runner task without RDS Proxy has runner_db_connections)")
 			quiet := fs.Bool("quiet", false, "no progress lines")
 			var soak bench.SoakConfig
 			fs.Int64Var(&soak.Pages, "pages", 0, "with --op soak: pages to crawl in all (default 1,000,000: about 10 minutes here)")

@@ -69,8 +69,9 @@ type runnerEnv struct {
 	// RunLogGroup is CRAWLQ_RUN_LOG_GROUP: the CloudWatch Logs group of the runs' logs (the AWS
 	// stack sets it); empty: the crawlq_run_log table.
 	RunLogGroup string
-	// ItemsBucket is CRAWLQ_ITEMS_BUCKET: where the runner keeps failed rendered pages'
-	// screenshots and HTML (under artifacts/); empty: in Postgres.
+	// ItemsBucket is CRAWLQ_ITEMS_BUCKET: where the runner puts its items (under items/; the AWS
+	// stack's runner_items_to_s3) and keeps failed rendered pages' screenshots and HTML (under
+	// artifacts/); empty: both in Postgres.
 	ItemsBucket string
 	// CommandEnv are the runner's variables its commands see (command.Config.Env):
 	// command.DefaultInheritEnv's.

@@ -34,6 +34,9 @@ runners from Postgres). On SIGTERM (Fargate Spot's warning, scale-in) it stops c
 running jobs finish within --grace, then cancels and releases the rest without counting their
 attempt; keep --grace plus --kill-grace below the task's stopTimeout (at most 120s).
 
+With CRAWLQ_ITEMS_BUCKET set (the AWS stack's runner_items_to_s3), items go to that S3 bucket
+under items/, as the worker Lambda writes them; else to Postgres.
+
 It recycles itself, exiting with status 0, after --max-jobs jobs or when its resident memory
 passes --max-memory-mib, so that a fresh task replaces it.
 
@@ -110,6 +113,10 @@ and CRAWLQ_SPIDER_DIR.`,
 						}
 						cc.RunLog = runLog
 					}
+					sink, err := runnerSink(ctx, re.ItemsBucket)
+					if err != nil {
+						return err
+					}
 					reg, err := node.LoadSpiders(*dir)
 					if err != nil {
 						return err
@@ -131,7 +138,7 @@ and CRAWLQ_SPIDER_DIR.`,
 					r, err := runner.New(runner.Config{
 						Pool: pool, Queue: *q, Concurrency: *conc, Lease: *lease, StopGrace: *grace, MaxJobs: *maxJobs,
 						MaxMemory: *maxMem << 20, MaintainEvery: re.Every, Maintain: re.Maintain, Spiders: reg, Events: evs, Logger: log,
-						Command: cc, Fetch: fetch.Config{AllowLoopback: *allowLoopback}, ProxyEnv: re.ProxyEnv, Artifacts: arts,
+						Command: cc, Fetch: fetch.Config{AllowLoopback: *allowLoopback}, ProxyEnv: re.ProxyEnv, Artifacts: arts, Sink: sink,
 					})
 					if err != nil {
 						return usageErr("%v", err)
