@@ -1,4 +1,4 @@
-# crawlq on AWS: a VPC, PostgreSQL behind RDS Proxy, five Lambda functions (api, worker,
+# crawlq on AWS: a VPC, PostgreSQL (behind RDS Proxy when a Lambda crawls), five Lambda functions (api, worker,
 # dispatch, metrics, migrate), EventBridge Scheduler, an ECS Fargate runner fleet in public
 # subnets, an items bucket and CloudWatch dashboard + alarms.
 #
@@ -31,11 +31,29 @@ locals {
   # depend on the group resource.
   run_log_group = "/${var.name}/runs"
 
+  # Whether a Lambda crawls: hundreds of short-lived connections, and pages through NAT.
+  lambda_crawls = var.crawl_runtime != "fargate" || var.crawl_lambda_burst != 0
   # The NAT instance when nothing but the functions' AWS calls passes NAT (variable "nat").
-  nat_instance = var.nat == "instance" || (var.nat == "auto" && var.crawl_runtime == "fargate" && var.crawl_lambda_burst == 0)
+  nat_instance = var.nat == "instance" || (var.nat == "auto" && !local.lambda_crawls)
+  # RDS Proxy when asked or when a Lambda crawls (variable "db_proxy").
+  db_proxy = var.db_proxy == "on" || local.lambda_crawls
+
+  # Without the proxy, the tasks' connections go to the instance itself: the runner tasks
+  # (crawl_max_tasks + ecs_max_tasks) at runner_db_connections each, and a reserve for the
+  # functions (api, dispatch, metrics, migrate: a few each) must fit in what the class serves.
+  # RDS PostgreSQL's max_connections is LEAST(DBInstanceClassMemory / 9531392, 5000); the memory
+  # RDS leaves the engine is below the class's, so count 80% of it.
+  db_class_memory_gib = {
+    "db.t4g.micro"  = 1, "db.t4g.small" = 2, "db.t4g.medium" = 4, "db.t4g.large" = 8,
+    "db.t4g.xlarge" = 16, "db.t4g.2xlarge" = 32, "db.m7g.large" = 8, "db.m7g.xlarge" = 16,
+    "db.r7g.large"  = 16, "db.r7g.xlarge" = 32,
+  }
+  db_max_connections    = floor(lookup(local.db_class_memory_gib, var.db_instance_class, 2) * 1073741824 / 9531392 * 0.8)
+  db_function_reserve   = 40
+  db_runner_connections = (var.crawl_max_tasks + var.ecs_max_tasks) * var.runner_db_connections
 
   environment = merge({
-    CRAWLQ_DB_HOST             = module.database.proxy_endpoint
+    CRAWLQ_DB_HOST             = module.database.endpoint
     CRAWLQ_DB_PORT             = "5432"
     CRAWLQ_DB_NAME             = var.db_name
     CRAWLQ_DB_USER             = local.app_username
@@ -77,7 +95,30 @@ locals {
     },
     # An emulator's RDS serves no certificate to verify; on AWS, TLS is verify-full (internal/db).
     local.emulated ? { CRAWLQ_DB_TLS = "false" } : {},
+    # The instance's certificate chains to the RDS roots, which no system trust store holds
+    # (RDS Proxy's chains to Amazon's public roots): each process fetches the region's bundle
+    # from AWS's trust store over HTTPS at start-up (not with CRAWLQ_DB_TLS=false).
+    local.db_proxy ? {} : { CRAWLQ_DB_CA_URL = "https://truststore.pki.rds.amazonaws.com/${local.region}/${local.region}-bundle.pem" },
   )
+  # What the runner tasks get besides: their connection cap without the proxy, and no items
+  # bucket when their items go to Postgres.
+  runner_environment = merge(
+    { for k, v in local.environment : k => v if var.runner_items_to_s3 || k != "CRAWLQ_ITEMS_BUCKET" },
+    local.db_proxy ? {} : { CRAWLQ_DB_MAX_CONNS = tostring(var.runner_db_connections) },
+  )
+}
+
+# Without the proxy, a plan whose runner tasks could open more connections than the instance
+# serves fails here, naming the variables, instead of refusing connections under load.
+resource "terraform_data" "db_connection_budget" {
+  input = local.db_proxy ? 0 : local.db_runner_connections + local.db_function_reserve
+
+  lifecycle {
+    precondition {
+      condition     = local.db_proxy || local.db_runner_connections + local.db_function_reserve <= local.db_max_connections
+      error_message = "Without RDS Proxy, (crawl_max_tasks + ecs_max_tasks) x runner_db_connections = ${local.db_runner_connections} connections, plus ${local.db_function_reserve} for the functions, exceed the ${local.db_max_connections} that ${var.db_instance_class} serves: lower them, pick a larger db_instance_class, or set db_proxy = \"on\"."
+    }
+  }
 }
 
 module "network" {
@@ -115,6 +156,7 @@ module "database" {
   runner_security_group = module.network.runner_security_group_id
   backup_retention_days = var.db_backup_retention_days
   multi_az              = var.db_multi_az
+  proxy                 = local.db_proxy
   deletion_protection   = var.db_deletion_protection
   skip_final_snapshot   = var.db_skip_final_snapshot
   emulator_workarounds  = var.emulator_workarounds
@@ -130,7 +172,7 @@ module "ecs" {
   image              = var.runner_image
   cpu                = var.runner_cpu
   memory             = var.runner_memory
-  environment        = local.environment
+  environment        = local.runner_environment
   log_retention_days = var.log_retention_days
   container_insights = var.container_insights
   access_policy_json = data.aws_iam_policy_document.runner.json
@@ -146,11 +188,20 @@ module "functions" {
   environment        = local.environment
   environment_overrides = {
     api = var.scrapyd_api ? { CRAWLQ_SCRAPYD_SECRET_ARN = aws_secretsmanager_secret.scrapyd[0].arn } : {}
-    migrate = {
+    # With the proxy: the master user by IAM at the proxy, and the application role's password
+    # from its secret. Without: the master user's password from its RDS-managed secret, and the
+    # application role granted rds_iam (IAM tokens its only login).
+    migrate = local.db_proxy ? tomap({
       CRAWLQ_DB_USER           = var.db_username
       CRAWLQ_DB_APP_USER       = local.app_username
       CRAWLQ_DB_APP_SECRET_ARN = module.database.app_secret_arn
-    }
+      }) : tomap({
+      CRAWLQ_DB_USER       = var.db_username
+      CRAWLQ_DB_IAM_AUTH   = "false"
+      CRAWLQ_DB_SECRET_ARN = module.database.secret_arn
+      CRAWLQ_DB_APP_USER   = local.app_username
+      CRAWLQ_DB_APP_IAM    = "true"
+    })
   }
   log_retention_days    = var.log_retention_days
   db_access_policy_json = data.aws_iam_policy_document.db_app.json
@@ -228,24 +279,30 @@ module "observability" {
   lambda_errors_threshold   = var.alarm_lambda_errors
 }
 
-# Connect to the database proxy as the application role: every function but migrate, and
-# the runner. No function and no runner can read a database secret.
+# Connect to the database (the proxy, or the instance without it) as the application role:
+# every function but migrate, and the runner. No function and no runner can read a database
+# secret.
 data "aws_iam_policy_document" "db_app" {
   statement {
     sid       = "ConnectAsAppRole"
     actions   = ["rds-db:connect"]
-    resources = ["arn:${local.partition}:rds-db:${local.region}:${local.account}:dbuser:${module.database.proxy_resource_id}/${local.app_username}"]
+    resources = ["arn:${local.partition}:rds-db:${local.region}:${local.account}:dbuser:${module.database.connect_resource_id}/${local.app_username}"]
   }
 }
 
-# The runner: connect as the application role, and keep the screenshots and HTML of failed
-# rendered pages under artifacts/ (internal/artifact.Prefix); nothing else of the bucket.
+# The runner: connect as the application role, and with runner_items_to_s3 write its items
+# under items/ and keep the screenshots and HTML of failed rendered pages under artifacts/
+# (internal/artifact.Prefix); nothing else of the bucket (no read, list or delete).
 data "aws_iam_policy_document" "runner" {
   source_policy_documents = [data.aws_iam_policy_document.db_app.json]
-  statement {
-    sid       = "KeepFailedPages"
-    actions   = ["s3:PutObject"]
-    resources = ["${module.storage.bucket_arn}/artifacts/*"]
+  # With runner_items_to_s3 (the runner is told the bucket): its items, and failed pages' files.
+  dynamic "statement" {
+    for_each = var.runner_items_to_s3 ? [1] : []
+    content {
+      sid       = "WriteItemsAndFailedPages"
+      actions   = ["s3:PutObject"]
+      resources = ["${module.storage.bucket_arn}/items/*", "${module.storage.bucket_arn}/artifacts/*"]
+    }
   }
 }
 
@@ -285,17 +342,21 @@ data "aws_iam_policy_document" "api_items" {
   }
 }
 
-# The migrate function: connect as the master user through the proxy (IAM auth; it never
-# reads the master secret) and read the application role's secret to set the role's password.
+# The migrate function. With the proxy: connect as the master user through it (IAM auth; it
+# never reads the master secret) and read the application role's secret to set the role's
+# password. Without: read the master user's secret (its only way in) and nothing else.
 data "aws_iam_policy_document" "migrate" {
-  statement {
-    sid       = "ConnectAsMaster"
-    actions   = ["rds-db:connect"]
-    resources = ["arn:${local.partition}:rds-db:${local.region}:${local.account}:dbuser:${module.database.proxy_resource_id}/${var.db_username}"]
+  dynamic "statement" {
+    for_each = local.db_proxy ? [1] : []
+    content {
+      sid       = "ConnectAsMaster"
+      actions   = ["rds-db:connect"]
+      resources = ["arn:${local.partition}:rds-db:${local.region}:${local.account}:dbuser:${module.database.connect_resource_id}/${var.db_username}"]
+    }
   }
   statement {
-    sid       = "ReadAppRoleSecret"
+    sid       = local.db_proxy ? "ReadAppRoleSecret" : "ReadMasterSecret"
     actions   = ["secretsmanager:GetSecretValue"]
-    resources = [module.database.app_secret_arn]
+    resources = [local.db_proxy ? module.database.app_secret_arn : module.database.secret_arn]
   }
 }

@@ -34,17 +34,17 @@ output "items_bucket" {
 }
 
 output "database_endpoint" {
-  description = "RDS Proxy endpoint the functions connect to (IAM auth)."
-  value       = module.database.proxy_endpoint
+  description = "Where the functions and runners connect (IAM auth): RDS Proxy's endpoint, or the instance's address without the proxy (db_proxy)."
+  value       = module.database.endpoint
 }
 
 output "database_instance_endpoint" {
-  description = "RDS instance address (reachable only from the proxy)."
+  description = "RDS instance address (reachable only from the proxy, or without it from the functions and runners)."
   value       = module.database.instance_address
 }
 
 output "database_secret_arn" {
-  description = "Secrets Manager secret holding the master credentials (managed by RDS; only the proxy reads it)."
+  description = "Secrets Manager secret holding the master credentials (managed by RDS; the proxy reads it, or without it the migrate function)."
   value       = module.database.secret_arn
 }
 

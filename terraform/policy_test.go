@@ -69,6 +69,8 @@ func probes(region, account string) []probe {
 		{"secretsmanager:GetSecretValue", arn("secretsmanager", "secret:someone-elses-AbCdEf")},
 		{"rds-db:connect", arn("rds-db", "dbuser:prx-0123456789abcdef0/crawlq_app")},
 		{"rds-db:connect", arn("rds-db", "dbuser:prx-0123456789abcdef0/postgres")},
+		{"rds-db:connect", arn("rds-db", "dbuser:db-ABCDEFGHIJKLMNOPQRSTUVWXYZ/crawlq_app")},
+		{"rds-db:connect", arn("rds-db", "dbuser:db-ABCDEFGHIJKLMNOPQRSTUVWXYZ/postgres")},
 		{"s3:GetObject", "arn:aws:s3:::someone-elses-bucket/key"},
 		{"s3:PutObject", "arn:aws:s3:::someone-elses-bucket/key"},
 		{"lambda:InvokeFunction", arn("lambda", "function:someone-elses")},

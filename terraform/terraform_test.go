@@ -133,18 +133,19 @@ func TestStackOnEmulator(t *testing.T) {
 	}
 	checkPlan(t, plan)
 	checkCostMatchesPlan(t, plan, honest.Vars)
-	// And the stack with other variables (the NAT instance, planned only: its destroy fails on
-	// moto; db.t4g.medium, Container Insights, 20 pages a task, metrics per spider), as
-	// `crawlq cost --var ...` prices it.
+	// And the stack with other variables (the defaults of before: a NAT gateway, RDS Proxy, the
+	// runners' items in Postgres, db.t4g.medium, Container Insights, 20 pages a task, metrics per
+	// spider), planned only, as `crawlq cost --var ...` prices it.
 	alt := honest
 	alt.Vars = maps.Clone(honest.Vars)
-	maps.Copy(alt.Vars, map[string]string{"nat": "instance", "db_instance_class": "db.t4g.medium", "container_insights": "true",
-		"crawl_concurrency": "20", "metrics_per_spider": "true"})
+	maps.Copy(alt.Vars, map[string]string{"nat": "gateway", "db_proxy": "on", "runner_items_to_s3": "false", "db_instance_class": "db.t4g.medium",
+		"container_insights": "true", "crawl_concurrency": "20", "metrics_per_spider": "true"})
 	if altPlan, _, err := alt.PlanJSON(ctx); err != nil {
 		s.fail("plan with other variables: %v", err)
 	} else {
 		checkCostMatchesPlan(t, altPlan, alt.Vars)
 	}
+	checkConnectionBudgetRefused(t, ctx, honest)
 	pg := resources(plan, "aws_db_parameter_group")
 	if len(pg) != 1 || !strings.Contains(mustJSON(t, pg[0].AttributeValues["parameter"]), "rds.force_ssl") {
 		t.Errorf("the real parameter group must force SSL: %v", pg)
@@ -298,6 +299,7 @@ func checkPlan(t *testing.T, plan *tfjson.Plan) {
 	}
 
 	checkFindings(t, plan)
+	checkDatabaseAccess(t, plan)
 	checkRunLogs(t, plan)
 	checkRunEvents(t, plan)
 
@@ -518,7 +520,9 @@ func checkFindings(t *testing.T, plan *tfjson.Plan) {
 		}
 	}
 
-	// The master secret: read by the proxy role only; the master user: connected as by migrate only.
+	// The master secret: read by the proxy role only, or without the proxy by migrate only; the
+	// master user: connected as by migrate only.
+	proxied := len(resources(plan, "aws_db_proxy")) > 0
 	dbi := one("aws_db_instance")
 	secrets, _ := dbi.AttributeValues["master_user_secret"].([]any)
 	if len(secrets) != 1 {
@@ -530,13 +534,13 @@ func checkFindings(t *testing.T, plan *tfjson.Plan) {
 		role := str(t, p, "name")
 		for _, st := range statements(t, str(t, p, "policy")) {
 			for _, r := range strs(st.Resource) {
-				if r == master && role != "crawlq-db-proxy" && str(t, p, "role") != "crawlq-db-proxy" {
+				if r == master && (proxied && str(t, p, "role") != "crawlq-db-proxy" || !proxied && role != "crawlq-migrate") {
 					t.Errorf("%s (%s) can read the master secret", p.Address, role)
 				}
 				if strings.Contains(r, ":dbuser:") && strings.HasSuffix(r, "/"+masterUser) && role != "crawlq-migrate" {
 					t.Errorf("%s (%s) may connect as the master user", p.Address, role)
 				}
-				if strings.Contains(r, ":s3:::") && role != "crawlq-worker" && role != "crawlq-api" {
+				if strings.Contains(r, ":s3:::") && role != "crawlq-worker" && role != "crawlq-api" && role != "crawlq-runner-task" {
 					t.Errorf("%s (%s) gets bucket access it never uses", p.Address, role)
 				}
 				// The api reads the Scrapyd API's credentials (scrapyd_api), and no other secret.
@@ -548,7 +552,7 @@ func checkFindings(t *testing.T, plan *tfjson.Plan) {
 		}
 	}
 	for _, f := range resources(plan, "aws_lambda_function") {
-		if strings.Contains(mustJSON(t, f.AttributeValues["environment"]), master) {
+		if strings.Contains(mustJSON(t, f.AttributeValues["environment"]), master) && (proxied || str(t, f, "function_name") != "crawlq-migrate") {
 			t.Errorf("%s is told the master secret's ARN", f.Address)
 		}
 	}
@@ -566,8 +570,11 @@ func checkFindings(t *testing.T, plan *tfjson.Plan) {
 		from := sgByID[fmt.Sprint(r.AttributeValues["referenced_security_group_id"])]
 		switch to {
 		case "crawlq-db":
-			if from != "crawlq-db-proxy" {
+			if proxied && from != "crawlq-db-proxy" {
 				t.Errorf("%s lets %q reach the database instance directly; only the proxy may", r.Address, from)
+			}
+			if !proxied && from != "crawlq-app" && from != "crawlq-runner" {
+				t.Errorf("%s lets %q reach the database instance; only the functions and runners may", r.Address, from)
 			}
 		case "crawlq-runner":
 			t.Errorf("%s is an inbound rule on the runner tasks, which sit in public subnets", r.Address)

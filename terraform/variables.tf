@@ -93,20 +93,18 @@ variable "nat" {
   description = <<-EOT
     How the functions in the private subnets reach the internet (AWS APIs; pages, when Lambdas
     crawl):
-    - "gateway" (default): managed NAT gateways (single_nat_gateway), highly available within a
-      zone and scaling to 100 Gbps;
-    - "instance": one t4g.nano NAT instance ($6.72 a month with its address, against $36.50 for
+    - "auto" (default): "instance" when no Lambda crawls (crawl_runtime "fargate" and
+      crawl_lambda_burst 0), else "gateway";
+    - "instance": one t4g.nano NAT instance ($7.36 a month with its address, against $36.50 for
       a NAT gateway): enough for the functions' AWS calls, with EC2's automatic recovery after a
       host failure and an alarm on its status checks, but one instance in one zone: while it is
-      down or rebooting for a patch, dispatch cannot start tasks (the runners keep crawling);
-    - "auto": "instance" when no Lambda crawls (crawl_runtime "fargate" and crawl_lambda_burst 0),
-      else "gateway".
-    The instance is not the default yet: on the emulator its destroy fails (moto keeps the
-    instance's network interface attached after the instance is gone), so a destroy of it is
-    not tested (docs/cost.md).
+      down or rebooting for a patch, dispatch cannot start tasks and the api cannot create
+      schedules (the runners keep crawling; docs/cost.md);
+    - "gateway": managed NAT gateways (single_nat_gateway), highly available within a zone and
+      scaling to 100 Gbps.
   EOT
   type        = string
-  default     = "gateway"
+  default     = "auto"
 
   validation {
     condition     = contains(["auto", "instance", "gateway"], var.nat)
@@ -127,6 +125,39 @@ variable "single_nat_gateway" {
 }
 
 # --- database ---
+
+variable "db_proxy" {
+  description = <<-EOT
+    Whether clients reach PostgreSQL through RDS Proxy:
+    - "auto" (default): only when a Lambda crawls (crawl_runtime "lambda" or crawl_lambda_burst
+      above 0: hundreds of short-lived connections need pooling). Otherwise the functions and
+      runners connect to the instance itself with IAM auth (the application role is granted
+      rds_iam and has no password), each runner task with at most runner_db_connections
+      connections, and a plan fails if the tasks' connections could exceed what the instance
+      class serves. Saves $21.90 a month and the application role's secret (docs/cost.md);
+    - "on": RDS Proxy in front of the instance (IAM auth at the proxy, which logs in with the
+      application role's password secret), pooling connections and holding clients' connections
+      through a failover.
+  EOT
+  type        = string
+  default     = "auto"
+
+  validation {
+    condition     = contains(["auto", "on"], var.db_proxy)
+    error_message = "db_proxy must be \"auto\" or \"on\"."
+  }
+}
+
+variable "runner_db_connections" {
+  description = "Without RDS Proxy: the most database connections each runner task opens (CRAWLQ_DB_MAX_CONNS). With the proxy the runner's own default (20) applies."
+  type        = number
+  default     = 4
+
+  validation {
+    condition     = var.runner_db_connections >= 2 && floor(var.runner_db_connections) == var.runner_db_connections
+    error_message = "runner_db_connections must be a whole number, at least 2."
+  }
+}
 
 variable "db_instance_class" {
   description = <<-EOT
@@ -260,6 +291,12 @@ variable "crawl_runtime" {
     condition     = contains(["fargate", "lambda"], var.crawl_runtime)
     error_message = "crawl_runtime must be \"fargate\" or \"lambda\"."
   }
+}
+
+variable "runner_items_to_s3" {
+  description = "The runner tasks write items to the items bucket under items/ (at least once, read back once each by the Scrapyd API's /items; `crawlq items` exports only items in Postgres), as the worker does, and failed rendered pages' files under artifacts/; false writes both to Postgres, where nothing deletes items and RDS storage grows with every page (docs/cost.md)."
+  type        = bool
+  default     = true
 }
 
 variable "crawl_max_tasks" {

@@ -23,13 +23,11 @@ var costFlags = map[string]string{
 func costCmd() *Command {
 	return &Command{
 		Name: "cost", Synopsis: "the whole AWS bill of the stack, term by term: per million pages, per month, all-in",
-		Usage: "[--pages-per-month 100000000] [--page-kb 100] [--queues 2] [--spiders 10] [--item-bytes 1000] [--retention-months 1] [--runtime ecs|lambda] [--var name=value ...] [--topology default|lean|both]",
-		Help: `Prints every term of the bill of the stack terraform/ deploys (topology "default") or of a
-model of a cheaper one terraform/ cannot build yet ("lean": no RDS Proxy, items to S3), from
-us-east-1 list prices that are named constants in internal/cost with their source page and the
+		Usage: "[--pages-per-month 100000000] [--page-kb 100] [--queues 2] [--spiders 10] [--item-bytes 1000] [--retention-months 1] [--runtime ecs|lambda] [--var name=value ...]",
+		Help: `Prints every term of the bill of the stack terraform/ deploys, from us-east-1 list prices that are named constants in internal/cost with their source page and the
 date they were read (no free tier counted). Each term is either per
 million pages (it grows with pages: compute, the runners' public IPv4, outbound traffic,
-fetched bytes through NAT, cross-AZ traffic to the proxy and the database, logs, items kept
+fetched bytes through NAT, cross-AZ traffic to the database (and RDS Proxy), logs, items kept
 for --retention-months) or fixed per month (NAT, RDS instance, storage and Proxy, CloudWatch
 metrics, dashboard, alarms and logs, the minute ticks, KMS, Secrets Manager, ECR). Then the
 month's bill at --pages-per-month, the all-in cost of a million pages (fixed costs shared out
@@ -38,15 +36,15 @@ all-in. The crawl rates per task and per worker, and the traffic per page, are a
 written in internal/cost; measure yours.
 
 --var name=value (repeatable) prices the stack terraform/ deploys with that variable, as
-` + "`crawlq deploy --var`" + ` passes it (db_instance_class, single_nat_gateway, az_count,
-container_insights, crawl_concurrency, runner_cpu, ...); a variable the model does not price is
+` + "`crawlq deploy --var`" + ` passes it (nat, db_proxy, runner_items_to_s3, db_instance_class,
+az_count, container_insights, crawl_concurrency, runner_cpu, ...); a variable the model does not price is
 refused by name, and the priced variables' defaults are held to terraform/variables.tf by a test.
 docs/cost.md lists them and what each saving gives up.
 
---runtime ecs prices crawl jobs on the Fargate Spot runners (the default, items to Postgres),
-lambda on worker Lambdas behind NAT (items to S3): the same as --var crawl_runtime=fargate or
-lambda. The lean topology runs on ecs only: it has no RDS Proxy, and Lambdas must not crawl
-without one. docs/cost.md has the bill of each, the variables, and what each saving gives up.`,
+--runtime ecs prices crawl jobs on the Fargate Spot runners (the default: a NAT instance, no
+RDS Proxy, items to S3), lambda on worker Lambdas behind a NAT gateway and RDS Proxy (items to
+S3): the same as --var crawl_runtime=fargate or lambda. docs/cost.md has the bill of each, the
+variables, and what each saving gives up in reliability.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			d := cost.DefaultInputs()
 			perMonth := fs.Float64("pages-per-month", d.PagesPerMonth, "pages crawled per month (1000 to 1e12)")
@@ -54,10 +52,9 @@ without one. docs/cost.md has the bill of each, the variables, and what each sav
 			queues := fs.Int("queues", d.Queues, "queues (crawlq writes 7 metrics per queue; 1 to 1000)")
 			spiders := fs.Int("spiders", d.Spiders, "spiders that run in a month (11 metrics each with --var metrics_per_spider=true; 1 to 100000)")
 			itemBytes := fs.Float64("item-bytes", d.ItemBytes, "item bytes stored per page (0 to 1e8)")
-			retention := fs.Float64("retention-months", d.RetentionMonths, "months items are kept (0 to 1200; the default stack never deletes items)")
+			retention := fs.Float64("retention-months", d.RetentionMonths, "months items are kept (0 to 1200; in S3 by default, where the bucket keeps them until deleted)")
 			logBytes := fs.Float64("log-bytes-per-page", d.LogBytesPerPage, "log bytes written per page (0 to 1e7)")
 			runtime := fs.String("runtime", string(d.Runtime), "where crawl jobs run: ecs (Fargate Spot runners) or lambda (worker Lambdas)")
-			topology := fs.String("topology", "default", "default (terraform/ with --var's variables), lean, or both")
 			vars := kvFlag{}
 			fs.Var(vars, "var", "a Terraform variable name=value the stack is deployed with (repeatable)")
 			return func(ctx context.Context, args []string) error {
@@ -78,31 +75,13 @@ without one. docs/cost.md has the bill of each, the variables, and what each sav
 				if err != nil {
 					return usageErr("--var: %s", flagNamed(err))
 				}
-				var stacks []cost.Stack
-				switch *topology {
-				case "default":
-					stacks = []cost.Stack{deployed}
-				case "lean":
-					stacks = []cost.Stack{cost.LeanStack()}
-				case "both":
-					stacks = []cost.Stack{deployed, cost.LeanStack()}
-				default:
-					return usageErr("--topology %q: want default, lean or both", *topology)
-				}
 				fmt.Fprintf(env.Stdout, "crawlq on AWS: %.0f pages/month of %g KB, %d queues, %d spiders, %g B of items per page kept %g months, %g log B/page, crawling on %s.\nus-east-1 list prices read %s, no free tier.\n",
 					in.PagesPerMonth, in.PageKB, in.Queues, in.Spiders, in.ItemBytes, in.RetentionMonths, in.LogBytesPerPage, in.Runtime, cost.PricesDate)
-				for _, s := range stacks {
-					e, err := cost.Compute(s, in)
-					if err != nil {
-						return usageErr("--topology %s: %s", *topology, flagNamed(err))
-					}
-					printEstimate(env.Stdout, e)
+				e, err := cost.Compute(deployed, in)
+				if err != nil {
+					return usageErr("%s", flagNamed(err))
 				}
-				if *topology == "default" && in.Runtime == cost.ECS {
-					if l, err := cost.Compute(cost.LeanStack(), in); err == nil {
-						fmt.Fprintf(env.Stdout, "the lean topology (--topology lean; what each of its choices costs in reliability: docs/cost.md): $%.3f all-in per million pages\n", l.AllInPerMillion())
-					}
-				}
+				printEstimate(env.Stdout, e)
 				return nil
 			}
 		},
@@ -162,7 +141,7 @@ func printEstimate(out io.Writer, e cost.Estimate) {
 	}
 	if !e.Stack.ItemsToS3ForECS && e.Inputs.Runtime == cost.ECS {
 		maxGB := 4 * e.Stack.DBStorageGB // terraform: max_allocated_storage = 4 x db_allocated_storage
-		fmt.Fprintf(out, "items: +%.1f GB a month in Postgres; the default stack never deletes them, and RDS storage autoscaling stops at %.0f GB", e.ItemsGBPerMonth, maxGB)
+		fmt.Fprintf(out, "items: +%.1f GB a month in Postgres; nothing deletes them, and RDS storage autoscaling stops at %.0f GB", e.ItemsGBPerMonth, maxGB)
 		if e.ItemsGBPerMonth > 0 {
 			fmt.Fprintf(out, " (%.1f months of crawling at this volume)", maxGB/e.ItemsGBPerMonth)
 		}

@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -12,43 +13,46 @@ func TestCostCommand(t *testing.T) {
 		t.Fatalf("cost: %d %q", code, errs)
 	}
 	// Every term of the bill, and the totals internal/cost's hand calculation gives for the
-	// default inputs (100 KB pages, 2 queues, 10 spiders, 1 KB items kept a month).
-	for _, want := range []string{"list prices read 2025-06",
+	// default inputs (100 KB pages, 2 queues, 10 spiders, 1 KB items kept a month): at most $1
+	// per million pages all-in at 100 M pages a month (issue 32; the defaults of before: $1.549).
+	for _, want := range []string{"list prices read 2025-06", "topology default (terraform/ as deployed)",
 		"Fargate Spot runners", "runner public IPv4", "outbound traffic (requests, ACKs, TLS)", "fetched bytes through NAT",
-		"cross-AZ to the database", "logs per page", "items in Postgres", "NAT gateway", "NAT public IPv4", "RDS instance",
-		"RDS storage", "RDS Proxy", "CloudWatch metrics (crawlq)", "25 = 7 x 2 queues + 7 spider totals", "Container Insights metrics",
-		"CloudWatch dashboard", "CloudWatch alarms", "logs of the minute ticks", "minute ticks (Lambda + Scheduler)", "KMS",
-		"Secrets Manager", "ECR images",
-		"$0.5296", "$101.91", "all-in per million pages at 100000000 pages/month: $1.549",
-		"$1 per million pages all-in: from 217 million pages/month", "RDS storage autoscaling stops at 200 GB", "the lean topology (--topology lean", "$0.965 all-in"} {
+		"cross-AZ to the database", "logs per page", "items in S3", "NAT instance (t4g.nano)", "NAT public IPv4", "RDS instance",
+		"RDS storage", "RDS Proxy", "none: clients connect to the instance", "CloudWatch metrics (crawlq)", "25 = 7 x 2 queues + 7 spider totals",
+		"Container Insights metrics", "CloudWatch dashboard", "CloudWatch alarms", "logs of the minute ticks", "minute ticks (Lambda + Scheduler)", "KMS",
+		"Secrets Manager", "1 secrets", "ECR images",
+		"$0.4596", "$50.57", "all-in per million pages at 100000000 pages/month: $0.965",
+		"$1 per million pages all-in: from 94 million pages/month"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("cost output lacks %q:\n%s", want, out)
 		}
 	}
-	// The stack as deployed with other variables: the defaults of before (issue 32's bill).
+	var allIn float64
+	if _, err := fmt.Sscanf(out[strings.Index(out, "all-in per million pages at 100000000 pages/month: $"):], "all-in per million pages at 100000000 pages/month: $%f", &allIn); err != nil || allIn > 1 {
+		t.Errorf("all-in per million pages at 100 M pages a month: $%v (%v), want at most $1", allIn, err)
+	}
+	// The stack as deployed with other variables: the defaults of issue 32's bill.
 	code, out, errs = run(t, "", "cost", "--var", "db_instance_class=db.t4g.medium", "--var", "container_insights=true", "--var", "crawl_concurrency=20",
-		"--var", "metrics_per_spider=true")
+		"--var", "metrics_per_spider=true", "--var", "nat=gateway", "--var", "db_proxy=on", "--var", "runner_items_to_s3=false")
 	if code != 0 {
 		t.Fatalf("cost --var: %d %q", code, errs)
 	}
-	for _, want := range []string{"terraform/ with [container_insights=true crawl_concurrency=20 db_instance_class=db.t4g.medium metrics_per_spider=true]", "128 = 7 x 2 queues", "NAT gateway",
+	for _, want := range []string{"terraform/ with [container_insights=true crawl_concurrency=20 db_instance_class=db.t4g.medium db_proxy=on metrics_per_spider=true nat=gateway runner_items_to_s3=false]",
+		"128 = 7 x 2 queues", "NAT gateway", "items in Postgres", "RDS storage autoscaling stops at 200 GB",
 		"$0.6947", "$163.50", "all-in per million pages at 100000000 pages/month: $2.330"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("cost --var output lacks %q:\n%s", want, out)
 		}
 	}
+	// Lambdas crawling bring back the NAT gateway and RDS Proxy (db_proxy and nat "auto").
 	code, out, errs = run(t, "", "cost", "--var", "crawl_runtime=lambda")
-	if code != 0 || !strings.Contains(out, "crawling on lambda") || !strings.Contains(out, "worker Lambdas") {
+	if code != 0 || !strings.Contains(out, "crawling on lambda") || !strings.Contains(out, "worker Lambdas") || !strings.Contains(out, "NAT gateway") ||
+		!strings.Contains(out, "2 vCPU x 730 h") {
 		t.Errorf("cost --var crawl_runtime=lambda: %d %q\n%s", code, errs, out)
 	}
-	code, out, errs = run(t, "", "cost", "--topology", "both", "--spiders", "100", "--var", "metrics_per_spider=true")
-	if code != 0 {
-		t.Fatalf("cost --topology both: %d %q", code, errs)
-	}
-	for _, want := range []string{"topology terraform/ with [metrics_per_spider=true]", "topology lean", "1118 = 7 x 2 queues", "25 = 7 x 2 queues + 7 spider totals", "items in S3"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("cost --topology both output lacks %q:\n%s", want, out)
-		}
+	code, out, errs = run(t, "", "cost", "--spiders", "100", "--var", "metrics_per_spider=true")
+	if code != 0 || !strings.Contains(out, "1118 = 7 x 2 queues") {
+		t.Errorf("cost --spiders 100 --var metrics_per_spider=true: %d %q\n%s", code, errs, out)
 	}
 	for _, c := range []struct {
 		args []string
@@ -62,8 +66,7 @@ func TestCostCommand(t *testing.T) {
 		{[]string{"--retention-months", "-1"}, "--retention-months"},
 		{[]string{"--log-bytes-per-page", "-5"}, "--log-bytes-per-page"},
 		{[]string{"--runtime", "ec2"}, "--runtime"},
-		{[]string{"--topology", "cheap"}, "--topology"},
-		{[]string{"--topology", "lean", "--runtime", "lambda"}, "--runtime"},
+		{[]string{"--var", "db_proxy=off"}, "db_proxy"},
 		{[]string{"--var", "no_such_variable=1"}, "no_such_variable"},
 		{[]string{"--var", "db_instance_class=db.x9.huge"}, "db_instance_class"},
 		{[]string{"--var", "crawl_runtime=lambda", "--runtime", "ecs"}, "--runtime"},

@@ -98,7 +98,7 @@ const (
 	TickLogBytes     = 400                    // START/END/REPORT and a line per invocation
 	EMFLineBytes     = 400                    // one metrics line per queue and per spider each minute
 	KMSRequestsMonth = 10000                  // the alarm key: SNS publishes, key rotation, console
-	SecretCallsMonth = 10000                  // RDS Proxy reading its secrets as it opens connections
+	SecretCallsMonth = 10000                  // RDS Proxy reading its secrets as it opens connections; the migrate function's reads
 	ECRStoredGB      = 1.0                    // runner images kept (up to 20, layers shared)
 )
 
@@ -116,14 +116,14 @@ type Runtime string
 const (
 	// ECS runs crawl jobs on Fargate Spot runner tasks in public subnets with public IPs (the
 	// default, crawl_runtime = "fargate"): fetched bytes come in through the internet gateway,
-	// free; items go to Postgres.
+	// free; items go to S3 (runner_items_to_s3) or Postgres.
 	ECS Runtime = "ecs"
 	// Lambda runs crawl jobs on worker Lambdas in private subnets (crawl_runtime = "lambda"):
 	// every byte they fetch or send passes NAT; items go to S3.
 	Lambda Runtime = "lambda"
 )
 
-// Stack is a topology: what is deployed and how it crawls. Use DefaultStack or LeanStack and
+// Stack is a topology: what is deployed and how it crawls. Use DefaultStack or StackFor and
 // change what differs; zero fields are not defaulted.
 type Stack struct {
 	Name string
@@ -157,7 +157,7 @@ type Stack struct {
 	InsightsAlarms    int // Metrics Insights query alarms over every queue (dead jobs, oldest past-due)
 	Secrets           int
 	KMSKeys           int
-	ItemsToS3ForECS   bool    // runners write items to S3 as the worker does (else Postgres)
+	ItemsToS3ForECS   bool    // runners write items to S3 as the worker does (else Postgres, kept forever)
 	S3ItemsPerPut     float64 // items batched into one S3 object
 	RuntimesSupported []Runtime
 	LogRetentionDays  float64 // log groups' retention (log_retention_days)
@@ -176,34 +176,18 @@ const (
 )
 
 // DefaultStack is what terraform/ deploys with its default variables (TerraformDefaults):
-// two zones, one NAT gateway, db.t4g.small with 50 GB behind RDS Proxy, 1 vCPU / 2 GB Fargate
-// Spot runners at crawl_concurrency 50 (50 pages/s), metrics per queue, per spider and per spider
-// and monitor, Container Insights off, one dashboard, 10 standard and 2 Metrics Insights alarms,
-// 2 secrets (the RDS-managed master secret and the app role's), the alarm topic's KMS key.
+// two zones, a t4g.nano NAT instance for the functions' AWS calls (nat = "auto": no Lambda
+// crawls), db.t4g.small with 50 GB reached directly with IAM auth (db_proxy = "auto": no RDS
+// Proxy when no Lambda crawls), 1 vCPU / 2 GB Fargate Spot runners at crawl_concurrency 50
+// (50 pages/s) writing items to S3 in batches of 100, metrics per queue and spider totals,
+// Container Insights off, one dashboard, 11 standard and 2 Metrics Insights alarms, one secret
+// (the RDS-managed master secret) and the alarm topic's KMS key. What each choice costs in
+// reliability is in docs/cost.md.
 func DefaultStack() Stack {
 	s, err := StackFor(nil)
 	if err != nil {
 		panic(fmt.Sprintf("cost: TerraformDefaults cannot be priced: %v", err)) // a test holds them
 	}
-	return s
-}
-
-// LeanStack is the cheapest topology this model knows that keeps crawlq's guarantees (leases,
-// fencing, retries, alarms), and a model only: terraform/ cannot build it yet. It is the default
-// stack (db.t4g.small, spider totals, crawl_concurrency 50) with nat = "instance", runners that
-// reach the instance directly (IAM auth, no RDS Proxy, so no Lambda may crawl: runtime ecs
-// only, no burst), items to S3 from the runners in batches of 100, and one secret (the
-// master's; the app role would log in by IAM without a password). What each choice costs in
-// reliability is in docs/cost.md.
-func LeanStack() Stack {
-	s := DefaultStack()
-	s.Name = "lean (a model terraform/ cannot build yet: the default stack without RDS Proxy, items to S3 from the runners)"
-	s.NATGateways, s.NATInstance = 0, true
-	s.StandardAlarms++ // the NAT instance's status checks
-	s.Proxy = false
-	s.ItemsToS3ForECS = true
-	s.Secrets = 1
-	s.RuntimesSupported = []Runtime{ECS}
 	return s
 }
 

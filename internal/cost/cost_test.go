@@ -46,10 +46,8 @@ func checkTerms(t *testing.T, e cost.Estimate, want map[string]term) {
 // per page, crawling on the Fargate Spot runners. Every figure below is worked out by hand from
 // the us-east-1 list prices (written out as numbers here, not read from the package).
 //
-// The issue's own calculation (issue 32, point 8) came to $0.61 per million pages + $161/month
-// for the stack of then (db.t4g.medium, Container Insights, 20 pages/s per runner task). With
-// db.t4g.small, Container Insights off, crawl_concurrency 50 and spider metrics as totals by
-// default: $0.53 + $101.91, $1.55 all-in at 100 M pages a month, ≤ $1 from 217 M.
+// The goal of issue 32: at most $1 per million pages all-in at 100 M pages a month. The defaults
+// of before (a NAT gateway, RDS Proxy, items in Postgres) came to $1.55 (TestStackOfBefore).
 func TestDefaultStackAgainstHandCalculation(t *testing.T) {
 	t.Parallel()
 	e, err := cost.Compute(cost.DefaultStack(), cost.DefaultInputs())
@@ -67,31 +65,33 @@ func TestDefaultStackAgainstHandCalculation(t *testing.T) {
 		"outbound traffic (requests, ACKs, TLS)": {0.215602, 0},
 		// The runners sit in public subnets: fetched bytes never touch NAT, inbound is free.
 		"fetched bytes through NAT": {0, 0},
-		// 800 B of queue traffic + 1,000 B of items per page = 1.8 GB per million; two hops
-		// (runner → proxy, proxy → instance), each crossing zones half the time in 2 zones:
-		// 1.8 × 2 × 0.5 × $0.02.
-		"cross-AZ to the database": {0.036, 0},
+		// Items go to S3 (through the gateway endpoint, free): 800 B of queue traffic per page =
+		// 0.8 GB per million, one hop (runner → instance, no proxy), crossing zones half the
+		// time in 2 zones: 0.8 × 1 × 0.5 × $0.02.
+		"cross-AZ to the database": {0.008, 0},
 		// 100 B × 1e6 = 0.1 GB: ingest 0.1 × $0.50 = 0.05, stored 30 days = 30/30.416667 months:
 		// 0.1 × 0.03 × 0.986301 = 0.002959.
 		"logs per page": {0.052959, 0},
-		// 1,000 B × 1e6 = 1 GB kept 1 month on gp3 at $0.115.
-		"items in Postgres": {0.115, 0},
-		// Fixed: one NAT gateway 730 × 0.045, and its Elastic IP 730 × 0.005.
-		"NAT gateway":     {0, 32.85},
-		"NAT public IPv4": {0, 3.65},
-		// db.t4g.small 730 × 0.032; 50 GB gp3 × 0.115; RDS Proxy on 2 vCPU: 2 × 730 × 0.015.
+		// 1,000 B × 1e6 = 1 GB kept 1 month × $0.023, + 1e6 / 100 items an object = 10,000 PUTs
+		// × $0.005/1000 = 0.05.
+		"items in S3": {0.073, 0},
+		// Fixed: a t4g.nano NAT instance 730 × 0.0042 = 3.066 + its 8 GB gp3 volume × 0.08 = 0.64;
+		// its public IPv4 730 × 0.005.
+		"NAT instance (t4g.nano)": {0, 3.706},
+		"NAT public IPv4":         {0, 3.65},
+		// db.t4g.small 730 × 0.032; 50 GB gp3 × 0.115; no RDS Proxy.
 		"RDS instance": {0, 23.36},
 		"RDS storage":  {0, 5.75},
-		"RDS Proxy":    {0, 21.90},
+		"RDS Proxy":    {0, 0},
 		// 7 metrics × 2 queues + 7 spider totals + MonitorFailed per kind (4) = 25 × $0.30
 		// (metrics_per_spider is off).
 		"CloudWatch metrics (crawlq)": {0, 7.50},
 		// Container Insights is off.
 		"Container Insights metrics": {0, 0},
 		"CloudWatch dashboard":       {0, 3.00},
-		// 5 Lambda errors + RDS CPU + 4 monitor alarms = 10 × $0.10; 2 Metrics Insights alarms
-		// each analysing 2 queues' metric: 4 × $0.10.
-		"CloudWatch alarms": {0, 1.40},
+		// 5 Lambda errors + RDS CPU + 4 monitor alarms + the NAT instance's status = 11 × $0.10;
+		// 2 Metrics Insights alarms each analysing 2 queues' metric: 4 × $0.10.
+		"CloudWatch alarms": {0, 1.50},
 		// 2 ticks a minute × 43,800 minutes = 87,600 invocations × 400 B = 35.04 MB, plus
 		// (2 + 10) EMF lines a minute × 43,800 × 400 B = 210.24 MB: 0.24528 GB × $0.50.
 		"logs of the minute ticks": {0, 0.12264},
@@ -100,27 +100,74 @@ func TestDefaultStackAgainstHandCalculation(t *testing.T) {
 		"minute ticks (Lambda + Scheduler)": {0, 0.397121},
 		// The alarm key $1 + 10,000 requests × $0.03/10k.
 		"KMS": {0, 1.03},
-		// The master (RDS-managed) and app-role secrets 2 × $0.40 + 10,000 calls × $0.05/10k.
-		"Secrets Manager": {0, 0.85},
+		// The RDS-managed master secret only (the application role logs in by IAM, without a
+		// password): $0.40 + 10,000 calls × $0.05/10k.
+		"Secrets Manager": {0, 0.45},
 		"ECR images":      {0, 0.10},
 	})
-	// 0.082283 + 0.027778 + 0.215602 + 0 + 0.036 + 0.052959 + 0.115
-	near(t, "per million", e.PerMillion(), 0.529622)
-	// 32.85 + 3.65 + 23.36 + 5.75 + 21.90 + 7.50 + 0 + 3.00 + 1.40 + 0.12264 + 0.397121 + 1.03 + 0.85 + 0.10
-	near(t, "fixed per month", e.FixedPerMonth(), 101.909761)
-	// 132.809761 + 100 × 0.52962222 (the per-million sum before rounding: 0.08228333 + 0.02777778 +
-	// 0.21560221 + 0.036 + 0.05295890 + 0.115).
-	near(t, "per month at 100 M", e.PerMonth(), 101.909761+52.962222)
-	// 0.529622 + 101.909761 / 100
-	near(t, "all-in per million at 100 M", e.AllInPerMillion(), 1.548720)
-	// 101.909761 / (1 − 0.529622) = 216.65 M pages a month.
-	if got := e.PagesPerMonthFor(1) / 1e6; math.Abs(got-216.65) > 0.01 {
-		t.Errorf("$1 all-in from %.2f M pages/month, want 216.65 M", got)
+	// 0.082283 + 0.027778 + 0.215602 + 0 + 0.008 + 0.052959 + 0.073
+	near(t, "per million", e.PerMillion(), 0.459622)
+	// 3.706 + 3.65 + 23.36 + 5.75 + 0 + 7.50 + 0 + 3.00 + 1.50 + 0.12264 + 0.397121 + 1.03 + 0.45 + 0.10
+	near(t, "fixed per month", e.FixedPerMonth(), 50.565761)
+	near(t, "per month at 100 M", e.PerMonth(), 50.565761+45.962222)
+	// 0.459622 + 50.565761 / 100
+	near(t, "all-in per million at 100 M", e.AllInPerMillion(), 0.965280)
+	if e.AllInPerMillion() > 1 {
+		t.Errorf("the default stack costs $%.3f per million pages all-in at 100 M pages a month, want at most $1", e.AllInPerMillion())
+	}
+	// 50.565761 / (1 − 0.459622) = 93.57 M pages a month.
+	if got := e.PagesPerMonthFor(1) / 1e6; math.Abs(got-93.57) > 0.01 {
+		t.Errorf("$1 all-in from %.2f M pages/month, want 93.57 M", got)
 	}
 	if e.CustomMetrics != 25 {
 		t.Errorf("%d custom metrics, want 25", e.CustomMetrics)
 	}
 	near(t, "items GB a month", e.ItemsGBPerMonth, 100) // 1,000 B × 1e8
+	// Lambdas must not crawl without RDS Proxy: asking for a Lambda runtime gives the proxy back.
+	in := cost.DefaultInputs()
+	in.Runtime = cost.Lambda
+	var ie *cost.InputError
+	if _, err := cost.Compute(cost.DefaultStack(), in); !errors.As(err, &ie) || ie.Field != "Runtime" {
+		t.Errorf("default stack crawling on lambda: %v, want an InputError naming Runtime", err)
+	}
+}
+
+// The defaults of before (a NAT gateway, RDS Proxy, the runners' items in Postgres), as
+// `crawlq cost --var nat=gateway --var db_proxy=on --var runner_items_to_s3=false` prices them.
+func TestStackOfBefore(t *testing.T) {
+	t.Parallel()
+	s, err := cost.StackFor(map[string]string{"nat": "gateway", "db_proxy": "on", "runner_items_to_s3": "false"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := cost.Compute(s, cost.DefaultInputs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTerms(t, e, map[string]term{
+		"Fargate Spot runners": {0.082283, 0}, "runner public IPv4": {0.027778, 0},
+		"outbound traffic (requests, ACKs, TLS)": {0.215602, 0}, "fetched bytes through NAT": {0, 0},
+		// 800 B of queue traffic + 1,000 B of items per page = 1.8 GB per million; two hops
+		// (runner → proxy, proxy → instance), each crossing zones half the time: 1.8 × 2 × 0.5 × $0.02.
+		"cross-AZ to the database": {0.036, 0},
+		"logs per page":            {0.052959, 0},
+		// 1,000 B × 1e6 = 1 GB kept 1 month on gp3 at $0.115.
+		"items in Postgres": {0.115, 0},
+		// One NAT gateway 730 × 0.045, and its Elastic IP 730 × 0.005.
+		"NAT gateway": {0, 32.85}, "NAT public IPv4": {0, 3.65},
+		"RDS instance": {0, 23.36}, "RDS storage": {0, 5.75},
+		// RDS Proxy on 2 vCPU: 2 × 730 × 0.015.
+		"RDS Proxy":                   {0, 21.90},
+		"CloudWatch metrics (crawlq)": {0, 7.50}, "Container Insights metrics": {0, 0}, "CloudWatch dashboard": {0, 3.00},
+		// 10 standard alarms (no NAT instance) + 4 Metrics Insights.
+		"CloudWatch alarms": {0, 1.40}, "logs of the minute ticks": {0, 0.12264}, "minute ticks (Lambda + Scheduler)": {0, 0.397121},
+		"KMS": {0, 1.03},
+		// The master and the application role's secrets: 2 × $0.40 + $0.05.
+		"Secrets Manager": {0, 0.85}, "ECR images": {0, 0.10},
+	})
+	near(t, "per million", e.PerMillion(), 0.529622)
+	near(t, "fixed per month", e.FixedPerMonth(), 101.909761)
+	near(t, "all-in per million at 100 M", e.AllInPerMillion(), 1.548720)
 }
 
 // The same inputs crawling on worker Lambdas behind the single NAT gateway, items to S3.
@@ -158,60 +205,6 @@ func TestLambdaRuntimeAgainstHandCalculation(t *testing.T) {
 	near(t, "lambda per million", e.PerMillion(), 0.666737+0.215602+5.631757+0.016+0.052959+0.073)
 	if !math.IsInf(e.PagesPerMonthFor(1), 1) {
 		t.Errorf("Lambda crawling costs $%.2f per million before fixed costs; no volume reaches $1", e.PerMillion())
-	}
-}
-
-// The lean topology: ≤ $1 per million pages all-in at 100 M pages a month.
-func TestLeanStackAgainstHandCalculation(t *testing.T) {
-	t.Parallel()
-	e, err := cost.Compute(cost.LeanStack(), cost.DefaultInputs())
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkTerms(t, e, map[string]term{
-		// 1e6 / 50 pages/s / 3600 = 5.555556 task-hours × 0.014811 = 0.082284; × 0.005 = 0.027778.
-		"Fargate Spot runners":                   {0.082283, 0},
-		"runner public IPv4":                     {0.027778, 0},
-		"outbound traffic (requests, ACKs, TLS)": {0.215602, 0},
-		"fetched bytes through NAT":              {0, 0},
-		// Items to S3: 0.8 GB of queue traffic × 1 hop (no proxy) × 0.5 × $0.02.
-		"cross-AZ to the database": {0.008, 0},
-		"logs per page":            {0.052959, 0},
-		"items in S3":              {0.073, 0},
-		// A t4g.nano NAT instance 730 × 0.0042 = 3.066 + its 8 GB volume 0.64, its public IPv4 3.65.
-		"NAT instance (t4g.nano)": {0, 3.706},
-		"NAT public IPv4":         {0, 3.65},
-		// db.t4g.small 730 × 0.032.
-		"RDS instance": {0, 23.36},
-		"RDS storage":  {0, 5.75},
-		"RDS Proxy":    {0, 0},
-		// 7 × 2 queues + 7 spider totals + 4 monitor kinds = 25 × $0.30.
-		"CloudWatch metrics (crawlq)":       {0, 7.50},
-		"Container Insights metrics":        {0, 0},
-		"CloudWatch dashboard":              {0, 3.00},
-		"CloudWatch alarms":                 {0, 1.50},
-		"logs of the minute ticks":          {0, 0.12264},
-		"minute ticks (Lambda + Scheduler)": {0, 0.397121},
-		"KMS":                               {0, 1.03},
-		// The master secret only: 0.40 + 0.05.
-		"Secrets Manager": {0, 0.45},
-		"ECR images":      {0, 0.10},
-	})
-	// 0.082283 + 0.027778 + 0.215602 + 0.008 + 0.052959 + 0.073 = 0.459622;
-	// 3.706 + 3.65 + 23.36 + 5.75 + 7.50 + 3.00 + 1.50 + 0.12264 + 0.397121 + 1.03 + 0.45 + 0.10 = 50.565761;
-	// all-in at 100 M: 0.459622 + 0.505658 = 0.965280.
-	near(t, "lean per million", e.PerMillion(), 0.459622)
-	near(t, "lean fixed", e.FixedPerMonth(), 50.565761)
-	near(t, "lean all-in", e.AllInPerMillion(), 0.965280)
-	if e.AllInPerMillion() > 1 {
-		t.Errorf("lean all-in $%.3f per million at 100 M pages/month, want ≤ $1", e.AllInPerMillion())
-	}
-	// Lambdas must not crawl without RDS Proxy.
-	in := cost.DefaultInputs()
-	in.Runtime = cost.Lambda
-	var ie *cost.InputError
-	if _, err := cost.Compute(cost.LeanStack(), in); !errors.As(err, &ie) || ie.Field != "Runtime" {
-		t.Errorf("lean stack crawling on lambda: %v, want an InputError naming Runtime", err)
 	}
 }
 

@@ -15,7 +15,8 @@ import (
 var TerraformDefaults = map[string]string{
 	"az_count":             "2",
 	"single_nat_gateway":   "true",
-	"nat":                  "gateway",
+	"nat":                  "auto",
+	"db_proxy":             "auto",
 	"nat_instance_type":    "t4g.nano",
 	"db_instance_class":    "db.t4g.small",
 	"db_allocated_storage": "50",
@@ -32,6 +33,7 @@ var TerraformDefaults = map[string]string{
 	"region":               "us-east-1",
 	"scrapyd_api":          "false",
 	"metrics_per_spider":   "false",
+	"runner_items_to_s3":   "true",
 }
 
 // dbClasses are the instance classes StackFor can price: hourly Single-AZ price and vCPUs.
@@ -89,9 +91,11 @@ func StackFor(vars map[string]string) (Stack, error) {
 		WorkerMemoryGB:        num("worker_memory", 128, 10240) / 1024, PagesPerSecondPerWorker: WorkerPagesPerSecond,
 		InvocationSeconds: num("worker_timeout", 1, 900),
 		Zones:             int(num("az_count", 2, 6)),
-		DBStorageGB:       num("db_allocated_storage", 20, 65536), Proxy: true,
-		Dashboards: 1, StandardAlarms: defaultFunctions + 1 + defaultMonitorKinds, InsightsAlarms: 2,
-		Secrets: 2, KMSKeys: 1, S3ItemsPerPut: 100, PerSpiderMetrics: flag("metrics_per_spider"),
+		DBStorageGB:       num("db_allocated_storage", 20, 65536),
+		Dashboards:        1, StandardAlarms: defaultFunctions + 1 + defaultMonitorKinds, InsightsAlarms: 2,
+		Secrets: 1, KMSKeys: 1, S3ItemsPerPut: 100, PerSpiderMetrics: flag("metrics_per_spider"),
+		// The runners write items to the items bucket (CRAWLQ_ITEMS_BUCKET), as the worker does.
+		ItemsToS3ForECS:  flag("runner_items_to_s3"),
 		LogRetentionDays: num("log_retention_days", 1, 3653),
 	}
 	s.NATGateways = s.Zones
@@ -107,6 +111,20 @@ func StackFor(vars map[string]string) (Stack, error) {
 	case "gateway":
 	default:
 		errs = append(errs, &VarError{Var: "nat", Msg: fmt.Sprintf("%q: want auto, instance or gateway", v["nat"])})
+	}
+	// terraform/main.tf's local.db_proxy: RDS Proxy when asked, or when a Lambda crawls (hundreds
+	// of short-lived connections); else clients connect to the instance (IAM auth) and the
+	// application role needs no password secret.
+	switch v["db_proxy"] {
+	case "on":
+		s.Proxy = true
+	case "auto":
+		s.Proxy = v["crawl_runtime"] != "fargate" || v["crawl_lambda_burst"] != "0"
+	default:
+		errs = append(errs, &VarError{Var: "db_proxy", Msg: fmt.Sprintf("%q: want auto or on", v["db_proxy"])})
+	}
+	if s.Proxy {
+		s.Secrets++ // the application role's password, which the proxy logs in with
 	}
 	if s.NATInstance {
 		s.NATGateways = 0

@@ -69,7 +69,7 @@ func TestStackFor(t *testing.T) {
 	t.Parallel()
 	d := cost.DefaultStack()
 	if d.DBClass != "db.t4g.small" || d.DBHour != cost.RDSt4gSmallHour || d.PagesPerSecondPerTask != 50 || d.InsightsMetrics != 0 ||
-		d.NATGateways != 1 || d.NATInstance || !d.Proxy || d.TaskVCPU != 1 || d.TaskMemoryGB != 2 || d.LogRetentionDays != 30 {
+		d.NATGateways != 0 || !d.NATInstance || d.Proxy || !d.ItemsToS3ForECS || d.Secrets != 1 || d.TaskVCPU != 1 || d.TaskMemoryGB != 2 || d.LogRetentionDays != 30 {
 		t.Errorf("default stack %+v", d)
 	}
 	s, err := cost.StackFor(map[string]string{"db_instance_class": "db.t4g.medium", "single_nat_gateway": "false", "az_count": "3",
@@ -80,9 +80,13 @@ func TestStackFor(t *testing.T) {
 	if s.DBHour != cost.RDSt4gMediumHour || s.NATGateways != 3 || s.NATInstance || s.Zones != 3 || s.InsightsMetrics != 22 || s.PagesPerSecondPerTask != 20 || !s.MultiAZ {
 		t.Errorf("stack with variables %+v", s)
 	}
-	// nat = "auto" is the NAT instance only when no Lambda crawls.
-	if s, err := cost.StackFor(map[string]string{"nat": "auto", "crawl_runtime": "lambda"}); err != nil || s.NATInstance || s.NATGateways != 1 {
-		t.Errorf("nat=auto crawl_runtime=lambda: NAT instance %v, %d gateways (%v); want the gateway", s.NATInstance, s.NATGateways, err)
+	// nat = "auto" is the NAT instance, and db_proxy = "auto" no proxy, only when no Lambda crawls.
+	if s, err := cost.StackFor(map[string]string{"nat": "auto", "crawl_runtime": "lambda"}); err != nil || s.NATInstance || s.NATGateways != 1 || !s.Proxy || s.Secrets != 2 {
+		t.Errorf("nat=auto crawl_runtime=lambda: NAT instance %v, %d gateways, proxy %v, %d secrets (%v); want the gateway, the proxy and the app role's secret",
+			s.NATInstance, s.NATGateways, s.Proxy, s.Secrets, err)
+	}
+	if s, err := cost.StackFor(map[string]string{"db_proxy": "on", "runner_items_to_s3": "false"}); err != nil || !s.Proxy || s.Secrets != 2 || s.ItemsToS3ForECS {
+		t.Errorf("db_proxy=on runner_items_to_s3=false: proxy %v, %d secrets, items to S3 %v (%v)", s.Proxy, s.Secrets, s.ItemsToS3ForECS, err)
 	}
 	var ve *cost.VarError
 	if _, err := cost.StackFor(map[string]string{"nat": "instance", "nat_instance_type": "c7g.large"}); !errors.As(err, &ve) || ve.Var != "nat_instance_type" {
@@ -93,6 +97,8 @@ func TestStackFor(t *testing.T) {
 	}
 	for v, val := range map[string]string{
 		"nat":                "sometimes",
+		"db_proxy":           "off",
+		"runner_items_to_s3": "maybe",
 		"db_instance_class":  "db.r7g.large",
 		"crawl_concurrency":  "many",
 		"container_insights": "yes",

@@ -1,16 +1,20 @@
-# Database: PostgreSQL on RDS (encrypted, private, backed up) behind an RDS Proxy that only
-# accepts IAM authentication, and only from the proxy's security group clients: nothing
-# reaches the instance except the proxy.
+# Database: PostgreSQL on RDS (encrypted, private, backed up), reached with IAM authentication
+# only, either through RDS Proxy (var.proxy) or, without it, directly: nothing else reaches the
+# instance. Without the proxy the instance admits the functions' and runners' security groups
+# itself.
 #
-# Two database users go through the proxy:
+# The users:
 #   - the master user, whose password RDS keeps in Secrets Manager itself
-#     (manage_master_user_password); only the migrate function connects as it (IAM auth);
-#   - the application role (var.app_username, created NOLOGIN by migration 0007 with only
-#     the table privileges crawlq needs), whose password Secrets Manager generates and
-#     Terraform writes write-only (ephemeral), so it never enters the state; the migrate
-#     function gives the role that password and LOGIN. The functions and runners connect as it.
-# The proxy reads both secrets to open its pooled connections; no function reads either
-# secret's password except migrate, which reads only the application role's.
+#     (manage_master_user_password): with the proxy, only the migrate function connects as it
+#     (IAM auth at the proxy); without it, the migrate function reads that secret and logs in
+#     with the password (the master user cannot be given rds_iam without losing it);
+#   - the application role (var.app_username, created NOLOGIN by migration 0007 with only the
+#     table privileges crawlq needs), which the functions and runners connect as. With the
+#     proxy it has a password that Secrets Manager generates and Terraform writes write-only
+#     (ephemeral), so it never enters the state, and the migrate function sets it; without the
+#     proxy it has none: the migrate function grants it rds_iam, and IAM tokens are its only
+#     login.
+# No function and no runner reads a password except migrate.
 
 variable "name" {
   description = "Name prefix."
@@ -87,6 +91,11 @@ variable "skip_final_snapshot" {
   type        = bool
 }
 
+variable "proxy" {
+  description = "Put RDS Proxy in front of the instance; false: clients connect to the instance."
+  type        = bool
+}
+
 variable "emulator_workarounds" {
   description = "Leave out what moto cannot read back (see the root module's variable)."
   type        = bool
@@ -106,6 +115,8 @@ locals {
     proxy_from_runners = "PostgreSQL from crawlq runner tasks"
     proxy_to_db        = "PostgreSQL to the instance"
     db_from_proxy      = "PostgreSQL from the proxy"
+    db_from_clients    = "PostgreSQL from crawlq functions"
+    db_from_runners    = "PostgreSQL from crawlq runner tasks"
   } : k => var.emulator_workarounds ? null : v }
 }
 
@@ -115,6 +126,7 @@ resource "aws_db_subnet_group" "this" {
 }
 
 resource "aws_security_group" "proxy" {
+  count       = var.proxy ? 1 : 0
   name        = "${var.name}-db-proxy"
   description = "RDS Proxy: reachable from crawlq functions and runners"
   vpc_id      = var.vpc_id
@@ -122,12 +134,13 @@ resource "aws_security_group" "proxy" {
 
 resource "aws_security_group" "db" {
   name        = "${var.name}-db"
-  description = "RDS instance: reachable from the proxy only"
+  description = var.proxy ? "RDS instance: reachable from the proxy only" : "RDS instance: reachable from crawlq functions and runners"
   vpc_id      = var.vpc_id
 }
 
 resource "aws_vpc_security_group_ingress_rule" "proxy_from_clients" {
-  security_group_id            = aws_security_group.proxy.id
+  count                        = var.proxy ? 1 : 0
+  security_group_id            = aws_security_group.proxy[0].id
   description                  = local.rule_description["proxy_from_clients"]
   ip_protocol                  = "tcp"
   from_port                    = 5432
@@ -136,7 +149,8 @@ resource "aws_vpc_security_group_ingress_rule" "proxy_from_clients" {
 }
 
 resource "aws_vpc_security_group_egress_rule" "proxy_to_db" {
-  security_group_id            = aws_security_group.proxy.id
+  count                        = var.proxy ? 1 : 0
+  security_group_id            = aws_security_group.proxy[0].id
   description                  = local.rule_description["proxy_to_db"]
   ip_protocol                  = "tcp"
   from_port                    = 5432
@@ -145,17 +159,39 @@ resource "aws_vpc_security_group_egress_rule" "proxy_to_db" {
 }
 
 resource "aws_vpc_security_group_ingress_rule" "db_from_proxy" {
+  count                        = var.proxy ? 1 : 0
   security_group_id            = aws_security_group.db.id
   description                  = local.rule_description["db_from_proxy"]
   ip_protocol                  = "tcp"
   from_port                    = 5432
   to_port                      = 5432
-  referenced_security_group_id = aws_security_group.proxy.id
+  referenced_security_group_id = aws_security_group.proxy[0].id
 }
 
 resource "aws_vpc_security_group_ingress_rule" "proxy_from_runners" {
-  security_group_id            = aws_security_group.proxy.id
+  count                        = var.proxy ? 1 : 0
+  security_group_id            = aws_security_group.proxy[0].id
   description                  = local.rule_description["proxy_from_runners"]
+  ip_protocol                  = "tcp"
+  from_port                    = 5432
+  to_port                      = 5432
+  referenced_security_group_id = var.runner_security_group
+}
+
+resource "aws_vpc_security_group_ingress_rule" "db_from_clients" {
+  count                        = var.proxy ? 0 : 1
+  security_group_id            = aws_security_group.db.id
+  description                  = local.rule_description["db_from_clients"]
+  ip_protocol                  = "tcp"
+  from_port                    = 5432
+  to_port                      = 5432
+  referenced_security_group_id = var.client_security_group
+}
+
+resource "aws_vpc_security_group_ingress_rule" "db_from_runners" {
+  count                        = var.proxy ? 0 : 1
+  security_group_id            = aws_security_group.db.id
+  description                  = local.rule_description["db_from_runners"]
   ip_protocol                  = "tcp"
   from_port                    = 5432
   to_port                      = 5432
@@ -230,26 +266,30 @@ output "final_snapshot" {
 # write-only, so neither it nor the plan ever holds it. Bump secret_string_wo_version to rotate
 # (then invoke the migrate function, which sets the role's password from the secret).
 ephemeral "aws_secretsmanager_random_password" "app" {
+  count               = var.proxy ? 1 : 0
   password_length     = 40
   exclude_punctuation = true
 }
 
 resource "aws_secretsmanager_secret" "app" {
+  count                   = var.proxy ? 1 : 0
   name                    = "${var.name}-db-${var.app_username}"
   description             = "Password of the crawlq application role; RDS Proxy and the migrate function read it"
   recovery_window_in_days = 0 # destroy and re-deploy under the same name must work
 }
 
 resource "aws_secretsmanager_secret_version" "app" {
-  secret_id = aws_secretsmanager_secret.app.id
+  count     = var.proxy ? 1 : 0
+  secret_id = aws_secretsmanager_secret.app[0].id
   secret_string_wo = jsonencode({
     username = var.app_username
-    password = ephemeral.aws_secretsmanager_random_password.app.random_password
+    password = ephemeral.aws_secretsmanager_random_password.app[0].random_password
   })
   secret_string_wo_version = 1
 }
 
 data "aws_iam_policy_document" "proxy_assume" {
+  count = var.proxy ? 1 : 0
   statement {
     actions = ["sts:AssumeRole"]
     principals {
@@ -260,29 +300,33 @@ data "aws_iam_policy_document" "proxy_assume" {
 }
 
 resource "aws_iam_role" "proxy" {
+  count              = var.proxy ? 1 : 0
   name               = "${var.name}-db-proxy"
-  assume_role_policy = data.aws_iam_policy_document.proxy_assume.json
+  assume_role_policy = data.aws_iam_policy_document.proxy_assume[0].json
 }
 
 data "aws_iam_policy_document" "proxy" {
+  count = var.proxy ? 1 : 0
   statement {
     actions   = ["secretsmanager:GetSecretValue"]
-    resources = [aws_db_instance.this.master_user_secret[0].secret_arn, aws_secretsmanager_secret.app.arn]
+    resources = [aws_db_instance.this.master_user_secret[0].secret_arn, aws_secretsmanager_secret.app[0].arn]
   }
 }
 
 resource "aws_iam_role_policy" "proxy" {
+  count  = var.proxy ? 1 : 0
   name   = "read-db-secret"
-  role   = aws_iam_role.proxy.id
-  policy = data.aws_iam_policy_document.proxy.json
+  role   = aws_iam_role.proxy[0].id
+  policy = data.aws_iam_policy_document.proxy[0].json
 }
 
 resource "aws_db_proxy" "this" {
+  count                  = var.proxy ? 1 : 0
   name                   = var.name
   engine_family          = "POSTGRESQL"
-  role_arn               = aws_iam_role.proxy.arn
+  role_arn               = aws_iam_role.proxy[0].arn
   vpc_subnet_ids         = var.subnet_ids
-  vpc_security_group_ids = [aws_security_group.proxy.id]
+  vpc_security_group_ids = [aws_security_group.proxy[0].id]
   require_tls            = true
   idle_client_timeout    = 1800
 
@@ -297,7 +341,7 @@ resource "aws_db_proxy" "this" {
   auth {
     auth_scheme = "SECRETS"
     iam_auth    = "REQUIRED"
-    secret_arn  = aws_secretsmanager_secret.app.arn
+    secret_arn  = aws_secretsmanager_secret.app[0].arn
     description = "application role"
   }
 
@@ -305,7 +349,8 @@ resource "aws_db_proxy" "this" {
 }
 
 resource "aws_db_proxy_default_target_group" "this" {
-  db_proxy_name = aws_db_proxy.this.name
+  count         = var.proxy ? 1 : 0
+  db_proxy_name = aws_db_proxy.this[0].name
 
   connection_pool_config {
     max_connections_percent      = 90
@@ -315,32 +360,35 @@ resource "aws_db_proxy_default_target_group" "this" {
 }
 
 resource "aws_db_proxy_target" "this" {
-  db_proxy_name          = aws_db_proxy.this.name
-  target_group_name      = aws_db_proxy_default_target_group.this.name
+  count                  = var.proxy ? 1 : 0
+  db_proxy_name          = aws_db_proxy.this[0].name
+  target_group_name      = aws_db_proxy_default_target_group.this[0].name
   db_instance_identifier = aws_db_instance.this.identifier
 }
 
-output "proxy_endpoint" {
-  value = aws_db_proxy.this.endpoint
+output "endpoint" {
+  description = "Where clients connect: the proxy's endpoint, or the instance's address without it."
+  value       = var.proxy ? aws_db_proxy.this[0].endpoint : aws_db_instance.this.address
 }
 
 output "proxy_name" {
-  value = aws_db_proxy.this.name
+  description = "The proxy's name; empty without it."
+  value       = var.proxy ? aws_db_proxy.this[0].name : ""
 }
 
-output "proxy_resource_id" {
-  description = "The prx-... id that rds-db:connect ARNs name."
-  value       = element(split(":", aws_db_proxy.this.arn), 6)
+output "connect_resource_id" {
+  description = "The id that rds-db:connect ARNs name: the proxy's prx-..., or the instance's db-... without it."
+  value       = var.proxy ? element(split(":", aws_db_proxy.this[0].arn), 6) : aws_db_instance.this.resource_id
 }
 
 output "secret_arn" {
-  description = "The master user's secret (managed by RDS); only the proxy reads it."
+  description = "The master user's secret (managed by RDS); the proxy reads it, or without it the migrate function."
   value       = aws_db_instance.this.master_user_secret[0].secret_arn
 }
 
 output "app_secret_arn" {
-  description = "The application role's secret; the proxy and the migrate function read it."
-  value       = aws_secretsmanager_secret.app.arn
+  description = "The application role's secret (the proxy and the migrate function read it); empty without the proxy."
+  value       = var.proxy ? aws_secretsmanager_secret.app[0].arn : ""
 }
 
 output "instance_id" {
@@ -349,4 +397,54 @@ output "instance_id" {
 
 output "instance_address" {
   value = aws_db_instance.this.address
+}
+
+# The proxy's resources became optional (var.proxy); a stack deployed before keeps them.
+moved {
+  from = aws_security_group.proxy
+  to   = aws_security_group.proxy[0]
+}
+moved {
+  from = aws_vpc_security_group_ingress_rule.proxy_from_clients
+  to   = aws_vpc_security_group_ingress_rule.proxy_from_clients[0]
+}
+moved {
+  from = aws_vpc_security_group_egress_rule.proxy_to_db
+  to   = aws_vpc_security_group_egress_rule.proxy_to_db[0]
+}
+moved {
+  from = aws_vpc_security_group_ingress_rule.db_from_proxy
+  to   = aws_vpc_security_group_ingress_rule.db_from_proxy[0]
+}
+moved {
+  from = aws_vpc_security_group_ingress_rule.proxy_from_runners
+  to   = aws_vpc_security_group_ingress_rule.proxy_from_runners[0]
+}
+moved {
+  from = aws_secretsmanager_secret.app
+  to   = aws_secretsmanager_secret.app[0]
+}
+moved {
+  from = aws_secretsmanager_secret_version.app
+  to   = aws_secretsmanager_secret_version.app[0]
+}
+moved {
+  from = aws_iam_role.proxy
+  to   = aws_iam_role.proxy[0]
+}
+moved {
+  from = aws_iam_role_policy.proxy
+  to   = aws_iam_role_policy.proxy[0]
+}
+moved {
+  from = aws_db_proxy.this
+  to   = aws_db_proxy.this[0]
+}
+moved {
+  from = aws_db_proxy_default_target_group.this
+  to   = aws_db_proxy_default_target_group.this[0]
+}
+moved {
+  from = aws_db_proxy_target.this
+  to   = aws_db_proxy_target.this[0]
 }

@@ -52,7 +52,7 @@ variable "container_insights" {
 }
 
 variable "access_policy_json" {
-  description = "What the runner may do in AWS (connect to the database proxy as the application role)."
+  description = "What the runner may do in AWS (connect to the database as the application role; write items)."
   type        = string
 }
 

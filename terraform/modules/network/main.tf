@@ -115,7 +115,7 @@ resource "aws_route" "private_nat" {
   route_table_id         = aws_route_table.private[count.index].id
   destination_cidr_block = "0.0.0.0/0"
   nat_gateway_id         = var.nat_instance ? null : aws_nat_gateway.this[var.single_nat_gateway ? 0 : count.index].id
-  network_interface_id   = var.nat_instance ? aws_network_interface.nat[0].id : null
+  network_interface_id   = var.nat_instance ? aws_instance.nat[0].primary_network_interface_id : null
 }
 
 # The NAT instance: Amazon Linux 2023 (arm64, the latest at the first apply; replace the instance
@@ -153,35 +153,13 @@ resource "aws_vpc_security_group_egress_rule" "nat_all" {
   cidr_ipv4         = "0.0.0.0/0"
 }
 
-# The instance's network interface and address outlive the instance: a replaced instance takes
-# the same interface, so the private route tables and the address allow-lists keep working.
-resource "aws_network_interface" "nat" {
-  count             = var.nat_instance ? 1 : 0
-  subnet_id         = aws_subnet.public[0].id
-  security_groups   = [aws_security_group.nat[0].id]
-  source_dest_check = false # it forwards packets that are not its own
-  description       = "${var.name} NAT instance"
-  tags              = { Name = "${var.name}-nat" }
-}
-
-resource "aws_eip" "nat_instance" {
-  count             = var.nat_instance ? 1 : 0
-  domain            = "vpc"
-  network_interface = aws_network_interface.nat[0].id
-  tags              = { Name = "${var.name}-nat" }
-
-  depends_on = [aws_internet_gateway.this]
-}
-
 resource "aws_instance" "nat" {
-  count         = var.nat_instance ? 1 : 0
-  ami           = data.aws_ssm_parameter.nat_ami[0].value
-  instance_type = var.nat_instance_type
-
-  network_interface {
-    network_interface_id = aws_network_interface.nat[0].id
-    device_index         = 0
-  }
+  count                  = var.nat_instance ? 1 : 0
+  ami                    = data.aws_ssm_parameter.nat_ami[0].value
+  instance_type          = var.nat_instance_type
+  subnet_id              = aws_subnet.public[0].id
+  vpc_security_group_ids = [aws_security_group.nat[0].id]
+  source_dest_check      = false # it forwards packets that are not its own
   metadata_options {
     http_tokens = "required"
   }
@@ -193,7 +171,9 @@ resource "aws_instance" "nat" {
   user_data = <<-EOT
     #!/bin/bash
     set -euo pipefail
-    dnf install -y iptables-services dnf-automatic
+    # The address is associated once the instance runs: retry until the repositories answer.
+    for i in $(seq 60); do dnf install -y iptables-services dnf-automatic && break; sleep 10; done
+    rpm -q iptables-services dnf-automatic
     echo 'net.ipv4.ip_forward = 1' > /etc/sysctl.d/90-crawlq-nat.conf
     sysctl --system
     iface=$(ip -o -4 route show to default | awk '{print $5}')
@@ -209,8 +189,18 @@ resource "aws_instance" "nat" {
   lifecycle {
     ignore_changes = [ami]
   }
-  # The user data installs packages: the address must route before the instance boots.
-  depends_on = [aws_eip.nat_instance]
+}
+
+# The instance owns its network interface, so destroying the instance removes it (a separate
+# interface outlived the instance on the emulator and blocked the destroy). A replaced instance
+# gets a new interface and address, and the private routes follow it in the same apply.
+resource "aws_eip" "nat_instance" {
+  count    = var.nat_instance ? 1 : 0
+  domain   = "vpc"
+  instance = aws_instance.nat[0].id
+  tags     = { Name = "${var.name}-nat" }
+
+  depends_on = [aws_internet_gateway.this]
 }
 
 resource "aws_route_table_association" "private" {

@@ -54,7 +54,7 @@ variable "container_insights" {
 }
 
 variable "db_proxy_name" {
-  description = "RDS Proxy name."
+  description = "RDS Proxy name; empty without the proxy (the dashboard then graphs the instance's connections only)."
   type        = string
 }
 
@@ -205,10 +205,10 @@ locals {
       {
         title = "Database connections"
         stat  = "Maximum"
-        metrics = [
-          ["AWS/RDS", "DatabaseConnections", "DBInstanceIdentifier", var.db_instance_id],
-          ["AWS/RDS", "ClientConnections", "ProxyName", var.db_proxy_name],
-        ]
+        metrics = concat(
+          [["AWS/RDS", "DatabaseConnections", "DBInstanceIdentifier", var.db_instance_id]],
+          var.db_proxy_name == "" ? [] : [["AWS/RDS", "ClientConnections", "ProxyName", var.db_proxy_name]],
+        )
     }],
   )
 
