@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"net/url"
 	"regexp"
 
 	"crawlq/internal/envconfig"
@@ -46,4 +47,59 @@ func readLogsEnv(env *Env) (logsEnv, error) {
 		return logsEnv{}, usageErr("%v", envconfig.Errorf("CRAWLQ_RUN_LOG_GROUP", "not a log group name (1-512 of A-Z a-z 0-9 . _ - / #): %q", g))
 	}
 	return logsEnv{RunLogGroup: g}, nil
+}
+
+// remoteEnv is what a command going through the api function (--api, CRAWLQ_API) reads from its
+// environment: the function and the AWS variables crawlq documents; the SDK's own chain (shared
+// files, SSO, instance role) supplies the rest.
+type remoteEnv struct {
+	// Function is --api, else CRAWLQ_API: the api function's name or ARN.
+	Function string
+	// Region is AWS_REGION, else AWS_DEFAULT_REGION, else us-east-1.
+	Region string
+	// Endpoint is AWS_ENDPOINT_URL: crawlq local or an emulator; empty: AWS.
+	Endpoint string
+	// AccessKeyID, SecretAccessKey and SessionToken are AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
+	// and AWS_SESSION_TOKEN: static credentials; empty: the SDK's chain.
+	AccessKeyID, SecretAccessKey, SessionToken string
+}
+
+// lambdaFunction is what Lambda's Invoke takes as a function: a name, a partial or full ARN, with
+// an optional version or alias.
+var lambdaFunction = regexp.MustCompile(`^(arn:aws[a-zA-Z-]*:lambda:[a-z0-9-]+:\d{12}:function:|\d{12}:function:)?[a-zA-Z0-9_-]{1,140}(:(\$LATEST|[a-zA-Z0-9_-]+))?$`)
+
+// awsRegion is the shape of an AWS region's name.
+var awsRegion = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
+
+// readRemoteEnv reads a remote command's environment; flagFn is --api's value (empty: unset).
+func readRemoteEnv(env *Env, flagFn string) (remoteEnv, error) {
+	e := envconfig.New(env.Getenv)
+	r := remoteEnv{Function: flagFn, Endpoint: e.String("AWS_ENDPOINT_URL"), AccessKeyID: e.String("AWS_ACCESS_KEY_ID"),
+		SecretAccessKey: e.String("AWS_SECRET_ACCESS_KEY"), SessionToken: e.String("AWS_SESSION_TOKEN")}
+	source := "--api"
+	if r.Function == "" {
+		r.Function, source = e.String("CRAWLQ_API"), "CRAWLQ_API"
+	}
+	if !lambdaFunction.MatchString(r.Function) {
+		return remoteEnv{}, usageErr("%v", envconfig.Errorf(source, "not a Lambda function name or ARN: %q", r.Function))
+	}
+	regionVar := "AWS_REGION"
+	if r.Region = e.String("AWS_REGION"); r.Region == "" {
+		regionVar, r.Region = "AWS_DEFAULT_REGION", e.StringOr("AWS_DEFAULT_REGION", "us-east-1")
+	}
+	if !awsRegion.MatchString(r.Region) {
+		return remoteEnv{}, usageErr("%v", envconfig.Errorf(regionVar, "not a region name (e.g. us-east-1): %q", r.Region))
+	}
+	if r.Endpoint != "" {
+		if u, err := url.Parse(r.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return remoteEnv{}, usageErr("%v", envconfig.Errorf("AWS_ENDPOINT_URL", "not an http(s) URL with a host: %q", r.Endpoint))
+		}
+	}
+	switch {
+	case r.AccessKeyID != "" && r.SecretAccessKey == "":
+		return remoteEnv{}, usageErr("AWS_ACCESS_KEY_ID is set without AWS_SECRET_ACCESS_KEY")
+	case r.AccessKeyID == "" && r.SecretAccessKey != "":
+		return remoteEnv{}, usageErr("AWS_SECRET_ACCESS_KEY is set without AWS_ACCESS_KEY_ID")
+	}
+	return r, nil
 }

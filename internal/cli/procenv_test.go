@@ -52,9 +52,10 @@ func TestServiceCommandsReadOnlyWhatTheyUse(t *testing.T) {
 	}
 }
 
-// TestCommandsCheckTheirEnvironmentFirst: crawlq schedules and crawlq logs read and check their
-// variables at their start, so a bad one is refused with its name (a usage error, exit 2) before
-// the database, which here never answers, is tried.
+// TestCommandsCheckTheirEnvironmentFirst: crawlq schedules, crawlq logs and the commands going
+// through the api function (CRAWLQ_API) read and check their variables at their start, so a bad
+// one is refused with its name (a usage error, exit 2) before the database or the endpoint, which
+// here never answer, is tried.
 func TestCommandsCheckTheirEnvironmentFirst(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -66,8 +67,15 @@ func TestCommandsCheckTheirEnvironmentFirst(t *testing.T) {
 		{[]string{"schedules", "add", "--spider", "demo", "--cron", "@daily"}, map[string]string{"CRAWLQ_SCHEDULE_GROUP": "g/1"}, "CRAWLQ_SCHEDULE_GROUP"},
 		{[]string{"schedules", "del", "x"}, map[string]string{"CRAWLQ_SCHEDULE_GROUP": strings.Repeat("g", 65)}, "CRAWLQ_SCHEDULE_GROUP"},
 		{[]string{"logs", "1"}, map[string]string{"CRAWLQ_RUN_LOG_GROUP": "runs?"}, "CRAWLQ_RUN_LOG_GROUP"},
+		{[]string{"runs"}, map[string]string{"CRAWLQ_API": "crawlq api", "AWS_ENDPOINT_URL": "http://127.0.0.1:1"}, "CRAWLQ_API"},
+		{[]string{"--api", "crawlq/api", "runs"}, map[string]string{"AWS_ENDPOINT_URL": "http://127.0.0.1:1"}, "--api"},
+		{[]string{"runs"}, map[string]string{"CRAWLQ_API": "crawlq-api", "AWS_ENDPOINT_URL": "127.0.0.1:1"}, "AWS_ENDPOINT_URL"},
+		{[]string{"runs"}, map[string]string{"CRAWLQ_API": "crawlq-api", "AWS_ENDPOINT_URL": "http://127.0.0.1:1", "AWS_REGION": "US East"}, "AWS_REGION"},
 	} {
-		env := map[string]string{"DATABASE_URL": "postgres://crawlq@127.0.0.1:1/none?connect_timeout=1"}
+		// Static credentials: were a remote command to get as far as the SDK's chain, it would not
+		// look for an instance role off this host.
+		env := map[string]string{"DATABASE_URL": "postgres://crawlq@127.0.0.1:1/none?connect_timeout=1",
+			"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
 		for k, v := range c.env {
 			env[k] = v
 		}

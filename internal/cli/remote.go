@@ -102,8 +102,12 @@ func viaAPI(inv *invocation, env *Env) error {
 		}
 		return nil
 	}
+	re, err := readRemoteEnv(env, env.API)
+	if err != nil {
+		return err
+	}
 	inv.run = func(ctx context.Context, pos []string) error {
-		c, err := newAPIClient(ctx, env, fn)
+		c, err := newAPIClient(ctx, re)
 		if err != nil {
 			return err
 		}
@@ -140,29 +144,21 @@ type apiClient struct {
 }
 
 // newAPIClient loads the caller's AWS configuration as the SDK does (environment, shared files,
-// SSO, instance role), read through env.Getenv for the variables crawlq documents, so the region
+// SSO, instance role), with the variables crawlq documents as re read them, so the region
 // defaults to us-east-1 and AWS_ENDPOINT_URL may name crawlq local or an emulator.
-func newAPIClient(ctx context.Context, env *Env, fn string) (*apiClient, error) {
-	var opts []func(*config.LoadOptions) error
-	region := env.Getenv("AWS_REGION")
-	if region == "" {
-		region = env.Getenv("AWS_DEFAULT_REGION")
+func newAPIClient(ctx context.Context, re remoteEnv) (*apiClient, error) {
+	opts := []func(*config.LoadOptions) error{config.WithRegion(re.Region)}
+	if re.Endpoint != "" {
+		opts = append(opts, config.WithBaseEndpoint(re.Endpoint))
 	}
-	if region == "" {
-		region = "us-east-1"
-	}
-	opts = append(opts, config.WithRegion(region))
-	if ep := env.Getenv("AWS_ENDPOINT_URL"); ep != "" {
-		opts = append(opts, config.WithBaseEndpoint(ep))
-	}
-	if id, secret := env.Getenv("AWS_ACCESS_KEY_ID"), env.Getenv("AWS_SECRET_ACCESS_KEY"); id != "" && secret != "" {
-		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(id, secret, env.Getenv("AWS_SESSION_TOKEN"))))
+	if re.AccessKeyID != "" {
+		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(re.AccessKeyID, re.SecretAccessKey, re.SessionToken)))
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("--api %s: load AWS config: %w", fn, err)
+		return nil, fmt.Errorf("--api %s: load AWS config: %w", re.Function, err)
 	}
-	return &apiClient{fn: fn, lc: lambda.NewFromConfig(cfg)}, nil
+	return &apiClient{fn: re.Function, lc: lambda.NewFromConfig(cfg)}, nil
 }
 
 // errAPI is an answer {"status":"error"} from the api: the request was refused or failed there.

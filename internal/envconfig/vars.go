@@ -130,7 +130,7 @@ var Vars = []Var{
 	{"AWS_ENDPOINT_URL", "", "Endpoint of an AWS emulator (moto, LocalStack) for every AWS client; S3 then uses path-style addressing.", "AWS and Go runtime", databased},
 	{"AWS_REGION", "us-east-1 when neither it nor AWS_DEFAULT_REGION is set", "AWS region.", "AWS and Go runtime", databased},
 	{"AWS_DEFAULT_REGION", "", "AWS region, when AWS_REGION is unset.", "AWS and Go runtime", databased},
-	{"AWS_ACCESS_KEY_ID", "", "With AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN): the credentials crawlq --api signs with, else the SDK's chain.", "AWS and Go runtime", []Process{CLI}},
+	{"AWS_ACCESS_KEY_ID", "", "With AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN): the credentials crawlq --api signs with (one without the other is refused), else the SDK's chain.", "AWS and Go runtime", []Process{CLI}},
 	{"AWS_SECRET_ACCESS_KEY", "", "See AWS_ACCESS_KEY_ID.", "AWS and Go runtime", []Process{CLI}},
 	{"AWS_SESSION_TOKEN", "", "See AWS_ACCESS_KEY_ID.", "AWS and Go runtime", []Process{CLI}},
 	{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "set by Lambda", "A function's memory; the Go heap's soft limit is 80% of it (else of the cgroup's limit).", "AWS and Go runtime", []Process{Worker, CLI}},
