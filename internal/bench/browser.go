@@ -15,30 +15,6 @@ import (
 // tabs), and what scripts/bench-browser.sh gives Puppeteer.
 const BrowserTabs = 4
 
-// jsBenchSpec crawls the demo site's script-drawn section: listings fetched plainly, item pages
-// rendered when render (waiting for div.product), or fetched plainly too.
-func jsBenchSpec(name string, render bool) string {
-	rule := "  - css: a.item\n"
-	wait := ""
-	if render {
-		rule += "    render: browser\n"
-		wait = "wait_for: div.product\n"
-	}
-	return `name: ` + name + `
-start_urls: [http://127.0.0.1` + demosite.JSStart + `]
-concurrency: 32
-follow:
-` + rule + `  - css: li.next a
-items:
-  - css: div.product
-    key: sku
-    fields:
-      sku: {css: span.sku, required: true}
-      title: {css: h1.title, required: true}
-      price: {css: p.price, required: true}
-` + wait
-}
-
 // CrawlBrowser measures what a rendered page costs, in one session, on the script-drawn section
 // of the demo site at siteURL (crawlq demo-site): the same pages fetched plainly (op=crawl_plain:
 // the item pages' products are drawn by scripts, so no item) and with the item pages rendered by
@@ -58,7 +34,7 @@ func CrawlBrowser(ctx context.Context, cfg Config, siteURL string) ([]Result, er
 		return nil, fmt.Errorf("bench: --render browser: %w", err)
 	}
 	reg := spider.NewRegistry()
-	if err := reg.LoadFS(fstest.MapFS{"plain.yaml": {Data: []byte(jsBenchSpec("js_plain", false))}, "browser.yaml": {Data: []byte(jsBenchSpec("js_browser", true))}}); err != nil {
+	if err := reg.LoadFS(fstest.MapFS{"plain.yaml": {Data: []byte(demosite.JSSpec("js_plain", false))}, "browser.yaml": {Data: []byte(demosite.JSSpec("js_browser", true))}}); err != nil {
 		return nil, fmt.Errorf("bench: the script-drawn pages' spiders: %w", err)
 	}
 	if err := resetSchema(ctx, cfg); err != nil {

@@ -238,7 +238,7 @@ func TestBrowserCrawlSurvivesSIGKILL(t *testing.T) {
 	_, url := dbtest.Schema(t)
 	site := demosite.New(demosite.Config{Items: 24, PerPage: 6})
 	base := serveHandler(t, site)
-	spec := jsSpec("js", true)
+	spec := demosite.JSSpec("js", true)
 	var localFinish atomic.Int32
 	pool := dbtest.Open(t, url, 8)
 	ctl, _ := startNode(t, pool, node.Config{Spiders: registry(t, spec), Queues: []string{"control"}, MaintainEvery: 200 * time.Millisecond,

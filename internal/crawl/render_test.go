@@ -157,30 +157,6 @@ func TestFailedRenderKeepsScreenshotAndHTML(t *testing.T) {
 	}
 }
 
-// jsSpec crawls the demo site's script-drawn section (demosite.JSPrefix): its listings,
-// fetched plainly, and its item pages, whose product a script fetches and draws, rendered when
-// render is true (a follow rule's render: browser, waiting for div.product).
-func jsSpec(name string, render bool) string {
-	s := `
-name: ` + name + `
-start_urls: [http://127.0.0.1` + demosite.JSStart + `]
-follow:
-  - css: a.item
-  - css: li.next a
-items:
-  - css: div.product
-    key: sku
-    fields:
-      sku: {css: span.sku, required: true}
-      title: {css: h1.title, required: true}
-      price: {css: p.price, required: true}
-`
-	if render {
-		s = strings.Replace(s, "  - css: a.item\n", "  - css: a.item\n    render: browser\n", 1) + "wait_for: div.product\n"
-	}
-	return s
-}
-
 // The demo site's script-drawn pages: the browser spider yields exactly their items, each once;
 // the plain spider fetches the same pages and yields none. Its lazy list, scrolled, yields every
 // item; not scrolled, only the first ones drawn.
@@ -202,8 +178,8 @@ items:
 		name, spec, queue string
 		pages, items      int64
 	}{
-		{"browser", jsSpec("js", true), "long", int64(exp.Pages), int64(exp.Items)},
-		{"plain", jsSpec("js", false), "crawl", int64(exp.Pages), 0},
+		{"browser", demosite.JSSpec("js", true), "long", int64(exp.Pages), int64(exp.Items)},
+		{"plain", demosite.JSSpec("js", false), "crawl", int64(exp.Pages), 0},
 		{"lazy", lazy + "scroll: true\n", "long", 1, int64(exp.Items)},
 		{"lazy-unscrolled", lazy + "wait_for: li.product\n", "long", 1, 20},
 	} {

@@ -23,6 +23,31 @@ const JSPrefix = "/js/"
 // JSStart is the section's first listing page.
 const JSStart = JSPrefix + "page-1.html"
 
+// JSSpec is a spider spec (named name, base URL http://127.0.0.1: schedule it with base_url)
+// that crawls the section: its listings fetched plainly, and its item pages, rendered when render
+// (a follow rule's render: browser, waiting for div.product) or fetched plainly too (no item).
+func JSSpec(name string, render bool) string {
+	rule := "  - css: a.item\n"
+	wait := ""
+	if render {
+		rule += "    render: browser\n"
+		wait = "wait_for: div.product\n"
+	}
+	return `name: ` + name + `
+start_urls: [http://127.0.0.1` + JSStart + `]
+concurrency: 32
+follow:
+` + rule + `  - css: li.next a
+items:
+  - css: div.product
+    key: sku
+    fields:
+      sku: {css: span.sku, required: true}
+      title: {css: h1.title, required: true}
+      price: {css: p.price, required: true}
+` + wait
+}
+
 // JSExpected is what a crawl from JSStart that follows the listing and item links and renders
 // the pages yields: every live item once, from Listings listing pages and Items item pages. A
 // plain fetch of the same pages yields no item.
