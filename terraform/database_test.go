@@ -235,17 +235,17 @@ func TestDatabaseAccessChecks(t *testing.T) {
 		want      string // "" for no problem
 	}{
 		{"crawlq-api", doc(good), false, ""},
-		{"crawlq-runner-task", doc(good, `{"Effect":"Allow","Action":"s3:PutObject","Resource":"` + g.bucketARN + `/items/*"}`), true, ""},
+		{"crawlq-runner-task", doc(good, `{"Effect":"Allow","Action":"s3:PutObject","Resource":"`+g.bucketARN+`/items/*"}`), true, ""},
 		{"crawlq-migrate", doc(`{"Effect":"Allow","Action":"secretsmanager:GetSecretValue","Resource":"` + g.masterSecret + `"}`), false, ""},
 		{"crawlq-api", doc(connect("arn:aws:rds-db:us-east-1:123456789012:dbuser:" + g.resourceID + "/*")), false, "may connect as crawlq"},
 		{"crawlq-api", doc(connect("arn:aws:rds-db:us-east-1:123456789012:dbuser:*/crawlq_app")), false, "another instance"},
 		{"crawlq-dispatch", doc(connect("*")), false, "may connect as crawlq"},
 		{"crawlq-metrics", doc(), false, "may not connect as crawlq_app"},
-		{"crawlq-migrate", doc(good, `{"Effect":"Allow","Action":"secretsmanager:GetSecretValue","Resource":"` + g.masterSecret + `"}`), false, "crawlq-migrate may connect as crawlq_app"},
+		{"crawlq-migrate", doc(good, `{"Effect":"Allow","Action":"secretsmanager:GetSecretValue","Resource":"`+g.masterSecret+`"}`), false, "crawlq-migrate may connect as crawlq_app"},
 		{"crawlq-api", doc(good, `{"Effect":"Allow","Action":"secretsmanager:GetSecretValue","Resource":"*"}`), false, "reads the master secret = true"},
-		{"crawlq-runner-task", doc(good, `{"Effect":"Allow","Action":["s3:PutObject","s3:GetObject"],"Resource":"` + g.bucketARN + `/*"}`), true, "may s3:GetObject"},
+		{"crawlq-runner-task", doc(good, `{"Effect":"Allow","Action":["s3:PutObject","s3:GetObject"],"Resource":"`+g.bucketARN+`/*"}`), true, "may s3:GetObject"},
 		{"crawlq-runner-task", doc(good), true, "puts items = false"},
-		{"crawlq-runner-task", doc(good, `{"Effect":"Allow","Action":"s3:PutObject","Resource":"` + g.bucketARN + `/items/*"}`), false, "puts items = true"},
+		{"crawlq-runner-task", doc(good, `{"Effect":"Allow","Action":"s3:PutObject","Resource":"`+g.bucketARN+`/items/*"}`), false, "puts items = true"},
 	} {
 		got := dbGrantProblems(c.role, c.doc, g, c.items)
 		if c.want == "" && len(got) > 0 || c.want != "" && !slices.ContainsFunc(got, func(p string) bool { return strings.Contains(p, c.want) }) {

@@ -185,7 +185,9 @@ func TestSpiderTestGoesThroughTheSpecsProxy(t *testing.T) {
 		var out, errb bytes.Buffer
 		code := cli.Main(context.Background(), append([]string{"spider", "test", spec, "http://" + addr.String() + "/catalogue/item-1.html", "--allow-loopback"}, args...),
 			cli.Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" },
-				Environ: func() []string { return []string{"CRAWLQ_PROXY_TESS=px-s3cret", "DATABASE_URL=postgres://u:db-s3cret@h/d"} }})
+				Environ: func() []string {
+					return []string{"CRAWLQ_PROXY_TESS=px-s3cret", "DATABASE_URL=postgres://u:db-s3cret@h/d"}
+				}})
 		return code, out.String(), errb.String()
 	}
 	code, out, errs := test("--json")
