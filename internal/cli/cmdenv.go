@@ -103,3 +103,20 @@ func readRemoteEnv(env *Env, flagFn string) (remoteEnv, error) {
 	}
 	return r, nil
 }
+
+// wakeEnv is what a command that wakes the dispatcher after a change (wakeDispatch) reads from its
+// environment beside the database.
+type wakeEnv struct {
+	// DispatchFunction is CRAWLQ_DISPATCH_FUNCTION: the deployed dispatch function to poke;
+	// empty: none (a crawlq local on the database hears the NOTIFY).
+	DispatchFunction string
+}
+
+// readWakeEnv reads the environment of a command that wakes the dispatcher.
+func readWakeEnv(env *Env) (wakeEnv, error) {
+	fn := envconfig.New(env.Getenv).String("CRAWLQ_DISPATCH_FUNCTION")
+	if fn != "" && !lambdaFunction.MatchString(fn) {
+		return wakeEnv{}, usageErr("%v", envconfig.Errorf("CRAWLQ_DISPATCH_FUNCTION", "not a Lambda function name or ARN: %q", fn))
+	}
+	return wakeEnv{DispatchFunction: fn}, nil
+}

@@ -135,6 +135,10 @@ standard error and in the run's log.`,
 			fs.BoolVar(&p.Replace, "replace", false, "with --key: move the pending run's start time")
 			dir := fs.String("spiders", "", "directory of extra spider specs")
 			return func(ctx context.Context, rest []string) error {
+				wenv, err := readWakeEnv(env)
+				if err != nil {
+					return err
+				}
 				if p.Spider == "" {
 					return usageErr("--spider is required")
 				}
@@ -157,7 +161,7 @@ standard error and in the run's log.`,
 					if err != nil {
 						return err
 					}
-					wakeDispatch(ctx, env, n.Queue.Pool(), s.RunID)
+					wakeDispatch(ctx, env, wenv, n.Queue.Pool(), s.RunID)
 					if s.Duplicate {
 						fmt.Fprintf(env.Stdout, "%d (existing %s run with key %q)\n", s.RunID, s.State, p.IdempotencyKey)
 					} else {
@@ -248,6 +252,10 @@ standard error and in the run's log.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			pg := dbFlag(fs, env)
 			return func(ctx context.Context, args []string) error {
+				wenv, err := readWakeEnv(env)
+				if err != nil {
+					return err
+				}
 				id, err := parseRunID(args)
 				if err != nil {
 					return err
@@ -267,7 +275,7 @@ standard error and in the run's log.`,
 					if err := n.Crawler.Cancel(ctx, id); err != nil {
 						return err
 					}
-					wakeDispatch(ctx, env, n.Queue.Pool(), id)
+					wakeDispatch(ctx, env, wenv, n.Queue.Pool(), id)
 					fmt.Fprintf(env.Stdout, "run %d: cancel requested\n", id)
 					return nil
 				})

@@ -52,8 +52,9 @@ func TestServiceCommandsReadOnlyWhatTheyUse(t *testing.T) {
 	}
 }
 
-// TestCommandsCheckTheirEnvironmentFirst: crawlq schedules, crawlq logs and the commands going
-// through the api function (CRAWLQ_API) read and check their variables at their start, so a bad
+// TestCommandsCheckTheirEnvironmentFirst: crawlq schedules, crawlq logs, the commands that wake
+// the dispatcher (CRAWLQ_DISPATCH_FUNCTION) and the commands going through the api function
+// (CRAWLQ_API) read and check their variables at their start, so a bad
 // one is refused with its name (a usage error, exit 2) before the database or the endpoint, which
 // here never answer, is tried.
 func TestCommandsCheckTheirEnvironmentFirst(t *testing.T) {
@@ -67,6 +68,10 @@ func TestCommandsCheckTheirEnvironmentFirst(t *testing.T) {
 		{[]string{"schedules", "add", "--spider", "demo", "--cron", "@daily"}, map[string]string{"CRAWLQ_SCHEDULE_GROUP": "g/1"}, "CRAWLQ_SCHEDULE_GROUP"},
 		{[]string{"schedules", "del", "x"}, map[string]string{"CRAWLQ_SCHEDULE_GROUP": strings.Repeat("g", 65)}, "CRAWLQ_SCHEDULE_GROUP"},
 		{[]string{"logs", "1"}, map[string]string{"CRAWLQ_RUN_LOG_GROUP": "runs?"}, "CRAWLQ_RUN_LOG_GROUP"},
+		{[]string{"schedule", "--spider", "demo"}, map[string]string{"CRAWLQ_DISPATCH_FUNCTION": "crawlq dispatch"}, "CRAWLQ_DISPATCH_FUNCTION"},
+		{[]string{"cancel-run", "1"}, map[string]string{"CRAWLQ_DISPATCH_FUNCTION": "crawlq dispatch"}, "CRAWLQ_DISPATCH_FUNCTION"},
+		{[]string{"redrive"}, map[string]string{"CRAWLQ_DISPATCH_FUNCTION": "crawlq dispatch"}, "CRAWLQ_DISPATCH_FUNCTION"},
+		{[]string{"spider", "delete", "demo"}, map[string]string{"CRAWLQ_DISPATCH_FUNCTION": "crawlq dispatch"}, "CRAWLQ_DISPATCH_FUNCTION"},
 		{[]string{"runs"}, map[string]string{"CRAWLQ_API": "crawlq api", "AWS_ENDPOINT_URL": "http://127.0.0.1:1"}, "CRAWLQ_API"},
 		{[]string{"--api", "crawlq/api", "runs"}, map[string]string{"AWS_ENDPOINT_URL": "http://127.0.0.1:1"}, "--api"},
 		{[]string{"runs"}, map[string]string{"CRAWLQ_API": "crawlq-api", "AWS_ENDPOINT_URL": "127.0.0.1:1"}, "AWS_ENDPOINT_URL"},

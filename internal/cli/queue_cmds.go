@@ -268,6 +268,10 @@ command pokes it with your AWS credentials (else the stack's minute tick acts on
 			limit := fs.Int("limit", 1000, "at most this many jobs")
 			run := fs.Int64("run", 0, "retry this run's dead pages and reopen it")
 			return func(ctx context.Context, args []string) error {
+				wenv, err := readWakeEnv(env)
+				if err != nil {
+					return err
+				}
 				if *run != 0 {
 					if *run < 0 {
 						return usageErr("--run %d: want a positive run id", *run)
@@ -280,7 +284,7 @@ command pokes it with your AWS credentials (else the stack's minute tick acts on
 						if err != nil {
 							return err
 						}
-						wakeDispatch(ctx, env, n.Queue.Pool(), *run)
+						wakeDispatch(ctx, env, wenv, n.Queue.Pool(), *run)
 						fmt.Fprintf(env.Stdout, "run %d: %d dead pages queued again; the run is running\n", *run, k)
 						return nil
 					})
@@ -298,7 +302,7 @@ command pokes it with your AWS credentials (else the stack's minute tick acts on
 					if err != nil {
 						return err
 					}
-					wakeDispatch(ctx, env, pool)
+					wakeDispatch(ctx, env, wenv, pool)
 					fmt.Fprintf(env.Stdout, "redrove %d jobs\n", len(done))
 					return notRedriven(ctx, c, *q, ids, done, *limit)
 				})

@@ -95,12 +95,16 @@ func spiderSub(name, synopsis, usage string, args Args, flagName, flagHelp strin
 				value = fs.String(flagName, "", flagHelp)
 			}
 			return func(ctx context.Context, args []string) error {
+				wenv, err := readWakeEnv(env)
+				if err != nil {
+					return err
+				}
 				return withSpiderStore(ctx, pg, func(pool *pgxpool.Pool, st *spiderstore.Store) error {
 					if err := do(ctx, env, st, args, *value); err != nil {
 						return err
 					}
 					if name == "push" || name == "delete" {
-						wakeDispatch(ctx, env, pool) // crawlq local looks its spiders up again at once
+						wakeDispatch(ctx, env, wenv, pool) // crawlq local looks its spiders up again at once
 					}
 					return nil
 				})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -21,11 +20,11 @@ import (
 // after a schedule (a deployed dispatcher listens to nothing: RDS Proxy pins sessions that
 // LISTEN). The change is committed already: a failed wake only delays it to the next tick, so it
 // is a warning, not the command's failure.
-func wakeDispatch(ctx context.Context, env *Env, db dispatch.Execer, runIDs ...int64) {
+func wakeDispatch(ctx context.Context, env *Env, wenv wakeEnv, db dispatch.Execer, runIDs ...int64) {
 	if err := dispatch.Wake(ctx, db, runIDs...); err != nil {
 		fmt.Fprintf(env.Stderr, "crawlq: warning: %v (a crawlq local acts on it at its next tick)\n", err)
 	}
-	fn := strings.TrimSpace(env.Getenv("CRAWLQ_DISPATCH_FUNCTION"))
+	fn := wenv.DispatchFunction
 	if fn == "" {
 		return
 	}
