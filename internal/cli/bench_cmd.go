@@ -12,7 +12,6 @@ import (
 	"text/tabwriter"
 
 	"crawlq/internal/bench"
-	"crawlq/internal/db"
 )
 
 func benchCmd() *Command {
@@ -95,6 +94,10 @@ allocations it made (read either with go tool pprof; -sample_index=alloc_objects
 			cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
 			memprofile := fs.String("memprofile", "", "write an allocation profile to this file when done")
 			return func(ctx context.Context, args []string) (err error) {
+				be, err := readBenchEnv(env, *url)
+				if err != nil {
+					return err
+				}
 				if *memprofile != "" {
 					defer func() { err = errors.Join(err, writeAllocs(*memprofile)) }()
 				}
@@ -109,27 +112,15 @@ allocations it made (read either with go tool pprof; -sample_index=alloc_objects
 					}
 					defer pprof.StopCPUProfile()
 				}
-				cfg.URL = *url
-				if cfg.URL == "" {
-					cfg.URL = env.Getenv("DATABASE_URL")
-				}
-				if cfg.URL == "" {
-					return usageErr("set DATABASE_URL or --database-url")
-				}
+				cfg.URL = be.URL
 				// The bench opens its pools from the URL (a schema of its own on each), so the mode
 				// that every other command takes from CRAWLQ_DB_EXEC_MODE goes into the URL.
-				if m := strings.TrimSpace(env.Getenv("CRAWLQ_DB_EXEC_MODE")); m != "" {
-					if strings.Contains(cfg.URL, "default_query_exec_mode=") {
-						return usageErr("CRAWLQ_DB_EXEC_MODE and default_query_exec_mode in the database URL: set one")
-					}
+				if be.ExecMode != "" {
 					sep := "?"
 					if strings.Contains(cfg.URL, "?") {
 						sep = "&"
 					}
-					cfg.URL += sep + "default_query_exec_mode=" + neturl.QueryEscape(m)
-					if _, err := (db.Config{URL: cfg.URL}).PoolConfig(); err != nil {
-						return fmt.Errorf("CRAWLQ_DB_EXEC_MODE: %q: %w", m, err)
-					}
+					cfg.URL += sep + "default_query_exec_mode=" + neturl.QueryEscape(be.ExecMode)
 				}
 				cfg.Out = env.Stdout
 				if !*quiet {

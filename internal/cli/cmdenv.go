@@ -3,7 +3,9 @@ package cli
 import (
 	"net/url"
 	"regexp"
+	"strings"
 
+	"crawlq/internal/db"
 	"crawlq/internal/envconfig"
 )
 
@@ -119,4 +121,36 @@ func readWakeEnv(env *Env) (wakeEnv, error) {
 		return wakeEnv{}, usageErr("%v", envconfig.Errorf("CRAWLQ_DISPATCH_FUNCTION", "not a Lambda function name or ARN: %q", fn))
 	}
 	return wakeEnv{DispatchFunction: fn}, nil
+}
+
+// benchEnv is what crawlq bench reads from its environment.
+type benchEnv struct {
+	// URL is --database-url, else DATABASE_URL: the bench opens its pools from a URL (a schema
+	// of its own on each), so the CRAWLQ_DB_* addressing does not apply.
+	URL string
+	// ExecMode is CRAWLQ_DB_EXEC_MODE (db.Config.ExecMode) as pgx names it in a URL
+	// (default_query_exec_mode); empty: the URL's.
+	ExecMode string
+}
+
+// readBenchEnv reads crawlq bench's environment; flagURL is --database-url's value.
+func readBenchEnv(env *Env, flagURL string) (benchEnv, error) {
+	e := envconfig.New(env.Getenv)
+	b := benchEnv{URL: flagURL, ExecMode: e.String("CRAWLQ_DB_EXEC_MODE")}
+	if b.URL == "" {
+		b.URL = e.String("DATABASE_URL")
+	}
+	switch {
+	case b.URL == "":
+		return benchEnv{}, usageErr("set DATABASE_URL or --database-url")
+	case !db.ValidExecMode(b.ExecMode):
+		// An error, not a usage one, as every other command's bad CRAWLQ_DB_EXEC_MODE is.
+		return benchEnv{}, envconfig.Errorf("CRAWLQ_DB_EXEC_MODE", "not exec, simple, cache_describe or cache_statement: %q", b.ExecMode)
+	case b.ExecMode != "" && strings.Contains(b.URL, "default_query_exec_mode="):
+		return benchEnv{}, usageErr("CRAWLQ_DB_EXEC_MODE and default_query_exec_mode in the database URL: set one")
+	}
+	if b.ExecMode == "simple" { // pgx's name for it in a URL
+		b.ExecMode = "simple_protocol"
+	}
+	return b, nil
 }

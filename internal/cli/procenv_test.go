@@ -3,6 +3,10 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -90,6 +94,33 @@ func TestCommandsCheckTheirEnvironmentFirst(t *testing.T) {
 		cancel()
 		if code != 2 || !strings.Contains(errb.String(), c.want) {
 			t.Errorf("%v with %v: exit %d, stderr %q; want 2 naming %s before connecting", c.args, c.env, code, errb.String(), c.want)
+		}
+	}
+}
+
+// TestBenchChecksItsEnvironmentFirst: crawlq bench refuses a bad CRAWLQ_DB_EXEC_MODE, naming it,
+// before it starts anything (here: the CPU profile it was asked for is not begun), and runs with
+// every good one, simple too (pgx names it simple_protocol in the URL the bench opens).
+func TestBenchChecksItsEnvironmentFirst(t *testing.T) {
+	t.Parallel()
+	prof := filepath.Join(t.TempDir(), "cpu.out")
+	code, _, errs := runWithEnv(t, map[string]string{"DATABASE_URL": "postgres://crawlq@127.0.0.1:1/none?connect_timeout=1", "CRAWLQ_DB_EXEC_MODE": "bogus"},
+		"bench", "--op", "insert", "--jobs", "10", "--cpuprofile", prof)
+	if code != 1 || !strings.Contains(errs, `CRAWLQ_DB_EXEC_MODE: `) {
+		t.Fatalf("bench with CRAWLQ_DB_EXEC_MODE=bogus: exit %d, stderr %q; want 1 naming the variable", code, errs)
+	}
+	if _, err := os.Stat(prof); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the CPU profile was begun before the environment was checked: %v", err)
+	}
+	url := dbtest.URL(t)
+	t.Cleanup(func() {
+		dbtest.Open(t, url, 1).Exec(context.Background(), "DROP SCHEMA IF EXISTS crawlq_bench_cli_env CASCADE")
+	})
+	for _, mode := range []string{"exec", "simple", "cache_describe", "cache_statement"} {
+		code, out, errs := runWithEnv(t, map[string]string{"DATABASE_URL": url, "CRAWLQ_DB_EXEC_MODE": mode},
+			"bench", "--op", "insert", "--jobs", "10", "--schema", "crawlq_bench_cli_env", "--quiet")
+		if code != 0 || !strings.Contains(out, "insert") {
+			t.Errorf("bench with CRAWLQ_DB_EXEC_MODE=%s: exit %d, stdout %q, stderr %q", mode, code, out, errs)
 		}
 	}
 }
