@@ -154,3 +154,27 @@ func readBenchEnv(env *Env, flagURL string) (benchEnv, error) {
 	}
 	return b, nil
 }
+
+// deployEnv is what crawlq deploy, plan and destroy read from their environment by name; the
+// TF_VAR_* variables reach Terraform as its own environment (deploy.Config.Variables).
+type deployEnv struct {
+	// TFConfigFile is TF_CLI_CONFIG_FILE; empty: scripts/tfrc.sh's provider mirror, when the
+	// repository has one.
+	TFConfigFile string
+	// Endpoint is AWS_ENDPOINT_URL: an emulator (the stack's providers point at it); empty: AWS.
+	Endpoint string
+	// DatabaseURL is DATABASE_URL: deploy also migrates that database; empty: only the stack's.
+	DatabaseURL string
+}
+
+// readDeployEnv reads the environment of crawlq deploy, plan and destroy.
+func readDeployEnv(env *Env) (deployEnv, error) {
+	e := envconfig.New(env.Getenv)
+	d := deployEnv{TFConfigFile: e.String("TF_CLI_CONFIG_FILE"), Endpoint: e.String("AWS_ENDPOINT_URL"), DatabaseURL: e.String("DATABASE_URL")}
+	if d.Endpoint != "" {
+		if u, err := url.Parse(d.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return deployEnv{}, usageErr("%v", envconfig.Errorf("AWS_ENDPOINT_URL", "not an http(s) URL with a host: %q", d.Endpoint))
+		}
+	}
+	return d, nil
+}

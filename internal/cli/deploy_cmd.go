@@ -42,7 +42,7 @@ func (d *deployFlags) declare(fs *flag.FlagSet) {
 }
 
 // config builds the deploy configuration; root is the repository (the module's parent).
-func (d *deployFlags) config(env *Env) (deploy.Config, string, error) {
+func (d *deployFlags) config(env *Env, de deployEnv) (deploy.Config, string, error) {
 	dir, err := filepath.Abs(d.dir)
 	if err != nil {
 		return deploy.Config{}, "", err
@@ -63,7 +63,7 @@ func (d *deployFlags) config(env *Env) (deploy.Config, string, error) {
 	}
 	root := filepath.Dir(dir)
 	// Use the provider mirror this machine has, when the repository knows how to find it.
-	if env.Getenv("TF_CLI_CONFIG_FILE") == "" {
+	if de.TFConfigFile == "" {
 		if out, err := exec.Command(filepath.Join(root, "scripts", "tfrc.sh")).Output(); err == nil {
 			cfg.Env["TF_CLI_CONFIG_FILE"] = strings.TrimSpace(string(out))
 		}
@@ -101,11 +101,15 @@ emulator (AWS_ENDPOINT_URL set, LocalStack or moto) it only warns.`,
 			push := fs.String("push-image", "auto", "build and push the runner image: true, false, or auto (true unless AWS_ENDPOINT_URL is set)")
 			noAlarmEmail := fs.Bool("allow-no-alarm-email", false, "deploy even though alarm_email is empty (alarms then notify nobody)")
 			return func(ctx context.Context, args []string) error {
-				cfg, root, err := d.config(env)
+				de, err := readDeployEnv(env)
 				if err != nil {
 					return err
 				}
-				emulated := env.Getenv("AWS_ENDPOINT_URL") != ""
+				cfg, root, err := d.config(env, de)
+				if err != nil {
+					return err
+				}
+				emulated := de.Endpoint != ""
 				if err := checkAlarmEmail(cfg.Variables(os.Environ()), emulated, *noAlarmEmail, env.Stderr); err != nil {
 					return err
 				}
@@ -142,7 +146,7 @@ emulator (AWS_ENDPOINT_URL set, LocalStack or moto) it only warns.`,
 							return err
 						}
 					}
-					if u := env.Getenv("DATABASE_URL"); u != "" {
+					if u := de.DatabaseURL; u != "" {
 						err := (&database{url: &u, env: env}).withPool(ctx, func(pool *pgxpool.Pool) error {
 							_, err := migrate.Up(ctx, pool)
 							return err
@@ -177,7 +181,11 @@ there are changes, and says which.`,
 			var d deployFlags
 			d.declare(fs)
 			return func(ctx context.Context, args []string) error {
-				cfg, _, err := d.config(env)
+				de, err := readDeployEnv(env)
+				if err != nil {
+					return err
+				}
+				cfg, _, err := d.config(env, de)
 				if err != nil {
 					return err
 				}
@@ -220,7 +228,11 @@ snapshot gets a name of its own.`,
 				if !*yes {
 					return usageErr("destroy deletes the database and the items bucket; pass --yes to go ahead")
 				}
-				cfg, _, err := d.config(env)
+				de, err := readDeployEnv(env)
+				if err != nil {
+					return err
+				}
+				cfg, _, err := d.config(env, de)
 				if err != nil {
 					return err
 				}

@@ -124,3 +124,21 @@ func TestBenchChecksItsEnvironmentFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestDeployChecksItsEnvironmentFirst: crawlq deploy and plan refuse an AWS_ENDPOINT_URL that is
+// not a URL, naming it, before they create their work directory or run terraform.
+func TestDeployChecksItsEnvironmentFirst(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"deploy", "--allow-no-alarm-email", "--push-image", "false"}, {"plan"}} {
+		cmd := args[0]
+		work := filepath.Join(t.TempDir(), "work")
+		code, _, errs := runWithEnv(t, map[string]string{"AWS_ENDPOINT_URL": "127.0.0.1:4566"}, append(args, "--dir", "../../terraform",
+			"--work-dir", work, "--terraform", filepath.Join(t.TempDir(), "no-terraform"), "--build-dir", t.TempDir())...)
+		if code != 2 || !strings.Contains(errs, "AWS_ENDPOINT_URL") {
+			t.Errorf("%s with AWS_ENDPOINT_URL=127.0.0.1:4566: exit %d, stderr %q; want 2 naming the variable", cmd, code, errs)
+		}
+		if _, err := os.Stat(work); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s made its work directory before checking its environment: %v", cmd, err)
+		}
+	}
+}
