@@ -104,6 +104,16 @@ Stops on SIGINT/SIGTERM, releasing every claimed job.`,
 					}
 					return env.Getenv(k)
 				}
+				// The functions' settings are read and checked before anything connects, so a bad
+				// value stops crawlq local at once, naming its variable.
+				lc, err := lambdafn.LoadConfig(envconfig.New(getenv))
+				if err != nil {
+					return usageErr("%v", err)
+				}
+				logger, err := lambdafn.NewLogger(lc.LogLevel, env.Stderr)
+				if err != nil {
+					return usageErr("%v", err)
+				}
 				octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 				defer cancel()
 				awsCfg, err := awsx.Load(octx)
@@ -125,12 +135,7 @@ Stops on SIGINT/SIGTERM, releasing every claimed job.`,
 					pool.Close()
 					return fmt.Errorf("migrate: %w", err)
 				}
-				logger, err := lambdafn.NewLogger(getenv("CRAWLQ_LOG_LEVEL"), env.Stderr)
-				if err != nil {
-					pool.Close()
-					return err
-				}
-				deps, err := lambdafn.NewDeps(pool, awsCfg, nil, getenv, logger)
+				deps, err := lambdafn.NewDepsConfig(pool, awsCfg, nil, lc, logger)
 				if err != nil {
 					pool.Close()
 					return err

@@ -15,7 +15,7 @@ import (
 	"crawlq/internal/dbtest"
 )
 
-// TestServiceCommandsCheckTheirEnvironmentFirst: crawlq worker and crawlq runner read and check
+// TestServiceCommandsCheckTheirEnvironmentFirst: crawlq worker, runner and local read and check
 // their environment before they connect to anything, so a bad value stops them at once with its
 // name, not after the database (which they wait minutes for) answers. The database here never
 // answers; ctx bounds the old behaviour, which waited for it.
@@ -29,6 +29,8 @@ func TestServiceCommandsCheckTheirEnvironmentFirst(t *testing.T) {
 		{[]string{"worker"}, map[string]string{"CRAWLQ_METRICS_PER_SPIDER": "maybe"}, "CRAWLQ_METRICS_PER_SPIDER"},
 		{[]string{"runner"}, map[string]string{"CRAWLQ_METRICS_PER_SPIDER": "maybe"}, "CRAWLQ_METRICS_PER_SPIDER"},
 		{[]string{"worker"}, map[string]string{"CRAWLQ_RETAIN_DEAD": "forever"}, "CRAWLQ_RETAIN_DEAD"},
+		{[]string{"local"}, map[string]string{"CRAWLQ_METRICS_PER_SPIDER": "maybe"}, "CRAWLQ_METRICS_PER_SPIDER"},
+		{[]string{"local"}, map[string]string{"CRAWLQ_LOG_LEVEL": "loud"}, "CRAWLQ_LOG_LEVEL"},
 	} {
 		env := map[string]string{"DATABASE_URL": "postgres://crawlq@127.0.0.1:1/none?connect_timeout=1"}
 		for k, v := range c.env {

@@ -102,6 +102,12 @@ func NewDeps(pool *pgxpool.Pool, awsCfg aws.Config, reg *spider.Registry, getenv
 	return newDeps(pool, awsCfg, reg, cfg, logger)
 }
 
+// NewDepsConfig assembles Deps from parts with a Config read already (`crawlq local` reads it at
+// its start, before it connects). A nil registry loads the embedded spiders.
+func NewDepsConfig(pool *pgxpool.Pool, awsCfg aws.Config, reg *spider.Registry, cfg Config, logger *slog.Logger) (*Deps, error) {
+	return newDeps(pool, awsCfg, reg, cfg, logger)
+}
+
 func newDeps(pool *pgxpool.Pool, awsCfg aws.Config, reg *spider.Registry, cfg Config, logger *slog.Logger) (*Deps, error) {
 	if logger == nil {
 		logger = slog.Default()
