@@ -1015,11 +1015,31 @@ func (p *Pool) render(ctx context.Context, in *instance, req Request, up *guardP
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
+	// returned closes when render returns, before the tab is closed (defers run last first).
+	returned := make(chan struct{})
+	defer close(returned)
 	go func() {
 		select {
 		case <-rendererCrashed:
 			cancel() // nothing the tab waits for will come
+			// chromedp's event loop may be inside a call to the dead renderer (DOM.getDocument
+			// after a documentUpdated) while it holds the tab's frame lock, and that call waits on
+			// the tab's context, not ours: a query of the page would then wait on the lock for
+			// good. Ending the tab ends the call. The browser lives on.
+			tabCancel()
 		case <-runCtx.Done():
+			if !errors.Is(runCtx.Err(), context.DeadlineExceeded) {
+				return
+			}
+			// Past the page's timeout, a query stuck the same way on a page that stopped
+			// answering is given HangGrace to return before its tab is ended too.
+			t := time.NewTimer(p.cfg.HangGrace)
+			defer t.Stop()
+			select {
+			case <-returned:
+			case <-t.C:
+				tabCancel()
+			}
 		}
 	}()
 
