@@ -1015,9 +1015,9 @@ func (p *Pool) render(ctx context.Context, in *instance, req Request, up *guardP
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
-	// returned closes when render returns, before the tab is closed (defers run last first).
-	returned := make(chan struct{})
-	defer close(returned)
+	// settled closes when the page's steps have returned, as finish begins: what finish then
+	// does in the tab (a failed page's screenshot) is not cut short.
+	settled := make(chan struct{})
 	go func() {
 		select {
 		case <-rendererCrashed:
@@ -1036,7 +1036,7 @@ func (p *Pool) render(ctx context.Context, in *instance, req Request, up *guardP
 			t := time.NewTimer(p.cfg.HangGrace)
 			defer t.Stop()
 			select {
-			case <-returned:
+			case <-settled:
 			case <-t.C:
 				tabCancel()
 			}
@@ -1089,7 +1089,8 @@ func (p *Pool) render(ctx context.Context, in *instance, req Request, up *guardP
 	}()
 
 	res := &Result{}
-	finish := func(err error) (*Result, error) {
+	finish := func(err error) (*Result, error) { // every return of the steps below goes through it, once
+		close(settled)
 		st.mu.Lock()
 		res.Blocked, res.Refused = st.blocked, append([]string(nil), st.refused...)
 		st.mu.Unlock()
