@@ -188,7 +188,7 @@ func callAPI(ctx context.Context, a *api.API, req map[string]any) (api.Response,
 	if resp["status"] != "ok" {
 		// The command names itself in front of this; the api's action and its "bad request" class
 		// are the api's words, not the command's.
-		return nil, errors.New(strings.TrimPrefix(fmt.Sprint(resp["message"]), "bad request: "))
+		return nil, errors.New(strings.TrimPrefix(fmt.Sprint(resp["message"]), api.ErrBadRequest.Error()+": "))
 	}
 	return resp, nil
 }
