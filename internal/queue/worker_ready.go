@@ -38,11 +38,11 @@ func (w *Worker) idleLocked() int {
 // start at once, and up to HoldAhead more waiting for a handler unless those waiting now are slow
 // to start; w.mu is held.
 func (w *Worker) holdLocked() int {
-	ahead := w.cfg.HoldAhead
-	if ahead == 0 || w.waitingLongLocked() {
+	// ready's capacity is BatchSize+HoldAhead, so both of idleLocked's bounds grow by HoldAhead.
+	if w.cfg.HoldAhead == 0 || w.waitingLongLocked() {
 		return w.idleLocked()
 	}
-	return min(w.cfg.Concurrency+ahead-w.busy-len(w.ready)-w.reserved, cap(w.ready)-len(w.ready)-w.reserved)
+	return w.idleLocked() + w.cfg.HoldAhead
 }
 
 // waitingLongLocked reports whether the jobs waiting in ready wait half a heartbeat interval or
