@@ -102,12 +102,14 @@ func StackFor(vars map[string]string) (Stack, error) {
 	if flag("single_nat_gateway") {
 		s.NATGateways = 1
 	}
+	// terraform/main.tf's local.lambda_crawls, which both "auto"s below follow.
+	lambdaCrawls := v["crawl_runtime"] != "fargate" || v["crawl_lambda_burst"] != "0"
 	// terraform/main.tf's local.nat_instance.
 	switch v["nat"] {
 	case "instance":
 		s.NATInstance = true
 	case "auto":
-		s.NATInstance = v["crawl_runtime"] == "fargate" && v["crawl_lambda_burst"] == "0"
+		s.NATInstance = !lambdaCrawls
 	case "gateway":
 	default:
 		errs = append(errs, &VarError{Var: "nat", Msg: fmt.Sprintf("%q: want auto, instance or gateway", v["nat"])})
@@ -119,7 +121,7 @@ func StackFor(vars map[string]string) (Stack, error) {
 	case "on":
 		s.Proxy = true
 	case "auto":
-		s.Proxy = v["crawl_runtime"] != "fargate" || v["crawl_lambda_burst"] != "0"
+		s.Proxy = lambdaCrawls
 	default:
 		errs = append(errs, &VarError{Var: "db_proxy", Msg: fmt.Sprintf("%q: want auto or on", v["db_proxy"])})
 	}
