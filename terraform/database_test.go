@@ -141,14 +141,7 @@ func checkDatabaseAccess(t *testing.T, plan *tfjson.Plan) {
 		t.Errorf("the instance's resource id %q is not a db-... id", g.resourceID)
 	}
 
-	envs := map[string]map[string]string{}
-	for _, f := range resources(plan, "aws_lambda_function") {
-		var e []struct{ Variables map[string]string }
-		if err := json.Unmarshal([]byte(mustJSON(t, f.AttributeValues["environment"])), &e); err != nil || len(e) != 1 {
-			t.Fatalf("%s environment: %v", f.Address, err)
-		}
-		envs[str(t, f, "function_name")] = e[0].Variables
-	}
+	envs := functionEnvs(t, plan)
 	var defs []containerDef
 	if err := json.Unmarshal([]byte(str(t, resources(plan, "aws_ecs_task_definition")[0], "container_definitions")), &defs); err != nil || len(defs) != 1 {
 		t.Fatalf("container definitions: %v", err)
@@ -203,16 +196,8 @@ func checkDatabaseAccess(t *testing.T, plan *tfjson.Plan) {
 		}
 	}
 	if _, ok := docs["crawlq-runner-task"]; !ok {
-		t.Errorf("no policy of the runner task's role in the plan (roles %v)", keys(docs))
+		t.Errorf("no policy of the runner task's role in the plan (roles %v)", slices.Sorted(maps.Keys(docs)))
 	}
-}
-
-func keys[V any](m map[string]V) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
 
 // TestDatabaseAccessChecks shows the checks above failing on grants a stack without the proxy

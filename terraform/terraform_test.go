@@ -241,6 +241,21 @@ type policyDoc struct {
 	}
 }
 
+// functionEnvs returns each Lambda function's environment variables in the plan, by function
+// name.
+func functionEnvs(t *testing.T, plan *tfjson.Plan) map[string]map[string]string {
+	t.Helper()
+	envs := map[string]map[string]string{}
+	for _, f := range resources(plan, "aws_lambda_function") {
+		var e []struct{ Variables map[string]string }
+		if err := json.Unmarshal([]byte(mustJSON(t, f.AttributeValues["environment"])), &e); err != nil || len(e) != 1 {
+			t.Fatalf("%s environment: %v", f.Address, err)
+		}
+		envs[str(t, f, "function_name")] = e[0].Variables
+	}
+	return envs
+}
+
 func checkPlan(t *testing.T, plan *tfjson.Plan) {
 	t.Helper()
 
@@ -594,14 +609,7 @@ func checkFindings(t *testing.T, plan *tfjson.Plan) {
 			public[str(t, a, "subnet_id")] = true
 		}
 	}
-	var env map[string]string
-	for _, f := range resources(plan, "aws_lambda_function") {
-		if f.AttributeValues["function_name"] == "crawlq-dispatch" {
-			var e []struct{ Variables map[string]string }
-			_ = json.Unmarshal([]byte(mustJSON(t, f.AttributeValues["environment"])), &e)
-			env = e[0].Variables
-		}
-	}
+	env := functionEnvs(t, plan)["crawlq-dispatch"]
 	subnets := strings.Split(env["CRAWLQ_ECS_SUBNETS"], ",")
 	if len(public) == 0 || len(subnets) == 0 || env["CRAWLQ_ECS_ASSIGN_PUBLIC_IP"] != "true" || sgByID[env["CRAWLQ_ECS_SECURITY_GROUPS"]] != "crawlq-runner" {
 		t.Errorf("runner tasks: subnets %v (public: %v), public IP %q, security group %q; want public subnets, a public IP and crawlq-runner",
