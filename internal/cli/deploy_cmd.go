@@ -88,8 +88,9 @@ plan and apply on terraform/ (state in --work-dir), pushes the runner image to t
 repository (--push-image, the default against real AWS) and prints the outputs.
 
 The schema is migrated by the stack's migrate function, which the apply invokes whenever its
-code changed: it connects as the master user through RDS Proxy, applies the migrations and gives
-the application role (crawlq_app, which every other function and the runners use) its login.
+code changed: it connects as the master user (to the instance itself, or through RDS Proxy when
+the stack has one: db_proxy), applies the migrations and gives the application role (crawlq_app,
+which every other function and the runners use) its IAM login.
 With DATABASE_URL set, deploy also migrates that database.
 
 Alarms need someone to notify: deploy refuses to run without --var alarm_email=ADDR (or
