@@ -54,24 +54,20 @@ func (w *Worker) Reserve(n int) *Reservation {
 }
 
 // Room is how many jobs Reserve could take now (a snapshot: others may take it meanwhile).
-func (w *Worker) Room() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.stopped || w.cfg.MaxJobs > 0 {
-		return 0
-	}
-	return max(w.holdLocked(), 0)
-}
+func (w *Worker) Room() int { return w.snapshot(w.holdLocked) }
 
 // Idle is how many jobs idle handlers could start now, not counting those the worker would hold
 // ahead (a snapshot).
-func (w *Worker) Idle() int {
+func (w *Worker) Idle() int { return w.snapshot(w.idleLocked) }
+
+// snapshot reads room under w.mu: none for a stopping worker or one that recycles (as Reserve).
+func (w *Worker) snapshot(room func() int) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stopped || w.cfg.MaxJobs > 0 {
 		return 0
 	}
-	return max(w.idleLocked(), 0)
+	return max(room(), 0)
 }
 
 // Len is how many jobs the reservation has room for.
