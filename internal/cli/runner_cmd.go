@@ -10,11 +10,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"crawlq/internal/artifact"
-	"crawlq/internal/awsx"
 	"crawlq/internal/command"
 	"crawlq/internal/ecsrun"
 	"crawlq/internal/events"
@@ -113,7 +110,7 @@ and CRAWLQ_SPIDER_DIR.`,
 						}
 						cc.RunLog = runLog
 					}
-					sink, err := runnerSink(ctx, re.ItemsBucket)
+					sink, arts, err := runnerBucket(ctx, pool, re.ItemsBucket)
 					if err != nil {
 						return err
 					}
@@ -126,14 +123,6 @@ and CRAWLQ_SPIDER_DIR.`,
 						if evs, err = eventLoop(ctx, pool, reg, re.Events, re.Every, monitorMetricsOut(env.Stdout, log), runLog, log); err != nil {
 							return err
 						}
-					}
-					var arts *artifact.Store
-					if b := re.ItemsBucket; b != "" { // the AWS stack: failed pages' files in S3
-						cfg, err := awsx.Load(ctx)
-						if err != nil {
-							return err
-						}
-						arts = &artifact.Store{Pool: pool, Blobs: artifact.S3{Client: s3.NewFromConfig(cfg, awsx.S3Options(cfg)...), Bucket: b}}
 					}
 					r, err := runner.New(runner.Config{
 						Pool: pool, Queue: *q, Concurrency: *conc, Lease: *lease, StopGrace: *grace, MaxJobs: *maxJobs,

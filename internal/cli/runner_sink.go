@@ -4,20 +4,25 @@ import (
 	"context"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"crawlq/internal/artifact"
 	"crawlq/internal/awsx"
 	"crawlq/internal/items"
 )
 
-// runnerSink is where a runner puts items: the S3 sink on bucket under items/ (the AWS stack's
-// runners, as the worker Lambda does), or nil, the Postgres sink, without a bucket.
-func runnerSink(ctx context.Context, bucket string) (items.Sink, error) {
+// runnerBucket is where a runner with bucket (CRAWLQ_ITEMS_BUCKET: the AWS stack's runners)
+// keeps what it writes, through one S3 client: its items under items/ (as the worker Lambda
+// does) and its failed rendered pages' files (artifact.Store's blobs, listed in pool). Without
+// a bucket both are nil: items and files go to Postgres.
+func runnerBucket(ctx context.Context, pool *pgxpool.Pool, bucket string) (items.Sink, *artifact.Store, error) {
 	if bucket == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	cfg, err := awsx.Load(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return items.NewS3Sink(s3.NewFromConfig(cfg, awsx.S3Options(cfg)...), bucket, "items/"), nil
+	s3c := s3.NewFromConfig(cfg, awsx.S3Options(cfg)...)
+	return items.NewS3Sink(s3c, bucket, "items/"), &artifact.Store{Pool: pool, Blobs: artifact.S3{Client: s3c, Bucket: bucket}}, nil
 }
