@@ -92,10 +92,8 @@ func readRemoteEnv(env *Env, flagFn string) (remoteEnv, error) {
 	if !awsRegion.MatchString(r.Region) {
 		return remoteEnv{}, usageErr("%v", envconfig.Errorf(regionVar, "not a region name (e.g. us-east-1): %q", r.Region))
 	}
-	if r.Endpoint != "" {
-		if u, err := url.Parse(r.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return remoteEnv{}, usageErr("%v", envconfig.Errorf("AWS_ENDPOINT_URL", "not an http(s) URL with a host: %q", r.Endpoint))
-		}
+	if err := checkEndpoint(r.Endpoint); err != nil {
+		return remoteEnv{}, err
 	}
 	switch {
 	case r.AccessKeyID != "" && r.SecretAccessKey == "":
@@ -104,6 +102,17 @@ func readRemoteEnv(env *Env, flagFn string) (remoteEnv, error) {
 		return remoteEnv{}, usageErr("AWS_SECRET_ACCESS_KEY is set without AWS_ACCESS_KEY_ID")
 	}
 	return r, nil
+}
+
+// checkEndpoint checks AWS_ENDPOINT_URL's value: empty (AWS) or an http(s) URL with a host.
+func checkEndpoint(endpoint string) error {
+	if endpoint == "" {
+		return nil
+	}
+	if u, err := url.Parse(endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return usageErr("%v", envconfig.Errorf("AWS_ENDPOINT_URL", "not an http(s) URL with a host: %q", endpoint))
+	}
+	return nil
 }
 
 // wakeEnv is what a command that wakes the dispatcher after a change (wakeDispatch) reads from its
@@ -171,10 +180,8 @@ type deployEnv struct {
 func readDeployEnv(env *Env) (deployEnv, error) {
 	e := envconfig.New(env.Getenv)
 	d := deployEnv{TFConfigFile: e.String("TF_CLI_CONFIG_FILE"), Endpoint: e.String("AWS_ENDPOINT_URL"), DatabaseURL: e.String("DATABASE_URL")}
-	if d.Endpoint != "" {
-		if u, err := url.Parse(d.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return deployEnv{}, usageErr("%v", envconfig.Errorf("AWS_ENDPOINT_URL", "not an http(s) URL with a host: %q", d.Endpoint))
-		}
+	if err := checkEndpoint(d.Endpoint); err != nil {
+		return deployEnv{}, err
 	}
 	return d, nil
 }
