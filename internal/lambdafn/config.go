@@ -101,11 +101,7 @@ type CrawlFleet struct {
 // LoadConfig reads every function's Config from env (crawlq local runs all four); a bad value is
 // an error naming its variable.
 func LoadConfig(env envconfig.Env) (Config, error) {
-	c, err := loadConfig(env, envconfig.API, envconfig.Dispatch, envconfig.Worker)
-	if err != nil {
-		return Config{}, err
-	}
-	return c, nil
+	return loadConfig(env, envconfig.API, envconfig.Dispatch, envconfig.Worker)
 }
 
 // LoadFunctionConfig reads function fn's Config from env: Common and fn's own part (the metrics

@@ -84,7 +84,7 @@ func Setup(ctx context.Context, fn envconfig.Process, getenv func(string) string
 		pool.Close()
 		return nil, fmt.Errorf("schema not up to date (on AWS, invoke the <name>-migrate function, or redeploy): %w", err)
 	}
-	d, err := newDeps(pool, awsCfg, nil, cfg, logger)
+	d, err := NewDepsConfig(pool, awsCfg, nil, cfg, logger)
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -99,16 +99,12 @@ func NewDeps(pool *pgxpool.Pool, awsCfg aws.Config, reg *spider.Registry, getenv
 	if err != nil {
 		return nil, err
 	}
-	return newDeps(pool, awsCfg, reg, cfg, logger)
+	return NewDepsConfig(pool, awsCfg, reg, cfg, logger)
 }
 
 // NewDepsConfig assembles Deps from parts with a Config read already (`crawlq local` reads it at
 // its start, before it connects). A nil registry loads the embedded spiders.
 func NewDepsConfig(pool *pgxpool.Pool, awsCfg aws.Config, reg *spider.Registry, cfg Config, logger *slog.Logger) (*Deps, error) {
-	return newDeps(pool, awsCfg, reg, cfg, logger)
-}
-
-func newDeps(pool *pgxpool.Pool, awsCfg aws.Config, reg *spider.Registry, cfg Config, logger *slog.Logger) (*Deps, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
