@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,17 +33,26 @@ func TestServiceCommandsCheckTheirEnvironmentFirst(t *testing.T) {
 		{[]string{"local"}, map[string]string{"CRAWLQ_METRICS_PER_SPIDER": "maybe"}, "CRAWLQ_METRICS_PER_SPIDER"},
 		{[]string{"local"}, map[string]string{"CRAWLQ_LOG_LEVEL": "loud"}, "CRAWLQ_LOG_LEVEL"},
 	} {
-		env := map[string]string{"DATABASE_URL": "postgres://crawlq@127.0.0.1:1/none?connect_timeout=1"}
-		for k, v := range c.env {
-			env[k] = v
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		var out, errb bytes.Buffer
-		code := cli.Main(ctx, c.args, cli.Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }})
-		cancel()
-		if code != 2 || !strings.Contains(errb.String(), c.want) {
-			t.Errorf("%v with %v: exit %d, stderr %q; want 2 naming %s before connecting", c.args, c.env, code, errb.String(), c.want)
-		}
+		refusedFirst(t, map[string]string{"DATABASE_URL": noDatabase}, c.env, c.args, c.want)
+	}
+}
+
+// noDatabase is a database URL that never answers.
+const noDatabase = "postgres://crawlq@127.0.0.1:1/none?connect_timeout=1"
+
+// refusedFirst runs crawlq args with the variables of base and env (env's win) and wants it
+// refused as a usage error (exit 2) naming want; ctx bounds a command that went on to connect,
+// which here never answers.
+func refusedFirst(t *testing.T, base, env map[string]string, args []string, want string) {
+	t.Helper()
+	vars := maps.Clone(base)
+	maps.Copy(vars, env)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := cli.Main(ctx, args, cli.Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return vars[k] }})
+	if code != 2 || !strings.Contains(errb.String(), want) {
+		t.Errorf("%v with %v: exit %d, stderr %q; want 2 naming %s before connecting", args, env, code, errb.String(), want)
 	}
 }
 
@@ -85,18 +95,8 @@ func TestCommandsCheckTheirEnvironmentFirst(t *testing.T) {
 	} {
 		// Static credentials: were a remote command to get as far as the SDK's chain, it would not
 		// look for an instance role off this host.
-		env := map[string]string{"DATABASE_URL": "postgres://crawlq@127.0.0.1:1/none?connect_timeout=1",
-			"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
-		for k, v := range c.env {
-			env[k] = v
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		var out, errb bytes.Buffer
-		code := cli.Main(ctx, c.args, cli.Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }})
-		cancel()
-		if code != 2 || !strings.Contains(errb.String(), c.want) {
-			t.Errorf("%v with %v: exit %d, stderr %q; want 2 naming %s before connecting", c.args, c.env, code, errb.String(), c.want)
-		}
+		refusedFirst(t, map[string]string{"DATABASE_URL": noDatabase, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"},
+			c.env, c.args, c.want)
 	}
 }
 
@@ -106,7 +106,7 @@ func TestCommandsCheckTheirEnvironmentFirst(t *testing.T) {
 func TestBenchChecksItsEnvironmentFirst(t *testing.T) {
 	t.Parallel()
 	prof := filepath.Join(t.TempDir(), "cpu.out")
-	code, _, errs := runWithEnv(t, map[string]string{"DATABASE_URL": "postgres://crawlq@127.0.0.1:1/none?connect_timeout=1", "CRAWLQ_DB_EXEC_MODE": "bogus"},
+	code, _, errs := runWithEnv(t, map[string]string{"DATABASE_URL": noDatabase, "CRAWLQ_DB_EXEC_MODE": "bogus"},
 		"bench", "--op", "insert", "--jobs", "10", "--cpuprofile", prof)
 	if code != 1 || !strings.Contains(errs, `CRAWLQ_DB_EXEC_MODE: `) {
 		t.Fatalf("bench with CRAWLQ_DB_EXEC_MODE=bogus: exit %d, stderr %q; want 1 naming the variable", code, errs)
