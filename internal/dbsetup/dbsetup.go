@@ -92,14 +92,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if pw == "" {
 		return res, errors.New("app role password: empty")
 	}
-	// ALTER ROLE takes no bind parameters, so the server quotes the name and password itself
-	// (format's %I and %L) and the statement never passes through Go string building.
-	var stmt string
-	if err := cfg.Pool.QueryRow(ctx, `SELECT format('ALTER ROLE %I WITH LOGIN PASSWORD %L', $1::text, $2::text)`,
-		cfg.AppRole, pw).Scan(&stmt); err != nil {
-		return res, fmt.Errorf("build ALTER ROLE: %w", err)
-	}
-	if _, err := cfg.Pool.Exec(ctx, stmt); err != nil {
+	// The server quotes the password too (format's %L), so it never passes through Go string
+	// building.
+	if err := exec(ctx, cfg.Pool, `SELECT format('ALTER ROLE %I WITH LOGIN PASSWORD %L', $1::text, $2::text)`, cfg.AppRole, pw); err != nil {
 		return res, fmt.Errorf("give %s its login: %w", cfg.AppRole, err)
 	}
 	// A stack moved back behind the proxy: the proxy logs in with the password, which RDS
@@ -129,11 +124,12 @@ func grantIAM(ctx context.Context, pool *pgxpool.Pool, role string) error {
 	return nil
 }
 
-// exec runs the statement that query (with role as $1) builds, if it builds one: role names
-// take no bind parameters, so the server quotes them (format's %I).
-func exec(ctx context.Context, pool *pgxpool.Pool, query, role string) error {
+// exec runs the statement that query (with the role's name as $1, then args) builds, if it
+// builds one: role statements take no bind parameters, so the server quotes the name itself
+// (format's %I).
+func exec(ctx context.Context, pool *pgxpool.Pool, query, role string, args ...any) error {
 	var stmt string
-	if err := pool.QueryRow(ctx, query, role).Scan(&stmt); errors.Is(err, pgx.ErrNoRows) {
+	if err := pool.QueryRow(ctx, query, append([]any{role}, args...)...).Scan(&stmt); errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	} else if err != nil {
 		return err
