@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"time"
 
 	"crawlq/internal/items"
@@ -60,7 +59,7 @@ func (c *Crawler) writeItems(ctx context.Context, its []items.Item) error {
 	cancel()
 	if err != nil {
 		if errors.Is(err, items.ErrBackpressure) || (ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded)) {
-			return queue.Snooze(time.Second + time.Duration(mrand.Int64N(int64(time.Second))))
+			return queue.Snooze(jitter(time.Second))
 		}
 		return err
 	}
