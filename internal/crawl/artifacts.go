@@ -22,7 +22,7 @@ func (c *Crawler) keepFailedPage(ctx context.Context, runID int64, job *queue.Jo
 	if r == nil || (len(r.Screenshot) == 0 && r.HTML == "") {
 		return
 	}
-	at := c.logTime()
+	at := c.clk.Now()
 	// The page's own context may be ending (a lease lost, a stop): what it looked like is still the run's.
 	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()

@@ -185,8 +185,9 @@ func New(cfg Config) (*Crawler, error) {
 	if cfg.Artifacts == nil {
 		cfg.Artifacts = &artifact.Store{Pool: cfg.Pool}
 	}
+	clk := clock.Or(cfg.Clock)
 	return &Crawler{cfg: cfg, db: dbsqlc.New(cfg.Pool), log: cfg.Logger, robots: robots.NewCache(4096),
-		fetchers: map[fetcherKey]*fetch.Fetcher{}, browsers: map[browserKey]*browser.Pool{}, crashes: map[int64]int{}, rotations: map[string]*proxies{}, proxyTries: map[int64]int{}, banTries: map[int64]int{}, retired: map[sessionKey]bool{}, runs: map[int64]*runInfo{}, active: map[int64]int{}, seen: newSeenCache(seenCacheSize), cancelled: map[int64]bool{}, hosts: newHostSlots(), health: newHostHealth(clock.Or(cfg.Clock)), clk: clock.Or(cfg.Clock),
+		fetchers: map[fetcherKey]*fetch.Fetcher{}, browsers: map[browserKey]*browser.Pool{}, crashes: map[int64]int{}, rotations: map[string]*proxies{}, proxyTries: map[int64]int{}, banTries: map[int64]int{}, retired: map[sessionKey]bool{}, runs: map[int64]*runInfo{}, active: map[int64]int{}, seen: newSeenCache(seenCacheSize), cancelled: map[int64]bool{}, hosts: newHostSlots(), health: newHostHealth(clk), clk: clk,
 		states: urlstate.NewLoader(dbsqlc.New(cfg.Pool)),
 		closed: make(chan struct{}), finishersDone: make(chan struct{})}, nil
 }

@@ -15,13 +15,10 @@ import (
 
 func (c *Crawler) pageLog() runlog.Pages { return runlog.Pages{Store: c.cfg.RunLog, Logger: c.log} }
 
-// logTime is the time of a run log line: by Config.Clock when set (tests), else this process's.
-func (c *Crawler) logTime() time.Time { return c.clk.Now() }
-
 // logPageDied records in run runID's log that the page at url died after attempts, with err,
 // its last error.
 func (c *Crawler) logPageDied(ctx context.Context, runID int64, url string, attempts int, err error) {
-	c.pageLog().PageDied(ctx, runID, c.logTime(), url, attempts, err)
+	c.pageLog().PageDied(ctx, runID, c.clk.Now(), url, attempts, err)
 }
 
 // logHostPaused records in run runID's log that host was paused until until because of cause
@@ -29,7 +26,7 @@ func (c *Crawler) logPageDied(ctx context.Context, runID int64, url string, atte
 // may each start the same pause: it is written once.
 func (c *Crawler) logHostPaused(ctx context.Context, runID int64, host, cause string, until time.Time, downLimit time.Duration) {
 	if c.pauses.first(host, until) {
-		c.pageLog().HostPaused(ctx, runID, c.logTime(), host, cause, until, downLimit)
+		c.pageLog().HostPaused(ctx, runID, c.clk.Now(), host, cause, until, downLimit)
 	}
 }
 
@@ -55,5 +52,5 @@ func (p *pauseLog) first(host string, until time.Time) bool {
 
 // logHostResumed records in run runID's log that host answers again: its pause is lifted.
 func (c *Crawler) logHostResumed(ctx context.Context, runID int64, host string) {
-	c.pageLog().HostResumed(ctx, runID, c.logTime(), host)
+	c.pageLog().HostResumed(ctx, runID, c.clk.Now(), host)
 }

@@ -169,7 +169,7 @@ func (c *Crawler) rest(ctx context.Context, runID int64, v *via, cause string) {
 	}
 	if fresh {
 		c.log.Warn("proxy rested", "run", runID, "proxy", v.px.String(), "for", d, "cause", cause)
-		c.pageLog().ProxyRested(ctx, runID, c.logTime(), v.px.String(), cause, d)
+		c.pageLog().ProxyRested(ctx, runID, c.clk.Now(), v.px.String(), cause, d)
 	}
 }
 
