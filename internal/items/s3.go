@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crawlq/internal/clock"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"crawlq/internal/clock"
 )
 
 // S3Sink writes each batch as gzip'd JSON Lines objects, one object per run in the batch.
@@ -28,13 +29,12 @@ type S3Sink struct {
 	client *s3.Client
 	bucket string
 	prefix string
-	clk    clock.Clock // names the objects in time order
 }
 
 // NewS3Sink returns a sink writing to bucket under prefix (e.g. "items/"; may be empty).
 // Build client with awsx.Load and awsx.S3Options so that it works under an emulator.
 func NewS3Sink(client *s3.Client, bucket, prefix string) Sink {
-	return &S3Sink{client: client, bucket: bucket, prefix: prefix, clk: clock.Real()}
+	return &S3Sink{client: client, bucket: bucket, prefix: prefix}
 }
 
 // Name implements Sink.
@@ -88,7 +88,7 @@ func (s *S3Sink) objectKey(run int64) (string, error) {
 		return "", fmt.Errorf("make object name: %w", err)
 	}
 	return s.prefix + "runs/" + strconv.FormatInt(run, 10) + "/" +
-		strconv.FormatInt(s.clk.Now().UnixNano(), 10) + "-" + hex.EncodeToString(b) + ".jsonl.gz", nil
+		strconv.FormatInt(clock.Real().Now().UnixNano(), 10) + "-" + hex.EncodeToString(b) + ".jsonl.gz", nil
 }
 
 func encodeJSONLinesGzip(items []*Item) ([]byte, error) {
