@@ -33,13 +33,16 @@ type Page struct {
 
 // Batch gathers the pages that finish in one transaction, for one statement.
 type Batch struct {
-	states  []stateJSON
-	touches []touchJSON
+	recs    []record
 	changes []changeJSON
 	counts  map[int64]*Counts
-	// A URL recorded twice in a batch keeps the last: its index in states (>= 0) or in touches
-	// (-1-i).
-	at map[Key]int
+	at      map[Key]int // index in recs: a URL recorded twice in a batch keeps the last
+}
+
+// record is what a batch writes of one URL: its state, or a touch of a page as it was.
+type record struct {
+	state *stateJSON
+	touch *touchJSON
 }
 
 type touchJSON struct {
@@ -89,18 +92,11 @@ func (b *Batch) Add(p *Page) {
 	if b.at == nil {
 		b.at, b.counts = map[Key]int{}, map[int64]*Counts{}
 	}
-	if i, ok := b.at[p.Key]; ok { // the last of a URL's records wins
-		if i >= 0 {
-			b.states[i].URL = "" // dropped when queued
-		} else {
-			b.touches[-1-i].URL = ""
-		}
-	}
+	var r record
 	if p.Same {
-		b.at[p.Key] = -1 - len(b.touches)
-		b.touches = append(b.touches, touchJSON{Spider: p.Key.Spider, Line: p.Key.Line, URL: p.Key.URL, RunID: p.RunID,
+		r.touch = &touchJSON{Spider: p.Key.Spider, Line: p.Key.Line, URL: p.Key.URL, RunID: p.RunID,
 			Fetched: p.Fetched, KeepS: p.Keep.Seconds(), ETag: p.ETag, LastModified: p.LastModified,
-			IntervalS: int64(p.Interval / time.Second)})
+			IntervalS: int64(p.Interval / time.Second)}
 	} else {
 		links, items := p.Links, p.Items
 		if links == nil {
@@ -109,10 +105,15 @@ func (b *Batch) Add(p *Page) {
 		if items == nil {
 			items = map[string]string{}
 		}
-		b.at[p.Key] = len(b.states)
-		b.states = append(b.states, stateJSON{Spider: p.Key.Spider, Line: p.Key.Line, URL: p.Key.URL, RunID: p.RunID, Fetched: p.Fetched,
+		r.state = &stateJSON{Spider: p.Key.Spider, Line: p.Key.Line, URL: p.Key.URL, RunID: p.RunID, Fetched: p.Fetched,
 			FetchedAt: p.FetchedAt, KeepS: p.Keep.Seconds(), Status: p.Status, ETag: p.ETag, LastModified: p.LastModified,
-			BodyHash: p.BodyHash, Links: links, Items: items, IntervalS: int64(p.Interval / time.Second)})
+			BodyHash: p.BodyHash, Links: links, Items: items, IntervalS: int64(p.Interval / time.Second)}
+	}
+	if i, ok := b.at[p.Key]; ok {
+		b.recs[i] = r
+	} else {
+		b.at[p.Key] = len(b.recs)
+		b.recs = append(b.recs, r)
 	}
 	for _, c := range p.Changes {
 		b.changes = append(b.changes, changeJSON{RunID: p.RunID, Key: c.Key, Change: c.Change, URL: p.Key.URL})
@@ -126,7 +127,7 @@ func (b *Batch) Add(p *Page) {
 }
 
 // Len is how many URLs the batch records.
-func (b *Batch) Len() int { return len(b.at) }
+func (b *Batch) Len() int { return len(b.recs) }
 
 // Stat kinds the item counts are added to a run's stats as (its errors_by_kind).
 const (
@@ -147,11 +148,19 @@ func (b *Batch) Queue(q dbsqlc.Queuer) error {
 	if changes == nil {
 		changes = []changeJSON{}
 	}
-	states, err := json.Marshal(recorded(b.states, func(s stateJSON) string { return s.URL }))
+	sts, tcs := []*stateJSON{}, []*touchJSON{}
+	for _, r := range b.recs {
+		if r.touch != nil {
+			tcs = append(tcs, r.touch)
+		} else {
+			sts = append(sts, r.state)
+		}
+	}
+	states, err := json.Marshal(sts)
 	if err != nil {
 		return fmt.Errorf("record url states: %w", err)
 	}
-	touches, err := json.Marshal(recorded(b.touches, func(t touchJSON) string { return t.URL }))
+	touches, err := json.Marshal(tcs)
 	if err != nil {
 		return fmt.Errorf("record url states: %w", err)
 	}
@@ -167,17 +176,6 @@ func (b *Batch) Queue(q dbsqlc.Queuer) error {
 	p := dbsqlc.RecordURLStatesParams{States: string(states), Touches: string(touches), Changes: string(chs), Counts: string(cs)}
 	dbsqlc.QueueExec(q, (*dbsqlc.Queries).RecordURLStates, p)
 	return nil
-}
-
-// recorded returns the records of rs a later one of their URL did not replace, never nil.
-func recorded[R any](rs []R, url func(R) string) []R {
-	out := make([]R, 0, len(rs))
-	for _, r := range rs {
-		if url(r) != "" {
-			out = append(out, r)
-		}
-	}
-	return out
 }
 
 // CountsOf reads a run's item counts from its stats' kinds (errors_by_kind), or nil when it
