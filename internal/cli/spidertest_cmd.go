@@ -157,11 +157,8 @@ func spiderTest(ctx context.Context, w io.Writer, p spiderTestParams) error {
 	rep := &testReport{Spider: s.Name(), URL: p.URL, Items: []testItem{}, Follow: []testLink{}, Errors: []testError{}}
 	cfg := fetch.Config{UserAgent: settings.UserAgent, AllowPrivate: settings.AllowPrivate, AllowLoopback: p.AllowLoopback, ReadTimeout: p.Timeout}
 	if len(settings.Proxies) > 0 && !p.Direct {
-		exp, err := proxy.Expand(settings.Proxies[0], func(k string) (string, bool) { v, ok := p.ProxyEnv[k]; return v, ok })
-		if err == nil {
-			cfg.Proxy, err = proxy.Parse(exp)
-		}
-		if err != nil {
+		var err error
+		if cfg.Proxy, err = proxy.ParseExpanded(settings.Proxies[0], proxy.Lookup(p.ProxyEnv)); err != nil {
 			return fmt.Errorf("spec %s: proxies[0]: %w", p.Spec, err)
 		}
 		rep.Proxy = cfg.Proxy.String()

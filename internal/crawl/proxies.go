@@ -74,15 +74,12 @@ func (c *Crawler) rotation(s spider.Settings) (*proxies, error) {
 	if r := c.rotations[key]; r != nil {
 		return r, nil
 	}
-	lookup := func(k string) (string, bool) { v, ok := c.cfg.ProxyEnv[k]; return v, ok }
+	lookup := proxy.Lookup(c.cfg.ProxyEnv)
 	ps := make([]*proxy.Proxy, len(s.Proxies))
 	keys := make([]string, len(s.Proxies))
 	for i, raw := range s.Proxies {
-		exp, err := proxy.Expand(raw, lookup)
-		if err == nil {
-			ps[i], err = proxy.Parse(exp)
-		}
-		if err != nil {
+		var err error
+		if ps[i], err = proxy.ParseExpanded(raw, lookup); err != nil {
 			return nil, fmt.Errorf("proxies[%d]: %w", i, err)
 		}
 		keys[i] = proxyKey(ps[i])

@@ -48,3 +48,19 @@ func notEnvChar(r rune) bool {
 // Placeholder is a lookup for checking a proxy URL where its variables are not set (at push):
 // each is taken for "x".
 func Placeholder(string) (string, bool) { return "x", true }
+
+// ParseExpanded fills raw's ${CRAWLQ_PROXY_...} variables through lookup (Expand) and parses
+// the URL it makes (Parse): a spider's proxy as the push checks it, the crawler dials it and
+// crawlq spider test uses it.
+func ParseExpanded(raw string, lookup func(string) (string, bool)) (*Proxy, error) {
+	exp, err := Expand(raw, lookup)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(exp)
+}
+
+// Lookup looks variables up in env, the CRAWLQ_PROXY_ variables a process was given at its edge.
+func Lookup(env map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+}

@@ -97,12 +97,7 @@ func proxiesErrors(proxies []string, allowPrivate bool, add func(path, msg strin
 	seen := map[string]int{}
 	for i, raw := range proxies {
 		path := fmt.Sprintf("proxies[%d]", i)
-		exp, err := proxy.Expand(raw, proxy.Placeholder)
-		if err != nil {
-			add(path, err.Error())
-			continue
-		}
-		p, err := proxy.Parse(exp)
+		p, err := proxy.ParseExpanded(raw, proxy.Placeholder)
 		if err != nil {
 			add(path, err.Error())
 			continue
