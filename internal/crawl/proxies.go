@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"crawlq/internal/backoff"
 	"crawlq/internal/clock"
 	"crawlq/internal/dbsqlc"
 	"crawlq/internal/fetch"
@@ -157,12 +158,9 @@ func (c *Crawler) rest(ctx context.Context, runID int64, v *via, cause string) {
 	} else {
 		v.ps.rot.RestUntil(v.px, row.PausedUntil, true)
 		fresh = row.Started
-		// The rest HostFailed started: the first one doubled per failed probe before.
-		d = rest
-		for i := int32(1); i < row.FailStreak && d < proxy.DefaultRestMax; i++ {
-			d *= 2
-		}
-		d = min(d, proxy.DefaultRestMax)
+		// The rest HostFailed started: the first one doubled per failed probe before, at most
+		// the longest (its LEAST).
+		d = backoff.Policy{Base: min(rest, proxy.DefaultRestMax), Max: proxy.DefaultRestMax}.Delay(int(row.FailStreak))
 	}
 	if fresh {
 		c.log.Warn("proxy rested", "run", runID, "proxy", v.px.String(), "for", d, "cause", cause)

@@ -3,6 +3,8 @@ package proxy
 import (
 	"sync"
 	"time"
+
+	"crawlq/internal/backoff"
 )
 
 // Rotation hands out a spider's proxies in turn and rests one that fails or is banned: for
@@ -82,11 +84,7 @@ func (r *Rotation) Rest(p *Proxy, now time.Time) (d time.Duration, fresh bool) {
 		return left, false
 	}
 	e.streak++
-	d = r.base
-	for i := 1; i < e.streak && d < r.max; i++ {
-		d *= 2
-	}
-	d = min(d, r.max)
+	d = backoff.Policy{Base: r.base, Max: r.max}.Delay(e.streak)
 	e.until = now.Add(d)
 	return d, true
 }
