@@ -1,9 +1,15 @@
 package cli
 
 import (
+	"context"
+	"fmt"
 	"net/url"
 	"regexp"
 	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"crawlq/internal/db"
 	"crawlq/internal/envconfig"
@@ -51,12 +57,10 @@ func readLogsEnv(env *Env) (logsEnv, error) {
 	return logsEnv{RunLogGroup: g}, nil
 }
 
-// remoteEnv is what a command going through the api function (--api, CRAWLQ_API) reads from its
-// environment: the function and the AWS variables crawlq documents; the SDK's own chain (shared
-// files, SSO, instance role) supplies the rest.
-type remoteEnv struct {
-	// Function is --api, else CRAWLQ_API: the api function's name or ARN.
-	Function string
+// awsEnv are the AWS variables crawlq documents, read by a command that calls AWS itself (the api
+// function, the dispatch function's poke); the SDK's own chain (shared files, SSO, instance role)
+// supplies the rest.
+type awsEnv struct {
 	// Region is AWS_REGION, else AWS_DEFAULT_REGION, else us-east-1.
 	Region string
 	// Endpoint is AWS_ENDPOINT_URL: crawlq local or an emulator; empty: AWS.
@@ -66,42 +70,72 @@ type remoteEnv struct {
 	AccessKeyID, SecretAccessKey, SessionToken string
 }
 
+// awsRegion is the shape of an AWS region's name.
+var awsRegion = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
+
+// readAWSEnv reads and checks the AWS variables.
+func readAWSEnv(env *Env) (awsEnv, error) {
+	e := envconfig.New(env.Getenv)
+	a := awsEnv{Endpoint: e.String("AWS_ENDPOINT_URL"), AccessKeyID: e.String("AWS_ACCESS_KEY_ID"),
+		SecretAccessKey: e.String("AWS_SECRET_ACCESS_KEY"), SessionToken: e.String("AWS_SESSION_TOKEN")}
+	regionVar := "AWS_REGION"
+	if a.Region = e.String("AWS_REGION"); a.Region == "" {
+		regionVar, a.Region = "AWS_DEFAULT_REGION", e.StringOr("AWS_DEFAULT_REGION", "us-east-1")
+	}
+	if !awsRegion.MatchString(a.Region) {
+		return awsEnv{}, usageErr("%v", envconfig.Errorf(regionVar, "not a region name (e.g. us-east-1): %q", a.Region))
+	}
+	if err := checkEndpoint(a.Endpoint); err != nil {
+		return awsEnv{}, err
+	}
+	switch {
+	case a.AccessKeyID != "" && a.SecretAccessKey == "":
+		return awsEnv{}, usageErr("AWS_ACCESS_KEY_ID is set without AWS_SECRET_ACCESS_KEY")
+	case a.AccessKeyID == "" && a.SecretAccessKey != "":
+		return awsEnv{}, usageErr("AWS_SECRET_ACCESS_KEY is set without AWS_ACCESS_KEY_ID")
+	}
+	return a, nil
+}
+
+// config is the SDK configuration a's variables say, the SDK's chain filling the rest.
+func (a awsEnv) config(ctx context.Context) (aws.Config, error) {
+	opts := []func(*config.LoadOptions) error{config.WithRegion(a.Region)}
+	if a.Endpoint != "" {
+		opts = append(opts, config.WithBaseEndpoint(a.Endpoint))
+	}
+	if a.AccessKeyID != "" {
+		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(a.AccessKeyID, a.SecretAccessKey, a.SessionToken)))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("load AWS config: %w", err)
+	}
+	return cfg, nil
+}
+
+// remoteEnv is what a command going through the api function (--api, CRAWLQ_API) reads from its
+// environment: the function and the AWS variables.
+type remoteEnv struct {
+	// Function is --api, else CRAWLQ_API: the api function's name or ARN.
+	Function string
+	AWS      awsEnv
+}
+
 // lambdaFunction is what Lambda's Invoke takes as a function: a name, a partial or full ARN, with
 // an optional version or alias.
 var lambdaFunction = regexp.MustCompile(`^(arn:aws[a-zA-Z-]*:lambda:[a-z0-9-]+:\d{12}:function:|\d{12}:function:)?[a-zA-Z0-9_-]{1,140}(:(\$LATEST|[a-zA-Z0-9_-]+))?$`)
 
-// awsRegion is the shape of an AWS region's name.
-var awsRegion = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
-
-// readRemoteEnv reads a remote command's environment; flagFn is --api's value (empty: unset).
-func readRemoteEnv(env *Env, flagFn string) (remoteEnv, error) {
-	e := envconfig.New(env.Getenv)
-	r := remoteEnv{Function: flagFn, Endpoint: e.String("AWS_ENDPOINT_URL"), AccessKeyID: e.String("AWS_ACCESS_KEY_ID"),
-		SecretAccessKey: e.String("AWS_SECRET_ACCESS_KEY"), SessionToken: e.String("AWS_SESSION_TOKEN")}
-	source := "--api"
-	if r.Function == "" {
-		r.Function, source = e.String("CRAWLQ_API"), "CRAWLQ_API"
+// readRemoteEnv reads a remote command's environment; fn is the api function and source where
+// it came from (--api, or CRAWLQ_API as apiFunction read it).
+func readRemoteEnv(env *Env, fn, source string) (remoteEnv, error) {
+	if !lambdaFunction.MatchString(fn) {
+		return remoteEnv{}, usageErr("%v", envconfig.Errorf(source, "not a Lambda function name or ARN: %q", fn))
 	}
-	if !lambdaFunction.MatchString(r.Function) {
-		return remoteEnv{}, usageErr("%v", envconfig.Errorf(source, "not a Lambda function name or ARN: %q", r.Function))
-	}
-	regionVar := "AWS_REGION"
-	if r.Region = e.String("AWS_REGION"); r.Region == "" {
-		regionVar, r.Region = "AWS_DEFAULT_REGION", e.StringOr("AWS_DEFAULT_REGION", "us-east-1")
-	}
-	if !awsRegion.MatchString(r.Region) {
-		return remoteEnv{}, usageErr("%v", envconfig.Errorf(regionVar, "not a region name (e.g. us-east-1): %q", r.Region))
-	}
-	if err := checkEndpoint(r.Endpoint); err != nil {
+	a, err := readAWSEnv(env)
+	if err != nil {
 		return remoteEnv{}, err
 	}
-	switch {
-	case r.AccessKeyID != "" && r.SecretAccessKey == "":
-		return remoteEnv{}, usageErr("AWS_ACCESS_KEY_ID is set without AWS_SECRET_ACCESS_KEY")
-	case r.AccessKeyID == "" && r.SecretAccessKey != "":
-		return remoteEnv{}, usageErr("AWS_SECRET_ACCESS_KEY is set without AWS_ACCESS_KEY_ID")
-	}
-	return r, nil
+	return remoteEnv{Function: fn, AWS: a}, nil
 }
 
 // checkEndpoint checks AWS_ENDPOINT_URL's value: empty (AWS) or an http(s) URL with a host.
@@ -121,6 +155,8 @@ type wakeEnv struct {
 	// DispatchFunction is CRAWLQ_DISPATCH_FUNCTION: the deployed dispatch function to poke;
 	// empty: none (a crawlq local on the database hears the NOTIFY).
 	DispatchFunction string
+	// AWS are the AWS variables the poke is sent with, read when DispatchFunction is set.
+	AWS awsEnv
 }
 
 // readWakeEnv reads the environment of a command that wakes the dispatcher.
@@ -129,7 +165,14 @@ func readWakeEnv(env *Env) (wakeEnv, error) {
 	if fn != "" && !lambdaFunction.MatchString(fn) {
 		return wakeEnv{}, usageErr("%v", envconfig.Errorf("CRAWLQ_DISPATCH_FUNCTION", "not a Lambda function name or ARN: %q", fn))
 	}
-	return wakeEnv{DispatchFunction: fn}, nil
+	w := wakeEnv{DispatchFunction: fn}
+	if fn != "" {
+		var err error
+		if w.AWS, err = readAWSEnv(env); err != nil {
+			return wakeEnv{}, err
+		}
+	}
+	return w, nil
 }
 
 // benchEnv is what crawlq bench reads from its environment.
@@ -164,9 +207,11 @@ func readBenchEnv(env *Env, flagURL string) (benchEnv, error) {
 	return b, nil
 }
 
-// deployEnv is what crawlq deploy, plan and destroy read from their environment by name; the
-// TF_VAR_* variables reach Terraform as its own environment (deploy.Config.Variables).
+// deployEnv is what crawlq deploy, plan and destroy read from their environment.
 type deployEnv struct {
+	// Environ is the whole environment terraform starts from (deploy.Config.Base): its TF_VAR_*
+	// are Terraform variables (deploy's alarm_email check reads them there too).
+	Environ []string
 	// TFConfigFile is TF_CLI_CONFIG_FILE; empty: scripts/tfrc.sh's provider mirror, when the
 	// repository has one.
 	TFConfigFile string
@@ -179,7 +224,7 @@ type deployEnv struct {
 // readDeployEnv reads the environment of crawlq deploy, plan and destroy.
 func readDeployEnv(env *Env) (deployEnv, error) {
 	e := envconfig.New(env.Getenv)
-	d := deployEnv{TFConfigFile: e.String("TF_CLI_CONFIG_FILE"), Endpoint: e.String("AWS_ENDPOINT_URL"), DatabaseURL: e.String("DATABASE_URL")}
+	d := deployEnv{Environ: env.environ(), TFConfigFile: e.String("TF_CLI_CONFIG_FILE"), Endpoint: e.String("AWS_ENDPOINT_URL"), DatabaseURL: e.String("DATABASE_URL")}
 	if err := checkEndpoint(d.Endpoint); err != nil {
 		return deployEnv{}, err
 	}

@@ -57,7 +57,7 @@ func (d *deployFlags) config(env *Env, de deployEnv) (deploy.Config, string, err
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return deploy.Config{}, "", err
 	}
-	cfg := deploy.Config{Dir: dir, WorkDir: work, ExecPath: d.tf, Vars: map[string]string{}, Env: map[string]string{}, Stdout: env.Stdout}
+	cfg := deploy.Config{Dir: dir, WorkDir: work, ExecPath: d.tf, Vars: map[string]string{}, Env: map[string]string{}, Base: de.Environ, Stdout: env.Stdout}
 	for k, v := range d.vars {
 		cfg.Vars[k] = v
 	}
@@ -111,7 +111,7 @@ emulator (AWS_ENDPOINT_URL set, LocalStack or moto) it only warns.`,
 					return err
 				}
 				emulated := de.Endpoint != ""
-				if err := checkAlarmEmail(cfg.Variables(os.Environ()), emulated, *noAlarmEmail, env.Stderr); err != nil {
+				if err := checkAlarmEmail(cfg.Variables(cfg.Base), emulated, *noAlarmEmail, env.Stderr); err != nil {
 					return err
 				}
 				pushImage := *push == "true" || (*push == "auto" && !emulated)

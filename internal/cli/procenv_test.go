@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -92,6 +93,9 @@ func TestCommandsCheckTheirEnvironmentFirst(t *testing.T) {
 		{[]string{"--api", "crawlq/api", "runs"}, map[string]string{"AWS_ENDPOINT_URL": "http://127.0.0.1:1"}, "--api"},
 		{[]string{"runs"}, map[string]string{"CRAWLQ_API": "crawlq-api", "AWS_ENDPOINT_URL": "127.0.0.1:1"}, "AWS_ENDPOINT_URL"},
 		{[]string{"runs"}, map[string]string{"CRAWLQ_API": "crawlq-api", "AWS_ENDPOINT_URL": "http://127.0.0.1:1", "AWS_REGION": "US East"}, "AWS_REGION"},
+		// The dispatch function's poke is sent with the AWS variables the command read at its start.
+		{[]string{"schedule", "--spider", "demo"}, map[string]string{"CRAWLQ_DISPATCH_FUNCTION": "crawlq-dispatch", "AWS_REGION": "US East"}, "AWS_REGION"},
+		{[]string{"cancel-run", "1"}, map[string]string{"CRAWLQ_DISPATCH_FUNCTION": "crawlq-dispatch", "AWS_ENDPOINT_URL": "127.0.0.1:1"}, "AWS_ENDPOINT_URL"},
 	} {
 		// Static credentials: were a remote command to get as far as the SDK's chain, it would not
 		// look for an instance role off this host.
@@ -142,5 +146,53 @@ func TestDeployChecksItsEnvironmentFirst(t *testing.T) {
 		if _, err := os.Stat(work); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("%s made its work directory before checking its environment: %v", cmd, err)
 		}
+	}
+}
+
+// TestCommandsReadEachVariableOnce: a command reads each variable once, at its start, into its
+// struct; what follows reads the struct (a second read could see another value than the one
+// checked). The api function and the database here never answer.
+func TestCommandsReadEachVariableOnce(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+	}{
+		{[]string{"runs"}, map[string]string{"CRAWLQ_API": "crawlq-api", "AWS_ENDPOINT_URL": "http://127.0.0.1:1"}},
+		{[]string{"--api", "crawlq-api", "runs"}, map[string]string{"AWS_ENDPOINT_URL": "http://127.0.0.1:1"}},
+	} {
+		vars := map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+		maps.Copy(vars, c.env)
+		var mu sync.Mutex
+		reads := map[string]int{}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		var out, errb bytes.Buffer
+		cli.Main(ctx, c.args, cli.Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string {
+			mu.Lock()
+			defer mu.Unlock()
+			reads[k]++
+			return vars[k]
+		}})
+		cancel()
+		for k, n := range reads {
+			if n > 1 {
+				t.Errorf("%v read %s %d times; want once", c.args, k, n)
+			}
+		}
+	}
+}
+
+// TestDeployTakesTerraformVariablesFromItsEnvironment: crawlq deploy's alarm_email check reads
+// TF_VAR_alarm_email from the environment the command was given (Env.Environ), the one terraform
+// starts from, not from the process's.
+func TestDeployTakesTerraformVariablesFromItsEnvironment(t *testing.T) {
+	t.Parallel()
+	var out, errb bytes.Buffer
+	code := cli.Main(context.Background(), []string{"deploy", "--push-image", "false", "--dir", "../../terraform",
+		"--work-dir", filepath.Join(t.TempDir(), "work"), "--terraform", filepath.Join(t.TempDir(), "no-terraform"), "--build-dir", t.TempDir()},
+		cli.Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" },
+			Environ: func() []string { return []string{"TF_VAR_alarm_email=ops@example.com"} }})
+	if code == 0 || strings.Contains(errb.String(), "alarm_email is empty") {
+		t.Fatalf("deploy with TF_VAR_alarm_email in its environment: exit %d, stderr %q; want it past the alarm_email check (and failing at the missing terraform)", code, errb.String())
 	}
 }

@@ -17,11 +17,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"crawlq/internal/crawl"
+	"crawlq/internal/envconfig"
 	"crawlq/internal/spiderstore"
 	"crawlq/internal/view"
 )
@@ -77,9 +76,9 @@ func takeAPIFlag(args []string, env *Env) ([]string, error) {
 // names where the remote commands go, as AWS_REGION does for the SDK), as does an explicit
 // --database-url.
 func viaAPI(inv *invocation, env *Env) error {
-	fn, explicit := env.API, env.API != ""
+	fn, source, explicit := env.API, "--api", env.API != ""
 	if fn == "" {
-		fn = strings.TrimSpace(env.Getenv("CRAWLQ_API"))
+		fn, source = envconfig.New(env.Getenv).String("CRAWLQ_API"), "CRAWLQ_API"
 	}
 	if fn == "" {
 		return nil
@@ -102,7 +101,7 @@ func viaAPI(inv *invocation, env *Env) error {
 		}
 		return nil
 	}
-	re, err := readRemoteEnv(env, env.API)
+	re, err := readRemoteEnv(env, fn, source)
 	if err != nil {
 		return err
 	}
@@ -147,16 +146,9 @@ type apiClient struct {
 // SSO, instance role), with the variables crawlq documents as re read them, so the region
 // defaults to us-east-1 and AWS_ENDPOINT_URL may name crawlq local or an emulator.
 func newAPIClient(ctx context.Context, re remoteEnv) (*apiClient, error) {
-	opts := []func(*config.LoadOptions) error{config.WithRegion(re.Region)}
-	if re.Endpoint != "" {
-		opts = append(opts, config.WithBaseEndpoint(re.Endpoint))
-	}
-	if re.AccessKeyID != "" {
-		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(re.AccessKeyID, re.SecretAccessKey, re.SessionToken)))
-	}
-	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	cfg, err := re.AWS.config(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("--api %s: load AWS config: %w", re.Function, err)
+		return nil, fmt.Errorf("--api %s: %w", re.Function, err)
 	}
 	return &apiClient{fn: re.Function, lc: lambda.NewFromConfig(cfg)}, nil
 }

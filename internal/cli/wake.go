@@ -10,7 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
-	"crawlq/internal/awsx"
 	"crawlq/internal/dispatch"
 )
 
@@ -28,16 +27,17 @@ func wakeDispatch(ctx context.Context, env *Env, wenv wakeEnv, db dispatch.Exece
 	if fn == "" {
 		return
 	}
-	if err := pokeFunction(ctx, fn, runIDs); err != nil {
+	if err := pokeFunction(ctx, wenv, runIDs); err != nil {
 		fmt.Fprintf(env.Stderr, "crawlq: warning: poke %s: %v (its next tick acts on it)\n", fn, err)
 	}
 }
 
-// pokeFunction invokes the dispatch function fn asynchronously with the api's poke payload.
-func pokeFunction(ctx context.Context, fn string, runIDs []int64) error {
+// pokeFunction invokes the dispatch function wenv names asynchronously with the api's poke
+// payload, with the AWS variables the command read at its start.
+func pokeFunction(ctx context.Context, wenv wakeEnv, runIDs []int64) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cfg, err := awsx.Load(ctx)
+	cfg, err := wenv.AWS.config(ctx)
 	if err != nil {
 		return err
 	}
@@ -48,7 +48,7 @@ func pokeFunction(ctx context.Context, fn string, runIDs []int64) error {
 	if err != nil {
 		return err
 	}
-	_, err = lambda.NewFromConfig(cfg).Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(fn),
+	_, err = lambda.NewFromConfig(cfg).Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(wenv.DispatchFunction),
 		InvocationType: lambdatypes.InvocationTypeEvent, Payload: payload})
 	return err
 }

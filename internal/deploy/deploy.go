@@ -51,6 +51,10 @@ type Config struct {
 	// Env is added over the process environment of terraform (AWS_*, TF_CLI_CONFIG_FILE, ...).
 	// TF_VAR_* entries become variables (Vars win). Default: none.
 	Env map[string]string
+	// Base is the environment terraform starts from, as KEY=value lines (its TF_VAR_* become
+	// variables too): the caller's process environment as its edge read it. Default (nil):
+	// os.Environ().
+	Base []string
 	// NoRefresh plans without reading the real resources first (-refresh=false): faster, and
 	// only right just after an apply. Default: false (refresh).
 	NoRefresh bool
@@ -101,7 +105,15 @@ func managed(k string) bool {
 	return len(tfexec.ProhibitedEnv(map[string]string{k: ""})) > 0
 }
 
-// Environ returns terraform's environment: base (normally os.Environ()) with Env over it,
+// base is Base, else the process's environment.
+func (c Config) base() []string {
+	if c.Base != nil {
+		return c.Base
+	}
+	return os.Environ()
+}
+
+// Environ returns terraform's environment: base (normally Config.Base) with Env over it,
 // TF_DATA_DIR inside WorkDir, and without the variables terraform-exec manages itself.
 func (c Config) Environ(base []string) map[string]string {
 	env := make(map[string]string, len(base)+len(c.Env)+1)
@@ -181,7 +193,7 @@ func (c Config) terraform() (*tfexec.Terraform, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create terraform: %w", err)
 	}
-	if err := tf.SetEnv(c.Environ(os.Environ())); err != nil {
+	if err := tf.SetEnv(c.Environ(c.base())); err != nil {
 		return nil, fmt.Errorf("set terraform env: %w", err)
 	}
 	var out io.Writer = io.Discard
@@ -225,7 +237,7 @@ func (c Config) init(ctx context.Context, tf *tfexec.Terraform) error {
 
 func (c Config) planOpts(extra ...tfexec.PlanOption) []tfexec.PlanOption {
 	var opts []tfexec.PlanOption
-	for _, v := range c.VarArgs(os.Environ()) {
+	for _, v := range c.VarArgs(c.base()) {
 		opts = append(opts, tfexec.Var(v))
 	}
 	if c.NoRefresh {
@@ -289,7 +301,7 @@ func (c Config) Apply(ctx context.Context) (outputs map[string]string, err error
 		}
 	}
 	var opts []tfexec.ApplyOption
-	for _, v := range c.VarArgs(os.Environ()) {
+	for _, v := range c.VarArgs(c.base()) {
 		opts = append(opts, tfexec.Var(v))
 	}
 	if err := tf.Apply(ctx, opts...); err != nil {
@@ -450,7 +462,7 @@ func (c Config) Destroy(ctx context.Context) error {
 		return fmt.Errorf("%w: %s", ErrDeletionProtected, strings.Join(f.protected, ", "))
 	}
 	var opts []tfexec.DestroyOption
-	for _, v := range c.VarArgs(os.Environ()) {
+	for _, v := range c.VarArgs(c.base()) {
 		opts = append(opts, tfexec.Var(v))
 	}
 	// terraform destroy prints its plan first: every attribute of every resource (~250 KB for
