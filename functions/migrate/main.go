@@ -33,7 +33,7 @@ func main() {
 	// The database settings are checked at init: a bad environment fails at once, not after
 	// two minutes of retries.
 	env := envconfig.New(os.Getenv)
-	if _, err := envconfig.DB(ctx, env, awsCfg); err != nil {
+	if _, err := envconfig.DB(ctx, env, awsCfg, envconfig.MigrateMaxConns); err != nil {
 		log.Fatalf("crawlq-migrate: %v", err)
 	}
 	m := &migrator{

@@ -380,6 +380,10 @@ type database struct {
 	wait time.Duration
 }
 
+// commandMaxConns is a command's pool size (crawlq worker's and runner's too) when
+// CRAWLQ_DB_MAX_CONNS does not set it.
+const commandMaxConns = 20
+
 // workerConnectWait is how long crawlq worker and crawlq runner wait at start for a database that
 // refuses connections (restarting, or at its connection limit) before they exit.
 const workerConnectWait = 5 * time.Minute
@@ -408,12 +412,9 @@ func (d *database) open(ctx context.Context) (*pgxpool.Pool, error) {
 			return nil, err
 		}
 	}
-	dc, err := envconfig.DB(octx, envconfig.New(getenv), awsCfg)
+	dc, err := envconfig.DB(octx, envconfig.New(getenv), awsCfg, commandMaxConns)
 	if err != nil {
 		return nil, noDatabaseHint(err)
-	}
-	if dc.MaxConns == 0 { // CRAWLQ_DB_MAX_CONNS unset
-		dc.MaxConns = 20
 	}
 	if d.wait > 0 {
 		return db.OpenWaiting(octx, dc, d.wait, slog.Default())

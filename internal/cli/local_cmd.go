@@ -41,6 +41,10 @@ func eventsWhere(getenv func(string) string) string {
 	return fmt.Sprintf("EventBridge bus %q of the AWS account and region the environment names", bus)
 }
 
+// localMaxConns is crawlq local's pool size when CRAWLQ_DB_MAX_CONNS does not set it: the four
+// functions' handlers and the workers share it.
+const localMaxConns = 30
+
 // localCmd is `crawlq local`: the four Lambda functions in-process behind the Lambda Invoke API.
 func localCmd() *Command {
 	return &Command{
@@ -120,12 +124,9 @@ Stops on SIGINT/SIGTERM, releasing every claimed job.`,
 				if err != nil {
 					return err
 				}
-				dc, err := envconfig.DB(octx, envconfig.New(getenv), awsCfg)
+				dc, err := envconfig.DB(octx, envconfig.New(getenv), awsCfg, localMaxConns)
 				if err != nil {
 					return noDatabaseHint(err)
-				}
-				if dc.MaxConns == 0 { // CRAWLQ_DB_MAX_CONNS unset
-					dc.MaxConns = 30
 				}
 				pool, err := db.Open(octx, dc)
 				if err != nil {

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -50,6 +51,10 @@ type Config struct {
 	// CAPEM is a PEM bundle of the roots TLS trusts instead of the system's (and CAFile's).
 	// Default none.
 	CAPEM []byte
+	// CAURL is an https URL of such a bundle, fetched by Open (FetchRoots, with the system
+	// roots) into CAPEM when CAPEM is empty and TLS is on: configuration is read without
+	// network I/O, the fetch happens where the pool is opened. Default none.
+	CAURL string
 	// ExecMode is the pgx query exec mode: "exec" (default: unnamed statements,
 	// safe behind RDS Proxy without pinning), "simple" (simple protocol),
 	// "cache_describe", or "cache_statement" (fastest, pins RDS Proxy connections).
@@ -157,8 +162,30 @@ func (c Config) PoolConfig() (*pgxpool.Config, error) {
 	return pc, nil
 }
 
-// Open connects a pool and checks it with a ping.
+// caFetchTimeout bounds the fetch of CAURL.
+const caFetchTimeout = 20 * time.Second
+
+// withRoots is c with CAURL's bundle fetched into CAPEM, when it has to be.
+func (c Config) withRoots(ctx context.Context) (Config, error) {
+	if c.CAURL == "" || !c.TLS || len(c.CAPEM) > 0 {
+		return c, nil
+	}
+	fctx, cancel := context.WithTimeout(ctx, caFetchTimeout)
+	defer cancel()
+	pem, err := FetchRoots(fctx, http.DefaultClient, c.CAURL)
+	if err != nil {
+		return c, fmt.Errorf("db: CAURL: %w", err)
+	}
+	c.CAPEM = pem
+	return c, nil
+}
+
+// Open connects a pool and checks it with a ping; it first fetches CAURL's roots, if any.
 func Open(ctx context.Context, c Config) (*pgxpool.Pool, error) {
+	c, err := c.withRoots(ctx)
+	if err != nil {
+		return nil, err
+	}
 	pc, err := c.PoolConfig()
 	if err != nil {
 		return nil, err

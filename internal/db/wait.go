@@ -23,6 +23,10 @@ var connectRetry = backoff.Policy{Base: 250 * time.Millisecond, Max: 10 * time.S
 // (a wrong password, a bad URL) fails at once.
 func OpenWaiting(ctx context.Context, c Config, wait time.Duration, log *slog.Logger) (*pgxpool.Pool, error) {
 	waited := clock.StartStopwatch()
+	c, err := c.withRoots(ctx) // once, not on every try
+	if err != nil {
+		return nil, err
+	}
 	for try := 1; ; try++ {
 		pool, err := Open(ctx, c)
 		if err == nil {

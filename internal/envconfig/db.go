@@ -4,17 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
+	"net/url"
 	"os"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"crawlq/internal/db"
 )
-
-// caFetchTimeout bounds the fetch of CRAWLQ_DB_CA_URL.
-const caFetchTimeout = 20 * time.Second
 
 // DB builds the database configuration from the environment contract the Terraform stack sets:
 //
@@ -28,18 +24,24 @@ const caFetchTimeout = 20 * time.Second
 //   - CRAWLQ_DB_EXEC_MODE: see db.Config.ExecMode (default "exec", which does not pin RDS Proxy).
 //   - CRAWLQ_DB_TLS=false turns TLS off for a host (a local server without TLS); default true.
 //   - CRAWLQ_DB_CA_FILE: a PEM bundle of roots to trust instead of the system's.
-//   - CRAWLQ_DB_CA_URL: an https URL of such a bundle, fetched here (db.FetchRoots) with the
-//     system roots: the RDS roots for a direct connection to an instance.
-//   - CRAWLQ_DB_MAX_CONNS: the pool's size (unset: 0, the caller's default).
+//   - CRAWLQ_DB_CA_URL: an https URL of such a bundle (db.Config.CAURL, fetched where the pool is
+//     opened): the RDS roots for a direct connection to an instance.
+//   - CRAWLQ_DB_MAX_CONNS: the pool's size; unset: maxConns, the process's own default (each
+//     process names its one: lambdafn.Setup's callers, crawlq's commands, DBSetup's).
 //
 // The secret is read once here, so a missing or unreadable secret fails at start-up rather than
 // at the first query.
-func DB(ctx context.Context, env Env, awsCfg aws.Config) (db.Config, error) {
+func DB(ctx context.Context, env Env, awsCfg aws.Config, maxConns int32) (db.Config, error) {
 	var c db.Config
 	c.ExecMode = env.String("CRAWLQ_DB_EXEC_MODE")
 	if !db.ValidExecMode(c.ExecMode) {
 		return db.Config{}, fmt.Errorf("db: %w", Errorf("CRAWLQ_DB_EXEC_MODE", "not exec, simple, cache_describe or cache_statement: %q", c.ExecMode))
 	}
+	conns, err := env.PositiveInt("CRAWLQ_DB_MAX_CONNS", int(maxConns))
+	if err != nil || conns > 10000 {
+		return db.Config{}, fmt.Errorf("db: %w", Errorf("CRAWLQ_DB_MAX_CONNS", "not a connection count 1-10000: %q", env.String("CRAWLQ_DB_MAX_CONNS")))
+	}
+	c.MaxConns = int32(conns)
 	if u := env.String("DATABASE_URL"); u != "" {
 		c.URL = u
 		return c, nil
@@ -64,18 +66,11 @@ func DB(ctx context.Context, env Env, awsCfg aws.Config) (db.Config, error) {
 			return wrap(Errorf("CRAWLQ_DB_CA_FILE", "%w", err))
 		}
 	}
-	conns, err := env.PositiveInt("CRAWLQ_DB_MAX_CONNS", 0)
-	if err != nil || conns > 10000 {
-		return wrap(Errorf("CRAWLQ_DB_MAX_CONNS", "not a connection count 1-10000: %q", env.String("CRAWLQ_DB_MAX_CONNS")))
-	}
-	c.MaxConns = int32(conns)
 	if u := env.String("CRAWLQ_DB_CA_URL"); u != "" && c.TLS {
-		fctx, cancel := context.WithTimeout(ctx, caFetchTimeout)
-		c.CAPEM, err = db.FetchRoots(fctx, http.DefaultClient, u)
-		cancel()
-		if err != nil {
-			return wrap(Errorf("CRAWLQ_DB_CA_URL", "%w", err))
+		if p, err := url.Parse(u); err != nil || p.Scheme != "https" || p.Host == "" {
+			return wrap(Errorf("CRAWLQ_DB_CA_URL", "not an https:// URL with a host: %q", u))
 		}
+		c.CAURL = u
 	}
 	iam, err := env.Bool("CRAWLQ_DB_IAM_AUTH", false)
 	if err != nil {

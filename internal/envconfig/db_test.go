@@ -30,11 +30,11 @@ func TestDBErrors(t *testing.T) {
 		// The RDS roots come over HTTPS only (the fetch itself is tested in internal/db).
 		"CRAWLQ_DB_CA_URL": {"CRAWLQ_DB_HOST": "h", "CRAWLQ_DB_USER": "u", "CRAWLQ_DB_IAM_AUTH": "true", "CRAWLQ_DB_CA_URL": "http://truststore.example/b.pem"},
 	} {
-		if _, err := envconfig.DB(ctx, envconfig.Map(want), cfg); err == nil || !strings.Contains(err.Error(), env) {
+		if _, err := envconfig.DB(ctx, envconfig.Map(want), cfg, 0); err == nil || !strings.Contains(err.Error(), env) {
 			t.Errorf("%v: got %v, want an error mentioning %s", want, err, env)
 		}
 	}
-	c, err := envconfig.DB(ctx, envconfig.Map(map[string]string{"DATABASE_URL": "postgres://u@h/d", "CRAWLQ_DB_EXEC_MODE": "simple"}), cfg)
+	c, err := envconfig.DB(ctx, envconfig.Map(map[string]string{"DATABASE_URL": "postgres://u@h/d", "CRAWLQ_DB_EXEC_MODE": "simple"}), cfg, 0)
 	if err != nil || c.URL != "postgres://u@h/d" || c.ExecMode != "simple" {
 		t.Fatalf("URL config: %+v, %v", c, err)
 	}
@@ -43,7 +43,7 @@ func TestDBErrors(t *testing.T) {
 		return aws.Credentials{AccessKeyID: "AKID", SecretAccessKey: "secret"}, nil
 	})
 	c, err = envconfig.DB(ctx, envconfig.Map(map[string]string{"CRAWLQ_DB_HOST": "h", "CRAWLQ_DB_USER": "u", "CRAWLQ_DB_IAM_AUTH": "true",
-		"CRAWLQ_DB_MAX_CONNS": "4", "CRAWLQ_DB_TLS": "false", "CRAWLQ_DB_CA_URL": "http://never.fetched/b.pem"}), cfg)
+		"CRAWLQ_DB_MAX_CONNS": "4", "CRAWLQ_DB_TLS": "false", "CRAWLQ_DB_CA_URL": "http://never.fetched/b.pem"}), cfg, 0)
 	if err != nil || c.MaxConns != 4 || c.CAPEM != nil {
 		t.Fatalf("CRAWLQ_DB_MAX_CONNS=4: %+v, %v", c, err)
 	}
@@ -56,7 +56,7 @@ func TestDBIAM(t *testing.T) {
 		return aws.Credentials{AccessKeyID: "AKID", SecretAccessKey: "secret"}, nil
 	})
 	c, err := envconfig.DB(context.Background(), envconfig.Map(map[string]string{"CRAWLQ_DB_HOST": "proxy.example", "CRAWLQ_DB_PORT": "6432",
-		"CRAWLQ_DB_USER": "app", "CRAWLQ_DB_IAM_AUTH": "true", "CRAWLQ_DB_SECRET_ARN": "arn:ignored"}), cfg)
+		"CRAWLQ_DB_USER": "app", "CRAWLQ_DB_IAM_AUTH": "true", "CRAWLQ_DB_SECRET_ARN": "arn:ignored"}), cfg, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestDBSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, err := envconfig.DB(ctx, envconfig.Map(map[string]string{"CRAWLQ_DB_HOST": u.Hostname(), "CRAWLQ_DB_SECRET_ARN": aws.ToString(out.ARN),
-		"CRAWLQ_DB_TLS": "false"}), cfg)
+		"CRAWLQ_DB_TLS": "false"}), cfg, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestDBSecret(t *testing.T) {
 	if err := pool.QueryRow(ctx, "select 1").Scan(&one); err != nil || one != 1 {
 		t.Fatalf("query: %v", err)
 	}
-	if _, err := envconfig.DB(ctx, envconfig.Map(map[string]string{"CRAWLQ_DB_HOST": "h", "CRAWLQ_DB_SECRET_ARN": "missing"}), cfg); err == nil ||
+	if _, err := envconfig.DB(ctx, envconfig.Map(map[string]string{"CRAWLQ_DB_HOST": "h", "CRAWLQ_DB_SECRET_ARN": "missing"}), cfg, 0); err == nil ||
 		!strings.Contains(err.Error(), "secret") {
 		t.Fatalf("missing secret: %v", err)
 	}
@@ -123,8 +123,40 @@ func TestDBSecret(t *testing.T) {
 func TestDBCAFileMissing(t *testing.T) {
 	t.Parallel()
 	_, err := envconfig.DB(context.Background(), envconfig.Map(map[string]string{"CRAWLQ_DB_HOST": "h", "CRAWLQ_DB_IAM_AUTH": "true",
-		"CRAWLQ_DB_USER": "u", "CRAWLQ_DB_CA_FILE": "/nonexistent/ca.pem"}), aws.Config{Region: "eu-west-1", Credentials: aws.AnonymousCredentials{}})
+		"CRAWLQ_DB_USER": "u", "CRAWLQ_DB_CA_FILE": "/nonexistent/ca.pem"}), aws.Config{Region: "eu-west-1", Credentials: aws.AnonymousCredentials{}}, 0)
 	if err == nil || !strings.Contains(err.Error(), "CRAWLQ_DB_CA_FILE") {
 		t.Fatalf("got %v, want an error naming CRAWLQ_DB_CA_FILE", err)
+	}
+}
+
+// TestDBReadsWithoutNetwork: reading the database settings does no network I/O: the CA bundle of
+// CRAWLQ_DB_CA_URL is fetched where the pool is opened (db.Open), so here a URL nothing answers
+// at is only recorded, and its shape checked.
+func TestDBReadsWithoutNetwork(t *testing.T) {
+	t.Parallel()
+	cfg := aws.Config{Region: "eu-west-1", Credentials: aws.AnonymousCredentials{}}
+	const never = "https://127.0.0.1:1/rds-bundle.pem"
+	c, err := envconfig.DB(context.Background(), envconfig.Map(map[string]string{"CRAWLQ_DB_HOST": "h", "CRAWLQ_DB_IAM_AUTH": "true",
+		"CRAWLQ_DB_USER": "u", "CRAWLQ_DB_CA_URL": never}), cfg, 0)
+	if err != nil || c.CAURL != never || c.CAPEM != nil {
+		t.Fatalf("CRAWLQ_DB_CA_URL=%s: %+v, %v; want it recorded, not fetched", never, c, err)
+	}
+}
+
+// TestDBMaxConnsDefault: the caller's default pool size applies when CRAWLQ_DB_MAX_CONNS is unset,
+// and the variable overrides it, a URL's database too.
+func TestDBMaxConnsDefault(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		env  map[string]string
+		want int32
+	}{
+		{map[string]string{"DATABASE_URL": "postgres://u@h/d"}, 7},
+		{map[string]string{"DATABASE_URL": "postgres://u@h/d", "CRAWLQ_DB_MAX_CONNS": "5"}, 5},
+	} {
+		got, err := envconfig.DB(context.Background(), envconfig.Map(c.env), aws.Config{}, 7)
+		if err != nil || got.MaxConns != c.want {
+			t.Errorf("%v with default 7: MaxConns %d, %v; want %d", c.env, got.MaxConns, err, c.want)
+		}
 	}
 }

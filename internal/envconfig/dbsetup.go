@@ -11,13 +11,18 @@ import (
 	"crawlq/internal/dbsetup"
 )
 
+// MigrateMaxConns is the migrate step's pool size when CRAWLQ_DB_MAX_CONNS does not set it: it
+// runs one migration at a time.
+const MigrateMaxConns = 2
+
 // DBSetup builds the migrate function's config from its environment (terraform/main.tf): the
 // database variables of DB (CRAWLQ_DB_USER is the master user there),
 // CRAWLQ_DB_APP_USER (default DefaultAppRole), and either CRAWLQ_DB_APP_SECRET_ARN, the
 // application role's secret, or CRAWLQ_DB_APP_IAM=true, its IAM login (neither: the role's
-// login is left alone). It opens the pool.
+// login is left alone). It opens the pool: MigrateMaxConns connections unless
+// CRAWLQ_DB_MAX_CONNS says otherwise.
 func DBSetup(ctx context.Context, env Env, awsCfg aws.Config) (dbsetup.Config, error) {
-	dc, err := DB(ctx, env, awsCfg)
+	dc, err := DB(ctx, env, awsCfg, MigrateMaxConns)
 	if err != nil {
 		return dbsetup.Config{}, err
 	}
@@ -29,7 +34,6 @@ func DBSetup(ctx context.Context, env Env, awsCfg aws.Config) (dbsetup.Config, e
 	if appIAM && arn != "" {
 		return dbsetup.Config{}, Errorf("CRAWLQ_DB_APP_IAM", "true with CRAWLQ_DB_APP_SECRET_ARN set: the role logs in with IAM tokens or a password, not both")
 	}
-	dc.MaxConns = 2
 	dc.AppName = "crawlq-migrate"
 	pool, err := db.Open(ctx, dc)
 	if err != nil {

@@ -85,3 +85,23 @@ func TestDBSetupReadsAppSecret(t *testing.T) {
 		t.Errorf("CRAWLQ_DB_APP_IAM with CRAWLQ_DB_APP_SECRET_ARN: %v, want an error naming CRAWLQ_DB_APP_IAM", err)
 	}
 }
+
+// TestDBSetupPoolSize: the migrate step's pool has MigrateMaxConns connections unless
+// CRAWLQ_DB_MAX_CONNS says otherwise, as every other process's pool.
+func TestDBSetupPoolSize(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, u := dbtest.Schema(t)
+	for conns, want := range map[string]int32{"": envconfig.MigrateMaxConns, "5": 5} {
+		cfg, err := envconfig.DBSetup(ctx, envconfig.Map(map[string]string{"DATABASE_URL": u, "CRAWLQ_DB_MAX_CONNS": conns}), aws.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := cfg.Pool.Config().MaxConns
+		cfg.Pool.Close()
+		if got != want {
+			t.Errorf("CRAWLQ_DB_MAX_CONNS=%q: the migrate pool has %d connections, want %d", conns, got, want)
+		}
+	}
+}

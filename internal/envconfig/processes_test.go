@@ -65,7 +65,7 @@ func TestVarsNameTheProcessesThatReadThem(t *testing.T) {
 	}
 	awsCfg := aws.Config{Region: "us-east-1", Credentials: aws.AnonymousCredentials{}}
 	check("envconfig.DB", append(functions, envconfig.Migrate, envconfig.Runner, envconfig.CLI),
-		func(e envconfig.Env) { envconfig.DB(context.Background(), e, awsCfg) })
+		func(e envconfig.Env) { envconfig.DB(context.Background(), e, awsCfg, 0) })
 	check("envconfig.Maintain", []envconfig.Process{envconfig.Dispatch, envconfig.Runner, envconfig.CLI},
 		func(e envconfig.Env) { envconfig.Maintain(e) })
 	check("envconfig.ECSLauncher", []envconfig.Process{envconfig.Dispatch},

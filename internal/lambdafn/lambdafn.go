@@ -46,8 +46,8 @@ type Deps struct {
 }
 
 // Setup builds function fn's Deps from the environment getenv reads (nil: the process's): its
-// Config through LoadFunctionConfig, the database through envconfig.DB. maxConns bounds the pool
-// (0: 10).
+// Config through LoadFunctionConfig, the database through envconfig.DB. maxConns is the function's
+// pool size unless CRAWLQ_DB_MAX_CONNS sets it (0: db's default).
 func Setup(ctx context.Context, fn envconfig.Process, getenv func(string) string, maxConns int32) (*Deps, error) {
 	if getenv == nil {
 		getenv = os.Getenv
@@ -65,12 +65,9 @@ func Setup(ctx context.Context, fn envconfig.Process, getenv func(string) string
 	if err != nil {
 		return nil, err
 	}
-	dc, err := envconfig.DB(ctx, env, awsCfg)
+	dc, err := envconfig.DB(ctx, env, awsCfg, maxConns)
 	if err != nil {
 		return nil, err
-	}
-	if dc.MaxConns == 0 { // CRAWLQ_DB_MAX_CONNS unset
-		dc.MaxConns = maxConns
 	}
 	pool, err := db.Open(ctx, dc)
 	if err != nil {
