@@ -56,6 +56,10 @@ bench: build ## queue throughput beside the peers: alternating rounds, medians (
 bench-crawl: build ## crawl throughput beside Colly: alternating rounds, medians (docs/performance.md)
 	$(WITH_DB) scripts/bench-crawl.sh
 
+.PHONY: soak-browser
+soak-browser: build ## 2,000 rendered pages through a crawlq worker, Chromium killed mid-page: peak memory, attempts (docs/browser.md)
+	$(WITH_DB) scripts/soak-browser.sh
+
 .PHONY: fmt
 fmt: ## gofmt and terraform fmt
 	gofmt -w $$(git ls-files '*.go')
