@@ -41,6 +41,15 @@ func (p Policy) Delay(attempt int) time.Duration {
 	return d
 }
 
+// Spread is a wait of d (none when d is negative) plus a random spread of up to a quarter of it,
+// at least a millisecond and at most a second: what a job put back until a known time (a host's
+// pause, a proxy's rest) waits, so the pages put back together do not all come back at the same
+// instant, and none comes back much later than the time it waits for.
+func Spread(d time.Duration) time.Duration {
+	d = max(d, 0)
+	return d + rand.N(min(max(d/4, time.Millisecond), time.Second)+1)
+}
+
 // Sleep waits d or until ctx ends, and reports whether the full wait passed.
 func Sleep(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {

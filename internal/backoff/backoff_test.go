@@ -50,3 +50,24 @@ func TestSleepStopsWithTheContext(t *testing.T) {
 		t.Error("Sleep(1ms) did not report a full wait")
 	}
 }
+
+func TestSpreadWaitsAtMostAQuarterMoreUpToASecond(t *testing.T) {
+	for _, tc := range []struct{ d, lo, hi time.Duration }{
+		{-time.Second, 0, time.Millisecond},
+		{0, 0, time.Millisecond},
+		{400 * time.Millisecond, 400 * time.Millisecond, 500 * time.Millisecond},
+		{time.Hour, time.Hour, time.Hour + time.Second},
+	} {
+		seen := map[time.Duration]bool{}
+		for range 200 {
+			got := Spread(tc.d)
+			if got < tc.lo || got > tc.hi {
+				t.Fatalf("Spread(%s) = %s, want within [%s, %s]", tc.d, got, tc.lo, tc.hi)
+			}
+			seen[got] = true
+		}
+		if len(seen) < 2 {
+			t.Fatalf("Spread(%s) drew one value 200 times: no spread", tc.d)
+		}
+	}
+}

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"time"
 
+	"crawlq/internal/backoff"
 	"crawlq/internal/fetch"
 	"crawlq/internal/queue"
 )
@@ -70,7 +70,7 @@ func (c *Crawler) fetchFailed(ctx context.Context, job *queue.Job, ri *runInfo, 
 			if d, ok := fetch.RetryAfter(ferr); ok {
 				wait = max(wait, d)
 			}
-			return queue.Snooze(max(wait, 0) + time.Duration(mrand.Int64N(int64(min(max(wait/4, time.Millisecond), time.Second)))))
+			return queue.Snooze(backoff.Spread(wait))
 		}
 		// Down for longer than the spider allows: the page dies now rather than at the end of
 		// attempts that would each wait out a pause.

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"crawlq/internal/backoff"
 	"crawlq/internal/clock"
 	"crawlq/internal/dbsqlc"
 	"crawlq/internal/fetch"
@@ -337,7 +337,7 @@ func (c *Crawler) HostPause(ctx context.Context, runID int64, pageURL string) (H
 // an attempt; nil when the host is not paused.
 func (c *Crawler) hostPaused(host string) error {
 	if d := c.health.paused(host, c.clk.Now()); d > 0 {
-		return queue.Snooze(d + time.Duration(mrand.Int64N(int64(min(d/4, time.Second))+1)))
+		return queue.Snooze(backoff.Spread(d))
 	}
 	return nil
 }

@@ -137,7 +137,7 @@ func (c *Crawler) pickProxy(ctx context.Context, s spider.Settings) (*via, error
 	c.sync(ctx, ps)
 	px, wait := ps.rot.Next(c.clk.Now())
 	if px == nil {
-		return nil, queue.Snooze(wait + jitter(min(wait/4, time.Second)+time.Millisecond))
+		return nil, queue.Snooze(backoff.Spread(wait))
 	}
 	return &via{ps: ps, px: px}, nil
 }
