@@ -39,6 +39,8 @@ type Env struct {
 	getenvIsOS bool
 	// API is the api function that --api named (remote.go); empty: $CRAWLQ_API, else the database.
 	API string
+	// databases are those the command declared (dbFlag), read at its start.
+	databases []*database
 }
 
 // Command is one command, or one subcommand of a command with Subcommands.
@@ -170,7 +172,16 @@ func Main(ctx context.Context, args []string, env Env) int {
 		topUsage(env.Stderr, cs)
 		return 2
 	}
-	if err := inv.run(ctx, inv.pos); err != nil {
+	run := inv.run
+	if !inv.remote {
+		run = func(ctx context.Context, pos []string) error {
+			if err := env.readDatabases(); err != nil {
+				return err
+			}
+			return inv.run(ctx, pos)
+		}
+	}
+	if err := run(ctx, inv.pos); err != nil {
 		var oe *outcomeErr
 		if errors.As(err, &oe) {
 			return oe.code // the command printed what it found; the status says how the run ended
@@ -204,6 +215,8 @@ type invocation struct {
 	fs   *flag.FlagSet
 	run  func(ctx context.Context, args []string) error
 	pos  []string
+	// remote: run goes through the api function (viaAPI), so the database is not read.
+	remote bool
 }
 
 // errFlags says the flag package rejected the command line and already said why.
@@ -378,6 +391,8 @@ type database struct {
 	// wait, when set, is how long open waits out a database that refuses connections for a
 	// reason that passes (db.OpenWaiting): the long-running commands set it.
 	wait time.Duration
+	// vars are the database variables, read once at the command's start (read).
+	vars envconfig.DBVars
 }
 
 // commandMaxConns is a command's pool size (crawlq worker's and runner's too) when
@@ -388,31 +403,55 @@ const commandMaxConns = 20
 // refuses connections (restarting, or at its connection limit) before they exit.
 const workerConnectWait = 5 * time.Minute
 
-// dbFlag declares --database-url on fs.
+// dbFlag declares --database-url on fs; the command's database variables are read when it starts
+// (readDatabases), before it does anything else.
 func dbFlag(fs *flag.FlagSet, env *Env) *database {
-	return &database{url: fs.String("database-url", "", "PostgreSQL URL (default $DATABASE_URL, else the CRAWLQ_DB_* variables)"), env: env}
+	d := &database{url: fs.String("database-url", "", "PostgreSQL URL (default $DATABASE_URL, else the CRAWLQ_DB_* variables)"), env: env}
+	env.databases = append(env.databases, d)
+	return d
 }
 
-// open opens a pool; the caller closes it. Commands use withPool or withNode. The configuration
-// comes from envconfig.DB, as crawlq local's does, so CRAWLQ_DB_EXEC_MODE is honoured (and a bad
-// value refused) whichever way the database is named.
+// read reads the database variables into d.vars (envconfig.ReadDB, no network I/O), --database-url
+// standing for DATABASE_URL, so CRAWLQ_DB_EXEC_MODE is honoured (and a bad value refused)
+// whichever way the database is named.
+func (d *database) read() error {
+	getenv := d.env.Getenv
+	if *d.url != "" {
+		getenv = func(k string) string {
+			if k == "DATABASE_URL" {
+				return *d.url
+			}
+			return d.env.Getenv(k)
+		}
+	}
+	var err error
+	d.vars, err = envconfig.ReadDB(envconfig.New(getenv), commandMaxConns)
+	return err
+}
+
+// readDatabases reads the variables of every database the command declared.
+func (e *Env) readDatabases() error {
+	for _, d := range e.databases {
+		if err := d.read(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// open opens a pool from the variables read at the start; the caller closes it. Commands use
+// withPool or withNode.
 func (d *database) open(ctx context.Context) (*pgxpool.Pool, error) {
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second+d.wait)
 	defer cancel()
-	getenv := func(k string) string {
-		if k == "DATABASE_URL" && *d.url != "" {
-			return *d.url
-		}
-		return d.env.Getenv(k)
-	}
 	var awsCfg aws.Config
-	if strings.TrimSpace(getenv("DATABASE_URL")) == "" && getenv("CRAWLQ_DB_HOST") != "" {
+	if d.vars.UsesAWS() {
 		var err error
 		if awsCfg, err = awsx.Load(octx); err != nil {
 			return nil, err
 		}
 	}
-	dc, err := envconfig.DB(octx, envconfig.New(getenv), awsCfg, commandMaxConns)
+	dc, err := d.vars.Resolve(octx, awsCfg)
 	if err != nil {
 		return nil, noDatabaseHint(err)
 	}

@@ -219,6 +219,9 @@ type deployEnv struct {
 	Endpoint string
 	// DatabaseURL is DATABASE_URL: deploy also migrates that database; empty: only the stack's.
 	DatabaseURL string
+	// Database are the database variables (CRAWLQ_DB_EXEC_MODE beside DATABASE_URL), read when
+	// DatabaseURL is set.
+	Database envconfig.DBVars
 }
 
 // readDeployEnv reads the environment of crawlq deploy, plan and destroy.
@@ -227,6 +230,12 @@ func readDeployEnv(env *Env) (deployEnv, error) {
 	d := deployEnv{Environ: env.environ(), TFConfigFile: e.String("TF_CLI_CONFIG_FILE"), Endpoint: e.String("AWS_ENDPOINT_URL"), DatabaseURL: e.String("DATABASE_URL")}
 	if err := checkEndpoint(d.Endpoint); err != nil {
 		return deployEnv{}, err
+	}
+	if d.DatabaseURL != "" {
+		var err error
+		if d.Database, err = envconfig.ReadDB(e, commandMaxConns); err != nil {
+			return deployEnv{}, err
+		}
 	}
 	return d, nil
 }

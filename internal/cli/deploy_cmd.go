@@ -13,7 +13,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/aws/aws-sdk-go-v2/service/ecr"
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -22,7 +22,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"crawlq/internal/awsx"
+	"crawlq/internal/db"
 	"crawlq/internal/deploy"
+	"crawlq/internal/envconfig"
 	"crawlq/internal/migrate"
 )
 
@@ -147,13 +149,9 @@ emulator (AWS_ENDPOINT_URL set, LocalStack or moto) it only warns.`,
 							return err
 						}
 					}
-					if u := de.DatabaseURL; u != "" {
-						err := (&database{url: &u, env: env}).withPool(ctx, func(pool *pgxpool.Pool) error {
-							_, err := migrate.Up(ctx, pool)
-							return err
-						})
-						if err != nil {
-							return err
+					if de.DatabaseURL != "" {
+						if err := migrateURL(ctx, de.Database); err != nil {
+							return fmt.Errorf("migrate DATABASE_URL: %w", err)
 						}
 						fmt.Fprintln(env.Stdout, "schema up to date on DATABASE_URL")
 					}
@@ -294,6 +292,21 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// migrateURL brings the database of vars (DATABASE_URL) up to date.
+func migrateURL(ctx context.Context, vars envconfig.DBVars) error {
+	dc, err := vars.Resolve(ctx, aws.Config{})
+	if err != nil {
+		return err
+	}
+	pool, err := db.Open(ctx, dc)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	_, err = migrate.Up(ctx, pool)
+	return err
 }
 
 // checkAlarmEmail refuses a deploy whose alarms would notify nobody (alarm_email empty) unless

@@ -14,7 +14,8 @@ import (
 // start, before they connect to anything: into one struct (serviceEnv; runnerEnv for the runner)
 // whose every value is checked, a bad one a usage error naming its variable. What follows reads
 // the struct. Only what the command's flags turn on is read, so a bad value of a setting the
-// command does not use does not stop it. The database is read by dbFlag (envconfig.DB).
+// command does not use does not stop it. The database variables are read by dbFlag's read
+// (envconfig.ReadDB) at the start of every command that declares one.
 
 // serviceEnv is what a worker or runner process reads from its environment beside the database.
 type serviceEnv struct {

@@ -160,6 +160,8 @@ func TestCommandsReadEachVariableOnce(t *testing.T) {
 	}{
 		{[]string{"runs"}, map[string]string{"CRAWLQ_API": "crawlq-api", "AWS_ENDPOINT_URL": "http://127.0.0.1:1"}},
 		{[]string{"--api", "crawlq-api", "runs"}, map[string]string{"AWS_ENDPOINT_URL": "http://127.0.0.1:1"}},
+		{[]string{"stats"}, map[string]string{"DATABASE_URL": noDatabase}},
+		{[]string{"schedule", "--spider", "demo"}, map[string]string{"DATABASE_URL": noDatabase, "CRAWLQ_DISPATCH_FUNCTION": "crawlq-dispatch"}},
 	} {
 		vars := map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
 		maps.Copy(vars, c.env)

@@ -105,6 +105,7 @@ func viaAPI(inv *invocation, env *Env) error {
 	if err != nil {
 		return err
 	}
+	inv.remote = true
 	inv.run = func(ctx context.Context, pos []string) error {
 		c, err := newAPIClient(ctx, re)
 		if err != nil {

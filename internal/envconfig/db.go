@@ -12,7 +12,8 @@ import (
 	"crawlq/internal/db"
 )
 
-// DB builds the database configuration from the environment contract the Terraform stack sets:
+// DB builds the database configuration from the environment contract the Terraform stack sets
+// (ReadDB) and resolves its credentials (DBVars.Resolve):
 //
 //   - DATABASE_URL: a plain URL (local runs, tests); the CRAWLQ_DB_* addressing is ignored.
 //   - CRAWLQ_DB_HOST, CRAWLQ_DB_PORT (default 5432), CRAWLQ_DB_NAME (default "crawlq"),
@@ -32,31 +33,60 @@ import (
 // The secret is read once here, so a missing or unreadable secret fails at start-up rather than
 // at the first query.
 func DB(ctx context.Context, env Env, awsCfg aws.Config, maxConns int32) (db.Config, error) {
-	var c db.Config
+	v, err := ReadDB(env, maxConns)
+	if err != nil {
+		return db.Config{}, err
+	}
+	return v.Resolve(ctx, awsCfg)
+}
+
+// DBVars are the database variables as ReadDB read and checked them; Resolve turns them into a
+// db.Config.
+type DBVars struct {
+	// config is the addressing, TLS, pool and exec settings; its credentials are Resolve's.
+	config db.Config
+	// iam is CRAWLQ_DB_IAM_AUTH; secretARN CRAWLQ_DB_SECRET_ARN.
+	iam       bool
+	secretARN string
+	// nameSet and portSet: CRAWLQ_DB_NAME and CRAWLQ_DB_PORT were given, so the secret's own
+	// do not replace them.
+	nameSet, portSet bool
+}
+
+// UsesAWS reports whether Resolve needs AWS credentials: a host reached with an IAM token or a
+// secret, not a URL. An unset database does not.
+func (v DBVars) UsesAWS() bool { return v.config.Host != "" }
+
+// ReadDB reads and checks the database variables (see DB) without network I/O; maxConns is the
+// pool's size when CRAWLQ_DB_MAX_CONNS is unset. No database configured is not an error here:
+// Resolve returns db.ErrNoDatabase, so a process that never opens one does not need one.
+func ReadDB(env Env, maxConns int32) (DBVars, error) {
+	var v DBVars
+	c := &v.config
 	c.ExecMode = env.String("CRAWLQ_DB_EXEC_MODE")
 	if !db.ValidExecMode(c.ExecMode) {
-		return db.Config{}, fmt.Errorf("db: %w", Errorf("CRAWLQ_DB_EXEC_MODE", "not exec, simple, cache_describe or cache_statement: %q", c.ExecMode))
+		return DBVars{}, fmt.Errorf("db: %w", Errorf("CRAWLQ_DB_EXEC_MODE", "not exec, simple, cache_describe or cache_statement: %q", c.ExecMode))
 	}
 	conns, err := env.PositiveInt("CRAWLQ_DB_MAX_CONNS", int(maxConns))
 	if err != nil || conns > 10000 {
-		return db.Config{}, fmt.Errorf("db: %w", Errorf("CRAWLQ_DB_MAX_CONNS", "not a connection count 1-10000: %q", env.String("CRAWLQ_DB_MAX_CONNS")))
+		return DBVars{}, fmt.Errorf("db: %w", Errorf("CRAWLQ_DB_MAX_CONNS", "not a connection count 1-10000: %q", env.String("CRAWLQ_DB_MAX_CONNS")))
 	}
 	c.MaxConns = int32(conns)
 	if u := env.String("DATABASE_URL"); u != "" {
 		c.URL = u
-		return c, nil
+		return v, nil
 	}
-	c.Host = env.String("CRAWLQ_DB_HOST")
-	if c.Host == "" {
-		return db.Config{}, db.ErrNoDatabase
+	if c.Host = env.String("CRAWLQ_DB_HOST"); c.Host == "" {
+		return v, nil
 	}
-	wrap := func(err error) (db.Config, error) { return db.Config{}, fmt.Errorf("db: %w", err) }
+	wrap := func(err error) (DBVars, error) { return DBVars{}, fmt.Errorf("db: %w", err) }
 	port, err := env.PositiveInt("CRAWLQ_DB_PORT", 5432)
 	if err != nil || port > 65535 {
 		return wrap(Errorf("CRAWLQ_DB_PORT", "not a port number 1-65535: %q", env.String("CRAWLQ_DB_PORT")))
 	}
 	c.Port = port
 	c.Name = env.StringOr("CRAWLQ_DB_NAME", "crawlq")
+	v.nameSet, v.portSet = env.IsSet("CRAWLQ_DB_NAME"), env.IsSet("CRAWLQ_DB_PORT")
 	c.User = env.String("CRAWLQ_DB_USER")
 	if c.TLS, err = env.Bool("CRAWLQ_DB_TLS", true); err != nil {
 		return wrap(err)
@@ -72,39 +102,51 @@ func DB(ctx context.Context, env Env, awsCfg aws.Config, maxConns int32) (db.Con
 		}
 		c.CAURL = u
 	}
-	iam, err := env.Bool("CRAWLQ_DB_IAM_AUTH", false)
-	if err != nil {
+	if v.iam, err = env.Bool("CRAWLQ_DB_IAM_AUTH", false); err != nil {
 		return wrap(err)
 	}
-	arn := env.String("CRAWLQ_DB_SECRET_ARN")
+	v.secretARN = env.String("CRAWLQ_DB_SECRET_ARN")
 	switch {
-	case iam:
-		if c.User == "" {
-			return wrap(errors.New("CRAWLQ_DB_USER is required with CRAWLQ_DB_IAM_AUTH"))
-		}
+	case v.iam && c.User == "":
+		return wrap(errors.New("CRAWLQ_DB_USER is required with CRAWLQ_DB_IAM_AUTH"))
+	case !v.iam && v.secretARN == "":
+		return wrap(errors.New("CRAWLQ_DB_HOST is set but neither CRAWLQ_DB_IAM_AUTH=true nor CRAWLQ_DB_SECRET_ARN says how to authenticate"))
+	}
+	return v, nil
+}
+
+// Resolve is the db.Config the variables say, with its credentials: an IAM token source signed
+// with awsCfg, or the secret, read here; db.ErrNoDatabase when no database was configured.
+func (v DBVars) Resolve(ctx context.Context, awsCfg aws.Config) (db.Config, error) {
+	c := v.config
+	switch {
+	case c.URL != "":
+		return c, nil
+	case c.Host == "":
+		return db.Config{}, db.ErrNoDatabase
+	case v.iam:
+		var err error
 		if c.Password, err = db.IAMPassword(awsCfg, c.Host, c.Port, c.User); err != nil {
 			return db.Config{}, err
 		}
-	case arn != "":
-		s, pw, err := db.SecretPassword(ctx, awsCfg, arn)
-		if err != nil {
-			return db.Config{}, err
-		}
-		if c.User == "" {
-			c.User = s.Username
-		}
-		if c.User == "" {
-			return wrap(errors.New("no user: set CRAWLQ_DB_USER or put username in the secret"))
-		}
-		if !env.IsSet("CRAWLQ_DB_NAME") && s.DBName != "" {
-			c.Name = s.DBName
-		}
-		if !env.IsSet("CRAWLQ_DB_PORT") && s.Port > 0 {
-			c.Port = s.Port
-		}
-		c.Password = pw
-	default:
-		return wrap(errors.New("CRAWLQ_DB_HOST is set but neither CRAWLQ_DB_IAM_AUTH=true nor CRAWLQ_DB_SECRET_ARN says how to authenticate"))
+		return c, nil
 	}
+	s, pw, err := db.SecretPassword(ctx, awsCfg, v.secretARN)
+	if err != nil {
+		return db.Config{}, err
+	}
+	if c.User == "" {
+		c.User = s.Username
+	}
+	if c.User == "" {
+		return db.Config{}, fmt.Errorf("db: %w", errors.New("no user: set CRAWLQ_DB_USER or put username in the secret"))
+	}
+	if !v.nameSet && s.DBName != "" {
+		c.Name = s.DBName
+	}
+	if !v.portSet && s.Port > 0 {
+		c.Port = s.Port
+	}
+	c.Password = pw
 	return c, nil
 }
