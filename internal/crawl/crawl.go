@@ -141,8 +141,8 @@ type Crawler struct {
 	rotations  map[string]*proxies
 	proxyTries map[int64]int
 	banTries   map[int64]int
-	retired    map[sessionKey]bool // sessions retired here (sessions.go)
-	runs       map[int64]*runInfo  // immutable facts of runs this process has seen
+	retired    map[int64]*retiredView // per run: the sessions known retired (sessions.go)
+	runs       map[int64]*runInfo     // immutable facts of runs this process has seen
 	command    CommandRunner
 	// active counts, per run, the pages being handled in this process (see settle).
 	active    map[int64]int
@@ -187,7 +187,7 @@ func New(cfg Config) (*Crawler, error) {
 	}
 	clk := clock.Or(cfg.Clock)
 	return &Crawler{cfg: cfg, db: dbsqlc.New(cfg.Pool), log: cfg.Logger, robots: robots.NewCache(4096),
-		fetchers: map[fetcherKey]*fetch.Fetcher{}, browsers: map[browserKey]*browser.Pool{}, crashes: map[int64]int{}, rotations: map[string]*proxies{}, proxyTries: map[int64]int{}, banTries: map[int64]int{}, retired: map[sessionKey]bool{}, runs: map[int64]*runInfo{}, active: map[int64]int{}, seen: newSeenCache(seenCacheSize), cancelled: map[int64]bool{}, hosts: newHostSlots(), health: newHostHealth(clk), clk: clk,
+		fetchers: map[fetcherKey]*fetch.Fetcher{}, browsers: map[browserKey]*browser.Pool{}, crashes: map[int64]int{}, rotations: map[string]*proxies{}, proxyTries: map[int64]int{}, banTries: map[int64]int{}, retired: map[int64]*retiredView{}, runs: map[int64]*runInfo{}, active: map[int64]int{}, seen: newSeenCache(seenCacheSize), cancelled: map[int64]bool{}, hosts: newHostSlots(), health: newHostHealth(clk), clk: clk,
 		states: urlstate.NewLoader(dbsqlc.New(cfg.Pool)),
 		closed: make(chan struct{}), finishersDone: make(chan struct{})}, nil
 }

@@ -22,9 +22,9 @@ import (
 // a cookie jar and, for a spider with proxies, one proxy: both travel in the page jobs' args, so
 // a follow-up taken by another worker process, or after a crash, is still in its session. A
 // session whose page is banned, or whose proxy rests, is retired for every worker process (a row
-// in crawlq_session, read before each page of a session): the page, and every other page of the
-// session wherever it runs, goes on in a new session (no cookies, the next proxy in turn), said
-// in the process log.
+// in crawlq_session, which each process reads for a run at most once per retiredSync): the page,
+// and every other page of the session wherever it runs, goes on in a new session (no cookies,
+// the next proxy in turn), said in the process log.
 //
 // Cookies are kept as the Set-Cookie lines received with the URL they came with, replayed into a
 // cookie jar (net/http/cookiejar: its domain, path, expiry and secure rules) for each request;
@@ -166,11 +166,6 @@ func follows(a pageArgs, res *fetch.Result, reqs []spider.Request) []pageArgs {
 	return ps
 }
 
-// sessionKey names a session of a run in this process.
-type sessionKey struct {
-	run, id int64
-}
-
 // retireSession ends a run's session for every worker process (its row in crawlq_session; in this
 // process only when that cannot be written, said in its log): its pages go on in new sessions.
 func (c *Crawler) retireSession(ctx context.Context, runID int64, sa *sessionArgs, why string) {
@@ -185,37 +180,69 @@ func (c *Crawler) retireSession(ctx context.Context, runID int64, sa *sessionArg
 	c.log.Info("session retired", "run", runID, "session", sa.ID, "cause", why)
 }
 
+// retiredSync bounds how stale this process's view of the sessions other processes retired is:
+// each process reads a run's retired sessions at most once per retiredSync (one query for all of
+// them), not once per page. A page of a session another process retired less than retiredSync
+// ago may still go out in it, as a page already in flight there would have.
+const retiredSync = time.Second
+
+// retiredView is what this process knows of a run's retired sessions.
+type retiredView struct {
+	ids    map[int64]bool
+	readAt time.Time // when the shared rows were last read (zero: never)
+}
+
 // retiredHere remembers in this process that a run's session is retired.
 func (c *Crawler) retiredHere(runID, id int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.retired) >= maxSoft {
-		clear(c.retired)
-	}
-	c.retired[sessionKey{runID, id}] = true
+	c.retiredOf(runID).ids[id] = true
 }
 
-// isRetired reports whether a run's session was retired, here or by another process. A failed
-// read counts as not retired (said in the log): the page keeps its session, as it would have
-// before the other process's ban.
-func (c *Crawler) isRetired(ctx context.Context, runID, id int64) bool {
-	c.mu.Lock()
-	retired := c.retired[sessionKey{runID, id}]
-	c.mu.Unlock()
-	if retired {
-		return true
+// retiredOf is run runID's view; c.mu is held. The views of at most maxSoft runs are kept (past
+// that they are all forgotten and read again).
+func (c *Crawler) retiredOf(runID int64) *retiredView {
+	v := c.retired[runID]
+	if v == nil {
+		if len(c.retired) >= maxSoft {
+			clear(c.retired)
+		}
+		v = &retiredView{ids: map[int64]bool{}}
+		c.retired[runID] = v
 	}
-	retired, err := c.db.SessionRetired(ctx, dbsqlc.SessionRetiredParams{RunID: runID, Session: id})
+	return v
+}
+
+// isRetired reports whether a run's session was retired, here or by another process (as of at
+// most retiredSync ago). A failed read counts as not retired (said in the log): the page keeps
+// its session, as it would have before the other process's ban.
+func (c *Crawler) isRetired(ctx context.Context, runID, id int64) bool {
+	now := c.clk.Now()
+	c.mu.Lock()
+	v := c.retiredOf(runID)
+	retired := v.ids[id]
+	stale := v.readAt.IsZero() || now.Sub(v.readAt) >= retiredSync
+	if stale {
+		v.readAt = now // the pages that come meanwhile go on with this view, not a read each
+	}
+	c.mu.Unlock()
+	if retired || !stale {
+		return retired
+	}
+	ids, err := c.db.RetiredSessions(ctx, runID)
 	if err != nil {
 		if ctx.Err() == nil {
-			c.log.Warn("could not read whether a session was retired; the page keeps it", "run", runID, "session", id, "err", err)
+			c.log.Warn("could not read which sessions other workers retired; the page keeps its session", "run", runID, "session", id, "err", err)
 		}
 		return false
 	}
-	if retired {
-		c.retiredHere(runID, id)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v = c.retiredOf(runID)
+	for _, r := range ids {
+		v.ids[r] = true
 	}
-	return retired
+	return v.ids[id]
 }
 
 // session returns the session a page is fetched in, and its proxy (via, nil without proxies):

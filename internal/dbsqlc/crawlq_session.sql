@@ -6,9 +6,10 @@
 INSERT INTO crawlq_session (run_id, session) VALUES (@run_id, @session)
 ON CONFLICT (run_id, session) DO NOTHING;
 
--- name: SessionRetired :one
--- Whether a run's session was retired, by any process. Index: the primary key.
-SELECT EXISTS (SELECT 1 FROM crawlq_session WHERE run_id = @run_id AND session = @session)::bool AS retired;
+-- name: RetiredSessions :many
+-- The sessions of a run retired by any process (each process reads them at most once a second
+-- per run: internal/crawl's sessions.go). Index: the primary key, whose leading column is run_id.
+SELECT session FROM crawlq_session WHERE run_id = @run_id;
 
 -- name: DeleteRunSessions :execrows
 -- Deletes up to max_rows retired sessions of a finished run (maintenance). Index: the primary

@@ -50,19 +50,28 @@ func (q *Queries) RetireSession(ctx context.Context, arg RetireSessionParams) er
 	return err
 }
 
-const SessionRetired = `-- name: SessionRetired :one
-SELECT EXISTS (SELECT 1 FROM crawlq_session WHERE run_id = $1 AND session = $2)::bool AS retired
+const RetiredSessions = `-- name: RetiredSessions :many
+SELECT session FROM crawlq_session WHERE run_id = $1
 `
 
-type SessionRetiredParams struct {
-	RunID   int64
-	Session int64
-}
-
-// Whether a run's session was retired, by any process. Index: the primary key.
-func (q *Queries) SessionRetired(ctx context.Context, arg SessionRetiredParams) (bool, error) {
-	row := q.db.QueryRow(ctx, SessionRetired, arg.RunID, arg.Session)
-	var retired bool
-	err := row.Scan(&retired)
-	return retired, err
+// The sessions of a run retired by any process (each process reads them at most once a second
+// per run: internal/crawl's sessions.go). Index: the primary key, whose leading column is run_id.
+func (q *Queries) RetiredSessions(ctx context.Context, runID int64) ([]int64, error) {
+	rows, err := q.db.Query(ctx, RetiredSessions, runID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []int64{}
+	for rows.Next() {
+		var session int64
+		if err := rows.Scan(&session); err != nil {
+			return nil, err
+		}
+		items = append(items, session)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
