@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"time"
 
+	"crawlq/internal/clock"
 	"crawlq/internal/crawl"
 	"crawlq/internal/events"
 	"crawlq/internal/queue"
@@ -62,6 +63,9 @@ type Config struct {
 	NodeName string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Clock is what a schedule's "at" is bounded against (MaxDelay ahead). Default the wall
+	// clock.
+	Clock clock.Clock
 }
 
 func (c *Config) validate() error {
@@ -105,6 +109,7 @@ func New(cfg Config) (*API, error) {
 	if cfg.NodeName == "" {
 		cfg.NodeName = "crawlq"
 	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.Store == nil {
 		st, err := spiderstore.New(spiderstore.Config{Pool: cfg.Crawler.Pool()})
 		if err != nil {
@@ -272,7 +277,10 @@ func (a *API) scheduleParams(ctx context.Context, r *Request) (crawl.SchedulePar
 		p.Delay = time.Duration(*r.DelaySeconds * float64(time.Second))
 	}
 	if r.At != "" {
-		p.RunAt, _ = time.Parse(time.RFC3339, r.At) // validated by Decode
+		p.RunAt, _ = time.Parse(time.RFC3339, r.At) // its form validated by Decode
+		if p.RunAt.Sub(a.cfg.Clock.Now()) > MaxDelay {
+			return p, badf("at %s is more than %s ahead", r.At, MaxDelay)
+		}
 	}
 	if res.Spider != nil {
 		if _, err := spider.WithArgs(res.Spider, r.Args); err != nil {

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"crawlq/internal/api"
+	"crawlq/internal/clock"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/node"
 	"crawlq/internal/testwait"
@@ -212,5 +214,20 @@ func TestScheduleExpression(t *testing.T) {
 		if got, err := api.ScheduleExpression(in); err == nil || !errors.Is(err, api.ErrBadRequest) {
 			t.Errorf("ScheduleExpression(%q) = %q, %v; want a bad request", in, got, err)
 		}
+	}
+}
+
+// TestAtIsBoundedByTheAPIsClock: how far ahead a schedule's "at" may be is measured from the
+// API's Clock, not the wall clock: with the clock stopped in 2040, a run at mid-2040 is taken
+// and one more than MaxDelay after the clock is refused, whatever today's date.
+func TestAtIsBoundedByTheAPIsClock(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC)
+	f := newFixture(t, func(c *api.Config) { c.Clock = clock.NewStopped(now) })
+	f.ok(t, `{"action":"schedule","spider":"demo","at":"2040-06-01T00:00:00Z"}`)
+	late := now.Add(api.MaxDelay + time.Hour).Format(time.RFC3339)
+	if out := f.call(t, `{"action":"schedule","spider":"demo","at":"`+late+`"}`); out["status"] != "error" ||
+		!strings.Contains(fmt.Sprint(out["message"]), "ahead") {
+		t.Fatalf("at %s with the clock at %s: %v, want an error saying it is too far ahead", late, now, out)
 	}
 }

@@ -24,10 +24,7 @@ var exempt = map[string]string{
 
 // notYet are the packages still reading the wall clock directly, to convert and then drop
 // from this list.
-var notYet = map[string]bool{
-	// Request validation bounds "at" by the wall clock: Decode takes no clock yet.
-	"api": true,
-}
+var notYet = map[string]bool{}
 
 // wallReads are the time package's functions that read the wall clock.
 var wallReads = map[string]bool{"Now": true, "Since": true, "Until": true}

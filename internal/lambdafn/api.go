@@ -18,7 +18,7 @@ import (
 // and a poke of the dispatch function after each schedule through invoker (nil: no poke).
 func (d *Deps) APIConfig(invoker dispatch.Invoker) api.Config {
 	c := api.Config{Crawler: d.Control.Crawler, Queue: d.Control.Queue, Spiders: d.Spiders, Logger: d.Logger,
-		ScheduleGroup: d.Config.API.ScheduleGroup, TargetARN: d.Config.API.APIFunctionARN, RoleARN: d.Config.API.SchedulerRoleARN}
+		ScheduleGroup: d.Config.API.ScheduleGroup, TargetARN: d.Config.API.APIFunctionARN, RoleARN: d.Config.API.SchedulerRoleARN, Clock: d.Clock}
 	if c.TargetARN != "" && c.RoleARN != "" {
 		c.Scheduler = scheduler.NewFromConfig(d.AWS)
 	}
