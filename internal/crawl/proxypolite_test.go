@@ -75,16 +75,19 @@ items:
 
 // Politeness per proxy as well as per target host: with proxy_concurrency 1, pages of two hosts
 // (4 in flight allowed to each) never overlap through the one proxy; with proxy_delay, each
-// request through it starts at least the delay after the previous answer, measured at the sites.
+// request through it starts at least the delay after the previous answer, measured at the sites;
+// the sites' robots.txt fetches included, for a spider that obeys it.
 func TestPolitenessPerProxy(t *testing.T) {
 	t.Parallel()
 	const pages = 4
 	for _, tc := range []struct {
 		name, settings string
 		delay          time.Duration
+		robots         bool
 	}{
-		{"concurrency", "proxy_concurrency: 1", 0},
-		{"delay", "proxy_delay: 150ms", 150 * time.Millisecond},
+		{"concurrency", "proxy_concurrency: 1", 0, false},
+		{"delay", "proxy_delay: 150ms", 150 * time.Millisecond, false},
+		{"robots", "proxy_delay: 150ms", 150 * time.Millisecond, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -92,6 +95,9 @@ func TestPolitenessPerProxy(t *testing.T) {
 			base, other := twoSites(t, &a, pages)
 			px := proxytest.NewHTTP(t, proxytest.HTTPOptions{})
 			spec := fmt.Sprintf(politeSpec, px.URL, tc.settings)
+			if tc.robots {
+				spec = strings.Replace(spec, "obey_robots: false", "obey_robots: true", 1)
+			}
 			pool := dbtest.Pool(t)
 			n, _ := startNode(t, pool, node.Config{Spiders: registry(t, spec), Workers: 1, Worker: queue.WorkerConfig{Concurrency: 8}})
 			s, err := n.Crawler.Schedule(context.Background(), crawl.ScheduleParams{Spider: "polite", Args: map[string]string{"base_url": base}})
@@ -108,6 +114,9 @@ func TestPolitenessPerProxy(t *testing.T) {
 			}
 			a.mu.Lock()
 			defer a.mu.Unlock()
+			if tc.robots && len(a.starts) != 2*pages+3 {
+				t.Errorf("%d requests, want %d: the pages and both sites' robots.txt", len(a.starts), 2*pages+3)
+			}
 			if a.maxIn != 1 {
 				t.Errorf("%d requests in flight at once through the one proxy, want 1", a.maxIn)
 			}

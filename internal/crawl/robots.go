@@ -27,7 +27,7 @@ func (c *Crawler) obeyRobots(ctx context.Context, p *pageJob) error {
 	if !p.s.ObeyRobots {
 		return nil
 	}
-	pol, wait, err := c.policy(ctx, p.ri, p.fetcher, p.a.URL)
+	pol, wait, err := c.policy(ctx, p.ri, p.fetcher, p.v, p.a.URL)
 	var rf *robotsFetchError
 	if errors.As(err, &rf) {
 		if perr, ok := c.proxyFailed(ctx, p.job, p.ri, p.v, rf.err); ok {
@@ -49,8 +49,8 @@ func (c *Crawler) obeyRobots(ctx context.Context, p *pageJob) error {
 
 // policy returns the robots.txt policy for pageURL's site in this run: from this process's cache,
 // else from Postgres, else by fetching it — once per site per run, by whichever worker claims it
-// (the others wait: a positive duration).
-func (c *Crawler) policy(ctx context.Context, ri *runInfo, f *fetch.Fetcher, pageURL string) (*robots.Policy, time.Duration, error) {
+// (the others wait: a positive duration). f goes through v, the page's proxy (nil: direct).
+func (c *Crawler) policy(ctx context.Context, ri *runInfo, f *fetch.Fetcher, v *via, pageURL string) (*robots.Policy, time.Duration, error) {
 	origin, err := robots.RobotsURL(pageURL)
 	if err != nil {
 		return nil, 0, nil // the fetch will report the bad URL
@@ -59,7 +59,7 @@ func (c *Crawler) policy(ctx context.Context, ri *runInfo, f *fetch.Fetcher, pag
 	if !claimed {
 		return p, wait, err
 	}
-	return c.fetchRobots(ctx, ri, f, origin, urlx.Host(pageURL))
+	return c.fetchRobots(ctx, ri, f, v, origin, urlx.Host(pageURL))
 }
 
 // knownPolicy returns origin's policy as this process or Postgres knows it, or how long to wait
@@ -89,9 +89,10 @@ func (c *Crawler) knownPolicy(ctx context.Context, ri *runInfo, origin string) (
 	return nil, 0, true, nil
 }
 
-// fetchRobots fetches origin's robots.txt under this worker's claim, politely (host's delay),
-// and stores it for every worker; on any failure it gives the claim up.
-func (c *Crawler) fetchRobots(ctx context.Context, ri *runInfo, f *fetch.Fetcher, origin, host string) (*robots.Policy, time.Duration, error) {
+// fetchRobots fetches origin's robots.txt under this worker's claim, politely (its host's delay,
+// and its proxy's slot and delay as any request through v takes), and stores it for every
+// worker; on any failure it gives the claim up.
+func (c *Crawler) fetchRobots(ctx context.Context, ri *runInfo, f *fetch.Fetcher, v *via, origin, host string) (*robots.Policy, time.Duration, error) {
 	unclaim := func() {
 		// A claim left behind goes stale in 60 seconds, when another worker takes it over.
 		if err := c.db.UnclaimRobots(context.WithoutCancel(ctx), dbsqlc.UnclaimRobotsParams{RunID: ri.id, Origin: origin}); err != nil {
@@ -106,6 +107,12 @@ func (c *Crawler) fetchRobots(ctx context.Context, ri *runInfo, f *fetch.Fetcher
 		}
 		defer release()
 	}
+	releaseProxy, err := c.takeProxy(ctx, v, ri.settings)
+	if err != nil { // its proxy is busy: a snooze
+		unclaim()
+		return nil, 0, err
+	}
+	defer releaseProxy()
 	start := c.clk.Now()
 	res, ferr := f.Fetch(ctx, origin)
 	st := 0

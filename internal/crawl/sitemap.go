@@ -60,8 +60,8 @@ func (c *Crawler) sitemapStarts(ctx context.Context, ri *runInfo, reqs []spider.
 
 // robotsSitemaps finishes a robots.txt job: the run's copy of the site's robots.txt (fetched
 // once per run, as for any page) names the sitemaps that become jobs.
-func (c *Crawler) robotsSitemaps(ctx context.Context, job *queue.Job, ri *runInfo, f *fetch.Fetcher, host string, a pageArgs) error {
-	pol, wait, err := c.policy(ctx, ri, f, a.URL)
+func (c *Crawler) robotsSitemaps(ctx context.Context, job *queue.Job, ri *runInfo, f *fetch.Fetcher, v *via, host string, a pageArgs) error {
+	pol, wait, err := c.policy(ctx, ri, f, v, a.URL)
 	var rf *robotsFetchError
 	if errors.As(err, &rf) {
 		return c.fetchFailed(ctx, job, ri, host, rf.err, nil, rf.start)

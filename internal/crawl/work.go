@@ -328,7 +328,7 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 		return err
 	}
 	if p.a.Sitemap == sitemapRobots {
-		return c.robotsSitemaps(ctx, job, ri, p.fetcher, p.host, p.a)
+		return c.robotsSitemaps(ctx, job, ri, p.fetcher, p.v, p.host, p.a)
 	}
 	if p.rv.notDue(c.clk.Now()) {
 		return c.revisitSame(ctx, job, ri, p.a, p.rv, nil)
