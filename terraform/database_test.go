@@ -194,6 +194,11 @@ func checkDatabaseAccess(t *testing.T, plan *tfjson.Plan) {
 		for _, p := range dbGrantProblems(role, string(merged), g, runnerItems) {
 			t.Error(p)
 		}
+		if role == "crawlq-runner-task" {
+			for _, p := range runnerArtifactProblems(string(merged), g.bucketARN, runnerItems) { // artifacts_test.go
+				t.Error(p)
+			}
+		}
 	}
 	if _, ok := docs["crawlq-runner-task"]; !ok {
 		t.Errorf("no policy of the runner task's role in the plan (roles %v)", slices.Sorted(maps.Keys(docs)))
