@@ -69,35 +69,7 @@ func TestReadStatOfThisProcess(t *testing.T) {
 func TestCrawlReportsCPUPerPage(t *testing.T) {
 	needProc(t)
 	const items, per = 30, 7
-	mux := http.NewServeMux()
-	page := func(w http.ResponseWriter, title, body string) {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		fmt.Fprintf(w, "<!doctype html><html><head><title>%s</title></head><body>%s</body></html>", title, body)
-	}
-	mux.HandleFunc("/robots.txt", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "User-agent: *\nAllow: /\n") })
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/" {
-			http.NotFound(w, r)
-			return
-		}
-		page(w, "Catalogue", `<a class="next" href="/list/1">Browse</a>`)
-	})
-	mux.HandleFunc("/list/", func(w http.ResponseWriter, r *http.Request) {
-		n, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/list/"))
-		var b strings.Builder
-		for i := (n-1)*per + 1; i <= n*per && i <= items; i++ {
-			fmt.Fprintf(&b, `<li><a class="item" href="/item/%d">Item %d</a></li>`, i, i)
-		}
-		if n*per < items {
-			fmt.Fprintf(&b, `<a class="next" href="/list/%d">Next</a>`, n+1)
-		}
-		page(w, "Listing", b.String())
-	})
-	mux.HandleFunc("/item/", func(w http.ResponseWriter, r *http.Request) {
-		n := strings.TrimPrefix(r.URL.Path, "/item/")
-		page(w, "Item "+n, `<div class="product"><h1 class="title">Item `+n+`</h1><p class="price">1.00</p></div>`)
-	})
-	site := httptest.NewServer(mux)
+	site := httptest.NewServer(catalogue(items, per))
 	defer site.Close()
 	url := dbtest.URL(t)
 	t.Cleanup(func() {
@@ -152,4 +124,38 @@ func TestCrawlBrowserReportsChromiumCPU(t *testing.T) {
 	if !want.MatchString(out.String()) {
 		t.Fatalf("output %q does not match %s", out.String(), want)
 	}
+}
+
+// catalogue is a site shaped like ../shared/bench/site: a home page linking the first listing
+// page, listing pages of per item links each chained by a next link, and an item page per item.
+func catalogue(items, per int) http.Handler {
+	mux := http.NewServeMux()
+	page := func(w http.ResponseWriter, title, body string) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprintf(w, "<!doctype html><html><head><title>%s</title></head><body>%s</body></html>", title, body)
+	}
+	mux.HandleFunc("/robots.txt", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "User-agent: *\nAllow: /\n") })
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		page(w, "Catalogue", `<a class="next" href="/list/1">Browse</a>`)
+	})
+	mux.HandleFunc("/list/", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/list/"))
+		var b strings.Builder
+		for i := (n-1)*per + 1; i <= n*per && i <= items; i++ {
+			fmt.Fprintf(&b, `<li><a class="item" href="/item/%d">Item %d</a></li>`, i, i)
+		}
+		if n*per < items {
+			fmt.Fprintf(&b, `<a class="next" href="/list/%d">Next</a>`, n+1)
+		}
+		page(w, "Listing", b.String())
+	})
+	mux.HandleFunc("/item/", func(w http.ResponseWriter, r *http.Request) {
+		n := strings.TrimPrefix(r.URL.Path, "/item/")
+		page(w, "Item "+n, `<div class="product"><h1 class="title">Item `+n+`</h1><p class="price">1.00</p></div>`)
+	})
+	return mux
 }

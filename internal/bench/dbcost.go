@@ -136,7 +136,12 @@ FROM pg_stat_database WHERE datname = current_database()`).Scan(&r.lsn, &r.xacts
 	if err != nil {
 		return r, fmt.Errorf("bench: read counters: %w", err)
 	}
-	err = m.admin.QueryRow(ctx, `SELECT COALESCE(sum(n_tup_ins + n_tup_upd + n_tup_del), 0)::bigint FROM pg_stat_user_tables WHERE schemaname = $1`,
+	// A table's TOAST rows count with it: a value over ~2 KB (a set of items) is written as rows
+	// of its TOAST table, in schema pg_toast.
+	err = m.admin.QueryRow(ctx, `
+SELECT COALESCE(sum(n_tup_ins + n_tup_upd + n_tup_del), 0)::bigint FROM pg_stat_all_tables
+WHERE schemaname = $1
+   OR relid IN (SELECT c.reltoastrelid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1)`,
 		m.schema).Scan(&r.schemaRows)
 	if err != nil {
 		return r, fmt.Errorf("bench: read table counters: %w", err)
@@ -156,8 +161,8 @@ FROM `+m.pss+` WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current
 type Cost struct {
 	Units                        int64
 	Statements, RoundTrips, Rows float64
-	// SchemaRows is Rows counted on the bench schema's tables only: on a database others write
-	// to meanwhile (a shared test server), Rows counts their writes too.
+	// SchemaRows is Rows counted on the bench schema's tables (and their TOAST tables) only: on
+	// a database others write to meanwhile (a shared test server), Rows counts their writes too.
 	SchemaRows             float64
 	WALBytes, Transactions float64
 	StatementSource        string  // "pg_stat_statements" or "client"

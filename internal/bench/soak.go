@@ -58,7 +58,7 @@ type SoakReport struct {
 	Runs        int     // runs finished so far
 	Tables      []TableSize
 	Total       int64 // bytes of every crawlq table and index
-	// Queue is Total without crawlq_item: the items are what a crawl is for and stay until their
+	// Queue is Total without crawlq_item_set: the items are what a crawl is for and stay until their
 	// runs are deleted; everything else is what maintenance must keep bounded.
 	Queue      int64
 	OldestXact time.Duration // the oldest open transaction in the cluster (0: none)
@@ -284,7 +284,7 @@ ORDER BY c.relname`, schema)
 		}
 		r.Tables = append(r.Tables, t)
 		r.Total += t.Heap + t.Index
-		if t.Name != "crawlq_item" {
+		if t.Name != "crawlq_item_set" {
 			r.Queue += t.Heap + t.Index
 		}
 	}

@@ -1,27 +1,32 @@
 -- Every query on crawlq_item: the items of the Postgres sink (internal/items writes and lists
--- them; internal/events reads a finished run's items to judge it). The table is in
--- internal/migrate/migrations/0003_items.sql; its primary key (run_id, key) serves every read
--- as a range scan of one run. Table names are not schema-qualified: the connection's search_path
+-- them; internal/events reads a finished run's items to judge it). Items are stored a batch to a
+-- row in crawlq_item_set, and crawlq_item is the view of them one item a row, the first written of
+-- each (run_id, key) (internal/migrate/migrations/0020_item_sets.sql). Every read is a range of
+-- the sets' primary key (run_id, id), the run's items expanded and, for an order or a count,
+-- sorted or hashed by key. Table names are not schema-qualified: the connection's search_path
 -- picks the schema.
 
 -- name: InsertItems :exec
 -- Writes one batch in one round trip: the batch travels as five parallel arrays, unnest zips
 -- them back into rows, and ON CONFLICT DO NOTHING makes a re-sent item (a retried page, or a
--- retried sink write whose reply was lost) a no-op. The first write of a key wins; a duplicate
--- key inside one batch is also just skipped. Data is sent as text and cast there, so the driver
--- needs no jsonb array codec and Postgres validates each document once. Index: the primary key
--- (the conflict target). The INSERT is in the PL/pgSQL function crawlq_insert_items (migration
--- 0010: every batch of pages runs it, and a function's plan is made once per session).
+-- retried sink write whose reply was lost) a no-op for readers: the view shows the first write of
+-- a key; a duplicate key inside one batch is also just hidden. Data is sent as text and cast
+-- there, so the driver needs no jsonb array codec and Postgres validates each document once. One
+-- row per run and spider in the batch, no index but the sets' primary key. The INSERT is in the
+-- PL/pgSQL function crawlq_insert_items (migrations 0010 and 0020: every batch of pages runs it,
+-- and a function's plan is made once per session).
 SELECT crawlq_insert_items(sqlc.arg(run_ids)::bigint[], sqlc.arg(keys)::text[], sqlc.arg(spiders)::text[],
                            sqlc.arg(urls)::text[], sqlc.arg(data)::text[]);
 
 -- name: CountRunItems :one
--- Counts one run's items. Index: the primary key, a range scan.
-SELECT count(*) FROM crawlq_item WHERE run_id = @run_id;
+-- Counts one run's items: its distinct keys, hashed from the keys of its sets alone (the view
+-- would sort every item with its data). Index: the sets' primary key, a range scan.
+SELECT count(*) FROM (SELECT DISTINCT k.key FROM crawlq_item_set s CROSS JOIN LATERAL unnest(s.keys) AS k(key)
+                      WHERE s.run_id = @run_id) d;
 
 -- name: ListRunItems :many
--- The first items of a run in key order, which the primary key serves without a sort; keyset
--- pagination can follow with key > the last.
+-- The first items of a run in key order (a sort of the run's items); keyset pagination can
+-- follow with key > the last.
 SELECT run_id, spider, key, url, data FROM crawlq_item
 WHERE run_id = @run_id
 ORDER BY key
@@ -46,9 +51,17 @@ GROUP BY f.name;
 
 -- name: ListRunItemsAfter :many
 -- A page of a run's items in key order after a key ("" for the first page): keyset pagination,
--- so reading every item of a large run holds one page at a time (the Scrapyd /items/ answer,
--- crawlq items). Index: the primary key, a range scan from the key.
+-- so reading every item of a large run holds one page at a time (crawlq items). Each page sorts
+-- the run's items after the key; ListAllRunItems reads a whole run with one sort.
 SELECT key, url, data FROM crawlq_item
 WHERE run_id = @run_id AND key > sqlc.arg(after)::text
 ORDER BY key
 LIMIT sqlc.arg(max_items)::int;
+
+-- name: ListAllRunItems :many
+-- Every item of a run in key order, for a caller that streams the rows (items.PostgresReader,
+-- the Scrapyd /items/ answer, through dbsqlc.Each): one sort of the run's items, where reading it
+-- page by page would sort what is left of it once a page.
+SELECT key, url, data FROM crawlq_item
+WHERE run_id = @run_id
+ORDER BY key;

@@ -130,6 +130,16 @@ type CrawlqItemChange struct {
 	Url    string
 }
 
+type CrawlqItemSet struct {
+	RunID     int64
+	ID        int64
+	Spider    string
+	Keys      []string
+	Urls      []string
+	Data      [][]byte
+	CreatedAt time.Time
+}
+
 type CrawlqJob struct {
 	ID              int64
 	Queue           string

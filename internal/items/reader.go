@@ -11,7 +11,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"crawlq/internal/dbsqlc"
 )
 
 // Reader writes every item of a run as JSON Lines (each item's data, one per line): what a
@@ -22,38 +25,40 @@ type Reader interface {
 	WriteRun(ctx context.Context, w io.Writer, run int64) (int, error)
 }
 
-// readPage is how many items one read holds in memory.
-const readPage = 1000
-
-// PostgresReader reads the Postgres sink's items, a page at a time in key order: memory is one
-// page whatever the run's size.
+// PostgresReader reads the Postgres sink's items in key order with one statement whose rows are
+// streamed: memory is one row whatever the run's size, and the run's items are sorted once (they
+// are stored a batch to a row, so a page of a keyset read would sort what is left of the run).
 type PostgresReader struct{ Pool *pgxpool.Pool }
+
+// writeBuffer is how many bytes of items are written to w at once.
+const writeBuffer = 64 << 10
 
 // WriteRun implements Reader.
 func (r PostgresReader) WriteRun(ctx context.Context, w io.Writer, run int64) (int, error) {
-	after, sent := "", 0
-	var buf []byte
-	for {
-		its, err := ListItemsAfter(ctx, r.Pool, run, after, readPage)
-		if err != nil {
-			return sent, err
+	sent := 0
+	bw := bufio.NewWriterSize(w, writeBuffer)
+	var key, url string
+	var data []byte
+	err := dbsqlc.Each(ctx, r.Pool, (*dbsqlc.Queries).ListAllRunItems, run, func(rows pgx.Rows) error {
+		if err := rows.Scan(&key, &url, &data); err != nil {
+			return err
 		}
-		buf = buf[:0]
-		for _, it := range its {
-			buf = append(buf, it.Data...)
-			buf = append(buf, '\n')
+		if _, err := bw.Write(data); err != nil {
+			return fmt.Errorf("write items of run %d: %w", run, err)
 		}
-		if len(buf) > 0 {
-			if _, err := w.Write(buf); err != nil {
-				return sent, fmt.Errorf("write items of run %d: %w", run, err)
-			}
+		if err := bw.WriteByte('\n'); err != nil {
+			return fmt.Errorf("write items of run %d: %w", run, err)
 		}
-		sent += len(its)
-		if len(its) < readPage {
-			return sent, nil
-		}
-		after = its[len(its)-1].Key
+		sent++
+		return nil
+	})
+	if err != nil {
+		return sent, fmt.Errorf("read items of run %d: %w", run, err)
 	}
+	if err := bw.Flush(); err != nil {
+		return sent, fmt.Errorf("write items of run %d: %w", run, err)
+	}
+	return sent, nil
 }
 
 // S3Reader reads what an S3Sink with the same bucket and prefix wrote: a run's objects in
