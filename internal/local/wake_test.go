@@ -321,16 +321,14 @@ func TestCLIPokesTheDispatchFunction(t *testing.T) {
 		}
 		deps.Control.Pipeline.Close(context.Background())
 	})
-	// The AWS SDK reads these from the process environment, as on an operator's machine.
-	t.Setenv("AWS_ENDPOINT_URL", "http://"+ln.Addr().String())
-	t.Setenv("AWS_ACCESS_KEY_ID", "testing")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "testing")
-	t.Setenv("AWS_REGION", "us-east-1")
+	// The CLI reads the AWS variables from its environment, as on an operator's machine; the
+	// SDK's shared files, which it reads itself, are none.
 	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
 
 	t0 := time.Now()
-	out := crawlqCLIEnv(t, map[string]string{"DATABASE_URL": url, "CRAWLQ_DISPATCH_FUNCTION": "crawlq-dispatch"},
+	out := crawlqCLIEnv(t, map[string]string{"DATABASE_URL": url, "CRAWLQ_DISPATCH_FUNCTION": "crawlq-dispatch",
+		"AWS_ENDPOINT_URL": "http://" + ln.Addr().String(), "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"},
 		"schedule", "--spider", "demo", "--arg", "base_url=http://127.0.0.1:9")
 	id, err := strconv.ParseInt(out, 10, 64)
 	if err != nil {
