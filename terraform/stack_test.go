@@ -88,13 +88,17 @@ func newStack(t *testing.T) *stack {
 		}
 		// The log is closed by now; terraform's output goes nowhere (a closed writer would
 		// fill its pipe and stall it).
+		// Bounded: a failed test prints its failure (and the tail of terraform's output) only
+		// once its cleanups return, so one that hung here would lose it to the test timeout.
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
 		unprotect := s.base
 		unprotect.Stdout = nil
 		unprotect.Vars = maps.Clone(s.base.Vars)
 		unprotect.Vars["db_deletion_protection"] = "false"
-		_, _ = unprotect.Apply(context.Background())
+		_, _ = unprotect.Apply(cctx)
 		unprotect.Vars = s.base.Vars
-		_ = unprotect.Destroy(context.Background())
+		_ = unprotect.Destroy(cctx)
 	})
 	return s
 }
