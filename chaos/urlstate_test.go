@@ -27,7 +27,8 @@ import (
 // 5,000-item demo site three times with 3 `crawlq worker` processes: its first run while a random
 // worker is SIGKILLed about every second, a second after the site changed 5% of its items and
 // deleted 1% with PostgreSQL crashed (immediate stop) and restarted mid-run, and a third of the
-// unchanged site under SIGKILLs again. A page's state, its items' changes and their counts commit
+// unchanged site under SIGKILLs again (walked: the pages behind each 304 asked within its job, so
+// workers die mid-walk). A page's state, its items' changes and their counts commit
 // with the page, so each run's changes are exact (no URL's state lost, none counted twice), and
 // the state holds exactly the live items.
 func urlStateChaos(t *testing.T, bin string, sum *summary) {
@@ -102,9 +103,20 @@ func urlStateChaos(t *testing.T, bin string, sum *summary) {
 	stop = startKiller(t, ws)
 	third := check(run(), urlstate.Counts{Unchanged: int(live)}, nil, nil)
 	kills3 := stop()
-	sum.add("url state: the 5,000-item demo site recrawled with revisit: changed_only by 3 `crawlq worker` processes: first run under %d SIGKILLs (changes %+v), second after 5%% changed and 1%% deleted with PostgreSQL stopped -m immediate mid-run (down %s; changes %+v), third of the unchanged site under %d SIGKILLs (changes %+v, %d of %d pages 304); each run's changes exact, its changed and gone keys the site's, the state's items the %d live ones, no duplicate change",
+	// The unchanged site is walked: the pages behind a 304 are asked within its job, and a worker
+	// killed mid-walk commits none of it, so its page, retried, walks again; each page still
+	// counts once (all 304s), and few pages are jobs.
+	var jobs int64
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM crawlq_job WHERE parent_id = $1 AND kind = $2`, third.ID, crawl.KindPage).Scan(&jobs); err != nil {
+		t.Fatal(err)
+	}
+	if nm := third.Stats.ErrorsByKind["not_modified"]; nm != third.Stats.Pages || third.Stats.Pages != live+(first.Stats.Pages-5000) || jobs*5 > third.Stats.Pages {
+		t.Errorf("third run: %d pages (%d of them 304) in %d page jobs; want the %d live pages, each a 304 counted once, most walked (not a job each)",
+			third.Stats.Pages, nm, jobs, live+(first.Stats.Pages-5000))
+	}
+	sum.add("url state: the 5,000-item demo site recrawled with revisit: changed_only by 3 `crawlq worker` processes: first run under %d SIGKILLs (changes %+v), second after 5%% changed and 1%% deleted with PostgreSQL stopped -m immediate mid-run (down %s; changes %+v), third of the unchanged site under %d SIGKILLs (changes %+v, %d of %d pages 304, %d page jobs: the rest walked); each run's changes exact, its changed and gone keys the site's, the state's items the %d live ones, no duplicate change",
 		kills1, *first.Stats.Changes, down.Round(10*time.Millisecond), *second.Stats.Changes, kills3, *third.Stats.Changes,
-		third.Stats.ErrorsByKind["not_modified"], third.Stats.Pages, live)
+		third.Stats.ErrorsByKind["not_modified"], third.Stats.Pages, jobs, live)
 }
 
 // revisitDemo is spiders/demo.yaml as demo_revisit with revisit: changed_only and no monitors

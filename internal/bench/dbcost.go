@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -28,8 +29,9 @@ import (
 // The server's per-database counters reach pg_stat_database when a backend ends or idles, so the
 // work's pool is closed, and its backends gone, before the second reading.
 
-// appName marks the connections whose work is measured.
-const appName = "crawlq-bench-work"
+// appName marks the connections whose work is measured: this process's own, so a bench (or a
+// bench test) running at the same time on the same server is neither waited for nor measured.
+var appName = fmt.Sprintf("crawlq-bench-work-%d", os.Getpid())
 
 // Counter is a pgx tracer counting round trips and statements.
 type Counter struct {

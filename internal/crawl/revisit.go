@@ -18,7 +18,8 @@ import (
 // Revisits: a spider whose spec says revisit changed_only or adaptive keeps URL state across its
 // runs (internal/urlstate). Its pages ask with the last answer's validators; a page that answers
 // 304, or the same body as last time, is not parsed and emits nothing, and the links it yielded
-// last time are followed, so the run still reaches everything behind it. A changed page emits its
+// last time are followed, so the run still reaches everything behind it (asked within its own
+// job where it can: walk.go). A changed page emits its
 // new and changed items only. Every page records its new state, and its items' changes, in the
 // transaction that finishes it (queueStates; a page as it was rewrites only its run, times and
 // validators), so a page redone after a crash sees the state it
@@ -45,6 +46,13 @@ func (c *Crawler) revisitLoad(ctx context.Context, ri *runInfo, a pageArgs) (*re
 	}
 	rv.prev = prev
 	return rv, nil
+}
+
+// reached reports whether the page's URL was reached already in run: a walk within another page's
+// job recorded it (walk.go), so this job has nothing to do. A page's own record commits with its
+// job, so a retried job never finds its own.
+func (rv *revisit) reached(run int64) bool {
+	return rv != nil && rv.prev != nil && rv.prev.RunID == run
 }
 
 // notDue reports whether an adaptive page is not due yet: it is not requested at all.
@@ -107,27 +115,15 @@ func (rv *revisit) interval(changed bool) time.Duration {
 // items counted unchanged.
 func (c *Crawler) revisitSame(ctx context.Context, job *queue.Job, ri *runInfo, a pageArgs, rv *revisit, res *fetch.Result) error {
 	prev := rv.prev
-	p := rv.page(ri.id, res != nil)
-	p.Same = true // its links and items stay as stored
-	p.ETag, p.LastModified = prev.ETag, prev.LastModified
-	p.Counts.Unchanged = len(prev.Items)
-	p.Interval = prev.Interval
+	p, kind := rv.same(ri.id, res)
 	// A page not due counts as a page of the run (it was reached, its items are there), and
-	// not_due says how many were not requested.
-	o := outcome{pages: 1, kind: "not_due", state: p}
+	// not_due says how many were not requested. The page's outcome is counted with its record,
+	// only if that claims the URL for the run (a walk in another job may have reached it too).
+	p.Kind = kind
 	if res != nil {
-		o = outcome{pages: 1, bytes: res.Bytes, kind: "not_modified", state: p}
-		if res.Status == http.StatusOK {
-			o.kind = "unchanged_body"
-		}
-		if e := res.Header.Get("ETag"); e != "" {
-			p.ETag = e
-		}
-		if lm := res.Header.Get("Last-Modified"); lm != "" {
-			p.LastModified = lm
-		}
-		p.Interval = rv.interval(false)
+		p.Bytes = res.Bytes
 	}
+	o := outcome{state: p}
 	var reqs []spider.Request
 	if ri.settings.MaxDepth == 0 || a.Depth+1 <= ri.settings.MaxDepth {
 		reqs = make([]spider.Request, len(prev.Links))
@@ -136,14 +132,49 @@ func (c *Crawler) revisitSame(ctx context.Context, job *queue.Job, ri *runInfo, 
 		}
 	}
 	follow := toPages(reqs)
-	if res != nil {
+	switch {
+	case canWalk(ri.settings):
+		// The pages behind it are asked here, not as jobs of their own (walk.go).
+		w := c.walkFrom(ctx, ri, a.URL, follow)
+		o.walked, follow = w.pages, w.follow
+		err := c.finishPage(ctx, job, ri, o, follow)
+		if !errors.Is(err, queue.ErrCompleted) {
+			c.seen.remove(w.marked) // not recorded: they are to be reached again
+		}
+		return err
+	case res != nil:
 		follow = follows(a, res, reqs) // a session keeps the cookies of the answer
-	} else {
+	default:
 		for i := range follow {
 			follow[i].Session = a.Session
 		}
 	}
 	return c.finishPage(ctx, job, ri, o, follow)
+}
+
+// same is the record of a page that is as it was (res: its 304 or same-body answer; nil: an
+// adaptive page not due, not requested), its links and items kept, and its outcome's kind.
+func (rv *revisit) same(runID int64, res *fetch.Result) (*urlstate.Page, string) {
+	prev := rv.prev
+	p := rv.page(runID, res != nil)
+	p.Same = true // its links and items stay as stored
+	p.ETag, p.LastModified, p.Interval = prev.ETag, prev.LastModified, prev.Interval
+	p.Counts.Unchanged = len(prev.Items)
+	if res == nil {
+		return p, "not_due"
+	}
+	kind := "not_modified"
+	if res.Status == http.StatusOK {
+		kind = "unchanged_body"
+	}
+	if e := res.Header.Get("ETag"); e != "" {
+		p.ETag = e
+	}
+	if lm := res.Header.Get("Last-Modified"); lm != "" {
+		p.LastModified = lm
+	}
+	p.Interval = rv.interval(false)
+	return p, kind
 }
 
 // revisitChanged compares a parsed page's items with its state: it returns the items to emit
@@ -201,6 +232,9 @@ func queueStates(tx *queue.Tx, batch []*finishReq) error {
 	for _, r := range batch {
 		if r.o.state != nil {
 			b.Add(r.o.state)
+		}
+		for _, p := range r.o.walked {
+			b.Add(p)
 		}
 	}
 	if b.Len() == 0 {

@@ -82,6 +82,12 @@ func TestChangedOnlyRecrawlsOnlyWhatChanged(t *testing.T) {
 		t.Errorf("second run: %d pages, %d of them 304; want all %d", second.Stats.Pages, nm, first.Stats.Pages)
 	}
 
+	// The pages behind an unchanged page are asked within its job (a walk): few are jobs.
+	jobs, walked := pageJobs(t, pool, second.ID), second.Stats.ErrorsByKind["walked"]
+	if jobs*10 > second.Stats.Pages || walked+jobs < second.Stats.Pages {
+		t.Errorf("second run: %d page jobs and %d pages walked for %d pages; want the unchanged pages walked, not a job each", jobs, walked, second.Stats.Pages)
+	}
+
 	ch := site.Advance()
 	third := runDemo(t, n, base)
 	if c, want := *third.Stats.Changes, (urlstate.Counts{Changed: 50, Unchanged: 940, Gone: 10}); c != want {
@@ -96,6 +102,16 @@ func TestChangedOnlyRecrawlsOnlyWhatChanged(t *testing.T) {
 	if third.Stats.Items != 50 {
 		t.Errorf("third run emitted %d items; want the 50 changed", third.Stats.Items)
 	}
+}
+
+// pageJobs counts the page jobs of a run.
+func pageJobs(t *testing.T, pool *pgxpool.Pool, run int64) int64 {
+	t.Helper()
+	var n int64
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM crawlq_job WHERE parent_id = $1 AND kind = $2`, run, crawl.KindPage).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func head(s []string) []string { return s[:min(3, len(s))] }

@@ -224,7 +224,8 @@ type outcome struct {
 	pages, items, errors, retries, n int
 	bytes                            int64
 	kind                             string
-	state                            *urlstate.Page // the page's URL state, when its spider keeps one (revisit.go)
+	state                            *urlstate.Page   // the page's URL state, when its spider keeps one (revisit.go)
+	walked                           []*urlstate.Page // the pages it walked (walk.go), recorded with it
 }
 
 // workPage fetches, parses and stores one page.
@@ -329,6 +330,9 @@ func (c *Crawler) crawlPage(ctx context.Context, job *queue.Job, ri *runInfo, a 
 	}
 	if p.a.Sitemap == sitemapRobots {
 		return c.robotsSitemaps(ctx, job, ri, p.fetcher, p.v, p.host, p.a)
+	}
+	if p.rv.reached(ri.id) {
+		return c.finishPage(ctx, job, ri, outcome{kind: "walked_already"}, nil)
 	}
 	if p.rv.notDue(c.clk.Now()) {
 		return c.revisitSame(ctx, job, ri, p.a, p.rv, nil)

@@ -18,21 +18,28 @@ CROSS JOIN LATERAL (
 
 -- name: RecordURLStates :exec
 -- Records, in the transaction that finishes a batch of pages, what each page saw (states), the
--- items it found new, changed or gone (changes) and the counts of each (counts, added to the
--- runs' stats as kinds items_new, items_changed, items_unchanged, items_gone). A page found as it
--- was (touches: a 304, the same body, an adaptive page not due) rewrites only what moves (the
--- run, the times, the validators), not its links and items. Each argument is a JSON array, so one
--- statement carries any batch (the CTEs run to completion though nothing reads them). Index: the
--- primary keys (the conflict targets, the touches' join).
+-- items it found new, changed or gone (changes) and the counts of each (added to the runs' stats
+-- as kinds items_new, items_changed, items_unchanged, items_gone). A page found as it was
+-- (touches: a 304, the same body, an adaptive page not due) rewrites only what moves (the run,
+-- the times, the validators), not its links and items. Each record claims its URL for its run:
+-- a URL some run already recorded this run (another page's job handled it within its own, or
+-- the other way round, at the same moment) is not written again, and only the records written
+-- count their items, their changes and, for a touch with a kind, its page outcome (and, for a
+-- page walked within another's job, a count of kind walked); so a URL reached twice in a run
+-- counts once. runs lists the batch's
+-- runs: each gets its items_unchanged row, 0 or not, which marks a run that counts changes.
+-- Each argument is a JSON array, so one statement carries any batch (the CTEs run to completion
+-- though nothing reads some). Index: the primary keys (the conflict targets, the touches' join).
 WITH t AS (
     UPDATE crawlq_url_state u
     SET run_id = x.run_id, fetched_at = CASE WHEN x.fetched THEN now() ELSE u.fetched_at END,
         keep_until = now() + make_interval(secs => x.keep_s), etag = x.etag,
         last_modified = x.last_modified, interval_s = x.interval_s
     FROM jsonb_to_recordset(sqlc.arg(touches)::text::jsonb) AS x(spider text, line text, url text, run_id bigint,
-         fetched boolean, keep_s double precision, etag text, last_modified text, interval_s integer)
-    WHERE u.spider = x.spider AND u.line = x.line AND u.url = x.url
-    RETURNING 1
+         fetched boolean, keep_s double precision, etag text, last_modified text, interval_s integer,
+         unchanged integer, kind text, bytes bigint)
+    WHERE u.spider = x.spider AND u.line = x.line AND u.url = x.url AND u.run_id <> x.run_id
+    RETURNING u.spider, u.line, u.url, u.run_id
 ), s AS (
     INSERT INTO crawlq_url_state (spider, line, url, run_id, fetched_at, keep_until, status, etag,
                                   last_modified, body_hash, links, items, interval_s)
@@ -48,18 +55,46 @@ WITH t AS (
         status = EXCLUDED.status, etag = EXCLUDED.etag, last_modified = EXCLUDED.last_modified,
         body_hash = EXCLUDED.body_hash, links = EXCLUDED.links, items = EXCLUDED.items,
         interval_s = EXCLUDED.interval_s
-    RETURNING 1
+    WHERE crawlq_url_state.run_id <> EXCLUDED.run_id
+    RETURNING crawlq_url_state.spider, crawlq_url_state.line, crawlq_url_state.url, crawlq_url_state.run_id
+), tc AS (
+    -- The touches written, with what each adds to its run's stats.
+    SELECT (e.v->>'run_id')::bigint AS run_id, e.v->>'url' AS url, (e.v->>'unchanged')::int AS unchanged,
+           e.v->>'kind' AS kind, (e.v->>'bytes')::bigint AS bytes, (e.v->>'walked')::boolean AS walked
+    FROM jsonb_array_elements(sqlc.arg(touches)::text::jsonb) AS e(v)
+    WHERE EXISTS (SELECT 1 FROM t WHERE t.spider = e.v->>'spider' AND t.line = e.v->>'line' AND t.url = e.v->>'url')
+), claimed AS (
+    SELECT tc.run_id, tc.url, tc.unchanged AS n_unchanged, 0 AS n_new, 0 AS n_changed, 0 AS n_gone FROM tc
+    UNION ALL
+    SELECT (e.v->>'run_id')::bigint, e.v->>'url', (e.v->>'n_unchanged')::int, (e.v->>'n_new')::int,
+           (e.v->>'n_changed')::int, (e.v->>'n_gone')::int
+    FROM jsonb_array_elements(sqlc.arg(states)::text::jsonb) AS e(v)
+    WHERE EXISTS (SELECT 1 FROM s WHERE s.spider = e.v->>'spider' AND s.line = e.v->>'line' AND s.url = e.v->>'url')
 ), c AS (
     INSERT INTO crawlq_item_change (run_id, key, change, url)
     SELECT y.run_id, y.key, y.change, y.url
     FROM jsonb_to_recordset(sqlc.arg(changes)::text::jsonb) AS y(run_id bigint, key text, change text, url text)
+    WHERE EXISTS (SELECT 1 FROM claimed WHERE claimed.run_id = y.run_id AND claimed.url = y.url)
     ON CONFLICT DO NOTHING
     RETURNING 1
 )
-INSERT INTO crawlq_run_stat (run_id, kind, n)
-SELECT z.run_id, z.kind, z.n
-FROM jsonb_to_recordset(sqlc.arg(counts)::text::jsonb) AS z(run_id bigint, kind text, n integer)
-WHERE z.n > 0 OR z.kind = 'items_unchanged'; -- that one always: it marks a run that counts changes
+INSERT INTO crawlq_run_stat (run_id, pages, bytes, kind, n)
+SELECT r.run_id, 0, 0, k.kind, k.n
+FROM jsonb_array_elements_text(sqlc.arg(runs)::text::jsonb) AS r0(id)
+CROSS JOIN LATERAL (SELECT r0.id::bigint AS run_id) AS r
+CROSS JOIN LATERAL (
+    SELECT coalesce(sum(n_new), 0)::int AS nn, coalesce(sum(n_changed), 0)::int AS nc,
+           coalesce(sum(n_unchanged), 0)::int AS nu, coalesce(sum(n_gone), 0)::int AS ng
+    FROM claimed WHERE claimed.run_id = r.run_id
+) AS m
+CROSS JOIN LATERAL (VALUES ('items_new', m.nn), ('items_changed', m.nc), ('items_unchanged', m.nu), ('items_gone', m.ng)) AS k(kind, n)
+WHERE k.n > 0 OR k.kind = 'items_unchanged' -- that one always: it marks a run that counts changes
+UNION ALL
+SELECT tc.run_id, count(*)::int, sum(tc.bytes)::bigint, tc.kind, count(*)::int
+FROM tc WHERE tc.kind <> '' GROUP BY tc.run_id, tc.kind
+UNION ALL -- and how many of the run's pages were walked, not jobs (kind walked, no page of its own)
+SELECT tc.run_id, 0, 0, 'walked', count(*)::int
+FROM tc WHERE tc.walked GROUP BY tc.run_id;
 
 -- name: SweepGoneItems :one
 -- At the end of a run that reached all it could, the items of the line's URLs no run reached

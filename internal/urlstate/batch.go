@@ -29,20 +29,31 @@ type Page struct {
 	Interval     time.Duration
 	Changes      []Change
 	Counts       Counts
+	// Kind, with Same: the page's outcome (one page of this kind, Bytes) is added to its run's
+	// stats with its record, and only if its record is written (see Batch), so a page found as it
+	// was counts once in a run however many times it was asked. Walked: it was asked inside
+	// another page's job, having no job of its own (internal/crawl's walks; counted as kind
+	// walked too).
+	Kind   string
+	Bytes  int64
+	Walked bool
 }
 
-// Batch gathers the pages that finish in one transaction, for one statement.
+// Batch gathers the pages that finish in one transaction, for one statement. Each record claims
+// its URL for its run: a URL that a run has recorded already is not written again, and its
+// counts, changes and page outcome are not added (so a URL reached twice in a run, by its own
+// job and within another's, counts once).
 type Batch struct {
-	recs    []record
-	changes []changeJSON
-	counts  map[int64]*Counts
-	at      map[Key]int // index in recs: a URL recorded twice in a batch keeps the last
+	recs []record
+	runs map[int64]bool
+	at   map[Key]int // index in recs: a URL recorded twice in a batch keeps the last
 }
 
 // record is what a batch writes of one URL: its state, or a touch of a page as it was.
 type record struct {
-	state *stateJSON
-	touch *touchJSON
+	state   *stateJSON
+	touch   *touchJSON
+	changes []changeJSON
 }
 
 type touchJSON struct {
@@ -55,6 +66,10 @@ type touchJSON struct {
 	ETag         string  `json:"etag"`
 	LastModified string  `json:"last_modified"`
 	IntervalS    int64   `json:"interval_s"`
+	Unchanged    int     `json:"unchanged"`
+	Kind         string  `json:"kind"`
+	Bytes        int64   `json:"bytes"`
+	Walked       bool    `json:"walked"`
 }
 
 type stateJSON struct {
@@ -72,6 +87,10 @@ type stateJSON struct {
 	Links        []string          `json:"links"`
 	Items        map[string]string `json:"items"`
 	IntervalS    int64             `json:"interval_s"`
+	New          int               `json:"n_new"`
+	Changed      int               `json:"n_changed"`
+	Unchanged    int               `json:"n_unchanged"`
+	Gone         int               `json:"n_gone"`
 }
 
 type changeJSON struct {
@@ -81,22 +100,16 @@ type changeJSON struct {
 	URL    string `json:"url"`
 }
 
-type countJSON struct {
-	RunID int64  `json:"run_id"`
-	Kind  string `json:"kind"`
-	N     int    `json:"n"`
-}
-
 // Add adds a page to the batch.
 func (b *Batch) Add(p *Page) {
 	if b.at == nil {
-		b.at, b.counts = map[Key]int{}, map[int64]*Counts{}
+		b.at, b.runs = map[Key]int{}, map[int64]bool{}
 	}
 	var r record
 	if p.Same {
 		r.touch = &touchJSON{Spider: p.Key.Spider, Line: p.Key.Line, URL: p.Key.URL, RunID: p.RunID,
 			Fetched: p.Fetched, KeepS: p.Keep.Seconds(), ETag: p.ETag, LastModified: p.LastModified,
-			IntervalS: int64(p.Interval / time.Second)}
+			IntervalS: int64(p.Interval / time.Second), Unchanged: p.Counts.Unchanged, Kind: p.Kind, Bytes: p.Bytes, Walked: p.Walked}
 	} else {
 		links, items := p.Links, p.Items
 		if links == nil {
@@ -107,7 +120,11 @@ func (b *Batch) Add(p *Page) {
 		}
 		r.state = &stateJSON{Spider: p.Key.Spider, Line: p.Key.Line, URL: p.Key.URL, RunID: p.RunID, Fetched: p.Fetched,
 			FetchedAt: p.FetchedAt, KeepS: p.Keep.Seconds(), Status: p.Status, ETag: p.ETag, LastModified: p.LastModified,
-			BodyHash: p.BodyHash, Links: links, Items: items, IntervalS: int64(p.Interval / time.Second)}
+			BodyHash: p.BodyHash, Links: links, Items: items, IntervalS: int64(p.Interval / time.Second),
+			New: p.Counts.New, Changed: p.Counts.Changed, Unchanged: p.Counts.Unchanged, Gone: p.Counts.Gone}
+	}
+	for _, c := range p.Changes {
+		r.changes = append(r.changes, changeJSON{RunID: p.RunID, Key: c.Key, Change: c.Change, URL: p.Key.URL})
 	}
 	if i, ok := b.at[p.Key]; ok {
 		b.recs[i] = r
@@ -115,15 +132,7 @@ func (b *Batch) Add(p *Page) {
 		b.at[p.Key] = len(b.recs)
 		b.recs = append(b.recs, r)
 	}
-	for _, c := range p.Changes {
-		b.changes = append(b.changes, changeJSON{RunID: p.RunID, Key: c.Key, Change: c.Change, URL: p.Key.URL})
-	}
-	n := b.counts[p.RunID]
-	if n == nil {
-		n = &Counts{}
-		b.counts[p.RunID] = n
-	}
-	n.New, n.Changed, n.Unchanged, n.Gone = n.New+p.Counts.New, n.Changed+p.Counts.Changed, n.Unchanged+p.Counts.Unchanged, n.Gone+p.Counts.Gone
+	b.runs[p.RunID] = true
 }
 
 // Len is how many URLs the batch records.
@@ -139,17 +148,14 @@ const (
 
 // Queue queues the batch's one statement on q (the transaction that finishes its pages).
 func (b *Batch) Queue(q dbsqlc.Queuer) error {
-	var counts []countJSON
-	for run, n := range b.counts {
-		counts = append(counts, countJSON{run, KindNew, n.New}, countJSON{run, KindChanged, n.Changed},
-			countJSON{run, KindUnchanged, n.Unchanged}, countJSON{run, KindGone, n.Gone})
+	runs := make([]int64, 0, len(b.runs))
+	for run := range b.runs {
+		runs = append(runs, run)
 	}
-	changes := b.changes
-	if changes == nil {
-		changes = []changeJSON{}
-	}
+	changes := []changeJSON{}
 	sts, tcs := []*stateJSON{}, []*touchJSON{}
 	for _, r := range b.recs {
+		changes = append(changes, r.changes...)
 		if r.touch != nil {
 			tcs = append(tcs, r.touch)
 		} else {
@@ -168,12 +174,12 @@ func (b *Batch) Queue(q dbsqlc.Queuer) error {
 	if err != nil {
 		return fmt.Errorf("record url states: %w", err)
 	}
-	cs, err := json.Marshal(counts)
+	rs, err := json.Marshal(runs)
 	if err != nil {
 		return fmt.Errorf("record url states: %w", err)
 	}
 	// Sent as text and cast there, so the driver needs no jsonb codec (as items are).
-	p := dbsqlc.RecordURLStatesParams{States: string(states), Touches: string(touches), Changes: string(chs), Counts: string(cs)}
+	p := dbsqlc.RecordURLStatesParams{States: string(states), Touches: string(touches), Changes: string(chs), Runs: string(rs)}
 	dbsqlc.QueueExec(q, (*dbsqlc.Queries).RecordURLStates, p)
 	return nil
 }
