@@ -378,92 +378,153 @@ func printRunTable(w io.Writer, runs []view.Run) error {
 // remoteRun is crawlq run ID [--wait] through the api's status: the run as crawlq run prints it
 // (without its events, which the api does not answer), and the same exit statuses.
 func remoteRun(ctx context.Context, c *apiClient, env *Env, fs *flag.FlagSet, pos []string) error {
-	watch := flagBool(fs, "watch")
-	every, err := time.ParseDuration(flagString(fs, "interval"))
-	if err != nil || every < time.Second {
-		return usageErr("--interval must be at least 1s through --api (each refresh invokes the api), got %s", flagString(fs, "interval"))
-	}
-	verdictWait, err := time.ParseDuration(flagString(fs, "verdict-timeout"))
-	if err != nil || verdictWait < 0 {
-		return usageErr("--verdict-timeout must not be negative, got %s", flagString(fs, "verdict-timeout"))
-	}
-	failOn, err := parseFailOn(flagString(fs, "fail-on"))
+	o, err := remoteRunOptions(fs, pos)
 	if err != nil {
 		return err
 	}
-	id, err := parseRunID(pos)
+	p := &runPoller{c: c, id: o.id, every: o.every, watch: o.watch, out: env.Stdout}
+	v, r, err := p.untilFinished(ctx, o.wait)
 	if err != nil {
 		return err
 	}
-	wait := flagBool(fs, "wait") || watch
-	get := func() (view.Run, *crawl.Run, error) {
-		var ans struct {
-			Job apiJob `json:"job"`
-		}
-		if err := c.call(ctx, map[string]any{"action": "status", "job": id}, &ans); err != nil {
-			return view.Run{}, nil, err
-		}
-		v := ans.Job.run()
-		return v, &crawl.Run{ID: v.ID, State: v.State, FinishedAt: v.FinishedAt}, nil
-	}
-	pause := func() error {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(every): // paces the polls: each is a Lambda invocation
-			return nil
-		}
-	}
-	last := ""
-	show := func(v view.Run) {
-		if line := remoteProgress(v); watch && line != last {
-			fmt.Fprintln(env.Stdout, line)
-			last = line
-		}
-	}
-	v, r, err := get()
-	for err == nil && wait && !r.Finished() {
-		show(v)
-		if err = pause(); err == nil {
-			v, r, err = get()
-		}
-	}
-	if err != nil {
-		return err
-	}
-	show(v)
-	judged := r.State == crawl.StateSucceeded || r.State == crawl.StateIncomplete
-	verdictFor := verdictWait
-	if watch && !failOn[outcomeMonitorsFailed] {
-		verdictFor = 3 * every // the verdict is only shown: a few refreshes
-	}
-	if (wait && failOn[outcomeMonitorsFailed] || watch) && judged {
-		deadline := time.Now().Add(verdictFor)
-		for err == nil && !v.Report.Current(r.State, r.FinishedAt) && time.Now().Before(deadline) {
-			if err = pause(); err == nil {
-				v, r, err = get()
-			}
-		}
-		if err != nil {
+	p.show(v)
+	verdictFor := o.verdictWindow()
+	if o.waitsForVerdict() && judgedState(r.State) {
+		if v, r, err = p.untilJudged(ctx, v, r, verdictFor); err != nil {
 			return err
 		}
 	}
+	return o.report(env, v, r, verdictFor)
+}
+
+// remoteRunOpts are crawlq run's flags and argument through the api.
+type remoteRunOpts struct {
+	id                 int64
+	watch, wait        bool
+	every, verdictWait time.Duration
+	failOn             map[string]bool
+}
+
+// remoteRunOptions reads and checks crawlq run's flags and run ID.
+func remoteRunOptions(fs *flag.FlagSet, pos []string) (remoteRunOpts, error) {
+	o := remoteRunOpts{watch: flagBool(fs, "watch")}
+	o.wait = flagBool(fs, "wait") || o.watch
+	var err error
+	if o.every, err = time.ParseDuration(flagString(fs, "interval")); err != nil || o.every < time.Second {
+		return o, usageErr("--interval must be at least 1s through --api (each refresh invokes the api), got %s", flagString(fs, "interval"))
+	}
+	if o.verdictWait, err = time.ParseDuration(flagString(fs, "verdict-timeout")); err != nil || o.verdictWait < 0 {
+		return o, usageErr("--verdict-timeout must not be negative, got %s", flagString(fs, "verdict-timeout"))
+	}
+	if o.failOn, err = parseFailOn(flagString(fs, "fail-on")); err != nil {
+		return o, err
+	}
+	o.id, err = parseRunID(pos)
+	return o, err
+}
+
+// verdictWindow is how long the run's monitors may take to judge it: --verdict-timeout, or a few
+// refreshes when --watch only shows the verdict.
+func (o remoteRunOpts) verdictWindow() time.Duration {
+	if o.watch && !o.failOn[outcomeMonitorsFailed] {
+		return 3 * o.every
+	}
+	return o.verdictWait
+}
+
+// waitsForVerdict: the command waits for the monitors' verdict of a finished run (to show it, or
+// to exit by it).
+func (o remoteRunOpts) waitsForVerdict() bool {
+	return o.wait && o.failOn[outcomeMonitorsFailed] || o.watch
+}
+
+// judgedState: monitors judge runs that ended in these states.
+func judgedState(st string) bool { return st == crawl.StateSucceeded || st == crawl.StateIncomplete }
+
+// report prints the run (the verdict line with --watch, else the run as JSON) and returns the
+// error that gives the command its exit status.
+func (o remoteRunOpts) report(env *Env, v view.Run, r *crawl.Run, verdictFor time.Duration) error {
 	rep := v.Report
 	if !rep.Current(r.State, r.FinishedAt) {
 		rep = nil
 	}
-	if watch {
+	if o.watch {
 		printVerdict(env.Stdout, r, rep, verdictFor)
 	} else if err := writeJSON(env.Stdout, v); err != nil {
 		return err
 	}
-	if wait && rep == nil && r.Finished() && judged && failOn[outcomeMonitorsFailed] {
-		if err := notJudged(r, failOn, verdictWait); err != nil {
-			fmt.Fprintf(env.Stderr, "crawlq run: run %d %s; its monitors were not judged within %s (--verdict-timeout)\n", r.ID, r.State, verdictWait)
+	if o.wait && rep == nil && r.Finished() && judgedState(r.State) && o.failOn[outcomeMonitorsFailed] {
+		if err := notJudged(r, o.failOn, o.verdictWait); err != nil {
+			fmt.Fprintf(env.Stderr, "crawlq run: run %d %s; its monitors were not judged within %s (--verdict-timeout)\n", r.ID, r.State, o.verdictWait)
 			return err
 		}
 	}
-	return exitFor(r, rep, failOn)
+	return exitFor(r, rep, o.failOn)
+}
+
+// runPoller reads a run through the api's status every interval, printing its progress line
+// when it changes (--watch).
+type runPoller struct {
+	c     *apiClient
+	id    int64
+	every time.Duration
+	watch bool
+	out   io.Writer
+	last  string // the progress line printed last
+}
+
+// get reads the run once.
+func (p *runPoller) get(ctx context.Context) (view.Run, *crawl.Run, error) {
+	var ans struct {
+		Job apiJob `json:"job"`
+	}
+	if err := p.c.call(ctx, map[string]any{"action": "status", "job": p.id}, &ans); err != nil {
+		return view.Run{}, nil, err
+	}
+	v := ans.Job.run()
+	return v, &crawl.Run{ID: v.ID, State: v.State, FinishedAt: v.FinishedAt}, nil
+}
+
+// pause waits one interval: each poll is a Lambda invocation.
+func (p *runPoller) pause(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(p.every):
+		return nil
+	}
+}
+
+// show prints v's progress line with --watch, when it changed.
+func (p *runPoller) show(v view.Run) {
+	if line := remoteProgress(v); p.watch && line != p.last {
+		fmt.Fprintln(p.out, line)
+		p.last = line
+	}
+}
+
+// untilFinished reads the run, and with wait goes on reading it until it finished.
+func (p *runPoller) untilFinished(ctx context.Context, wait bool) (view.Run, *crawl.Run, error) {
+	v, r, err := p.get(ctx)
+	for err == nil && wait && !r.Finished() {
+		p.show(v)
+		if err = p.pause(ctx); err == nil {
+			v, r, err = p.get(ctx)
+		}
+	}
+	return v, r, err
+}
+
+// untilJudged reads the finished run until its monitors' report is current, for up to within.
+func (p *runPoller) untilJudged(ctx context.Context, v view.Run, r *crawl.Run, within time.Duration) (view.Run, *crawl.Run, error) {
+	deadline := time.Now().Add(within)
+	var err error
+	for err == nil && !v.Report.Current(r.State, r.FinishedAt) && time.Now().Before(deadline) {
+		if err = p.pause(ctx); err == nil {
+			v, r, err = p.get(ctx)
+		}
+	}
+	return v, r, err
 }
 
 // remoteProgress is crawlq run --watch's line through the api: the run's figures so far (the
