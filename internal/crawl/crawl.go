@@ -300,99 +300,141 @@ type Scheduled struct {
 
 // Schedule creates a run and its run job in one transaction.
 func (c *Crawler) Schedule(ctx context.Context, p ScheduleParams) (Scheduled, error) {
-	var out Scheduled
 	res, settings, err := c.spiderAt(p.Spider, p.Version)
 	if err != nil {
-		return out, err
+		return Scheduled{}, err
 	}
-	sp := res.Spider
 	effective, err := p.Settings.apply(settings)
 	if err != nil {
-		return out, err
+		return Scheduled{}, err
 	}
-	if p.Priority < queue.MinPriority || p.Priority > queue.MaxPriority {
-		return out, fmt.Errorf("%w: priority %d: want %d..%d", ErrInvalid, p.Priority, queue.MinPriority, queue.MaxPriority)
+	if err := p.check(res.Spider); err != nil {
+		return Scheduled{}, err
 	}
-	if p.Delay < 0 {
-		return out, fmt.Errorf("%w: delay %s: must not be negative", ErrInvalid, p.Delay)
-	}
-	if p.Delay > 0 && !p.RunAt.IsZero() {
-		return out, fmt.Errorf("%w: set a time or a delay, not both", ErrInvalid)
-	}
-	if len(p.IdempotencyKey) > 256 {
-		return out, fmt.Errorf("%w: idempotency key longer than 256 bytes", ErrInvalid)
-	}
-	if sp != nil {
-		// Catch bad args (e.g. a malformed base_url) now rather than in the run job.
-		if _, err := spider.WithArgs(sp, p.Args); err != nil {
-			return out, fmt.Errorf("%w: args: %v", ErrInvalid, err)
-		}
-	}
-	if p.Args == nil {
-		p.Args = map[string]string{}
-	}
-	args, _ := json.Marshal(p.Args)
-	over, _ := json.Marshal(p.Settings)
-	if len(args)+len(over) > queue.MaxArgsBytes {
-		return out, fmt.Errorf("%w: args and settings exceed %d bytes", ErrInvalid, queue.MaxArgsBytes)
+	args, over, err := p.encode()
+	if err != nil {
+		return Scheduled{}, err
 	}
 	q := runQueue(settings)
-	budget := int64(max(effective.MaxPages, 0)) // 0: no page budget
-	tx, err := c.cfg.Pool.Begin(ctx)
+	out, err := c.scheduleTx(ctx, p, res.Version, q, args, over, effective)
 	if err != nil {
-		return out, fmt.Errorf("schedule: %w", err)
-	}
-	defer tx.Rollback(ctx)
-	var runAt *time.Time
-	if !p.RunAt.IsZero() {
-		runAt = &p.RunAt
-	}
-	db := c.db.WithTx(tx)
-	row, err := db.InsertRun(ctx, dbsqlc.InsertRunParams{
-		Spider: p.Spider, Args: string(args), Settings: string(over), Priority: int16(p.Priority), Queue: q,
-		IdempotencyKey: p.IdempotencyKey, PageBudget: budget, RunAt: runAt, DelayUs: p.Delay.Microseconds(),
-		MaxDeadShare: float32(effective.Retry.MaxDeadShare),
-	})
-	if err != nil {
-		return out, fmt.Errorf("schedule: %w", err)
-	}
-	out.RunID, out.Duplicate, out.State, out.RunAt = row.ID, row.Duplicate, string(row.State), row.RunAt
-	if p.Version != "" && !out.Duplicate {
-		// In the run's own transaction: no worker can start it with another version.
-		if err := db.PinSpiderRun(ctx, dbsqlc.PinSpiderRunParams{RunID: out.RunID, Spider: p.Spider, Version: res.Version}); err != nil {
-			return out, fmt.Errorf("schedule: pin version: %w", err)
-		}
-	}
-	if !out.Duplicate || p.Replace {
-		mode := queue.Keep
-		if p.Replace {
-			mode = queue.Replace
-		}
-		_, err = c.cfg.Queue.EnqueueTx(ctx, tx, queue.EnqueueParams{
-			Queue: q, Kind: KindRun, Args: json.RawMessage(fmt.Sprintf(`{"run":%d}`, out.RunID)),
-			Priority: p.Priority, RunAt: p.RunAt, Delay: p.Delay, ParentID: out.RunID, MaxAttempts: 5,
-			UniqueKey: fmt.Sprintf("run:%d", out.RunID), OnDuplicate: mode,
-		})
-		if err != nil {
-			return out, fmt.Errorf("schedule: %w", err)
-		}
-		if out.Duplicate {
-			moveTo := p.RunAt
-			if moveTo.IsZero() {
-				moveTo = c.clk.Now().Add(p.Delay)
-			}
-			if err := db.MoveRun(ctx, dbsqlc.MoveRunParams{ID: out.RunID, RunAt: moveTo, Priority: int16(p.Priority)}); err != nil {
-				return out, fmt.Errorf("schedule: %w", err)
-			}
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return out, fmt.Errorf("schedule: %w", err)
+		return out, err
 	}
 	if p.RunAt.IsZero() && p.Delay == 0 && c.cfg.OnEnqueue != nil {
 		c.cfg.OnEnqueue(q) // a run due now starts at once in this process, not at the next poll
 	}
 	return out, nil
+}
+
+// scheduleTx writes the run (pinned to version when p names one) and its job, on queue q, in one
+// transaction.
+func (c *Crawler) scheduleTx(ctx context.Context, p ScheduleParams, version, q, args, over string, effective spider.Settings) (Scheduled, error) {
+	tx, err := c.cfg.Pool.Begin(ctx)
+	if err != nil {
+		return Scheduled{}, fmt.Errorf("schedule: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	db := c.db.WithTx(tx)
+	out, err := insertRun(ctx, db, p, q, args, over, effective)
+	if err != nil {
+		return out, err
+	}
+	if p.Version != "" && !out.Duplicate {
+		// In the run's own transaction: no worker can start it with another version.
+		if err := db.PinSpiderRun(ctx, dbsqlc.PinSpiderRunParams{RunID: out.RunID, Spider: p.Spider, Version: version}); err != nil {
+			return out, fmt.Errorf("schedule: pin version: %w", err)
+		}
+	}
+	if !out.Duplicate || p.Replace {
+		if err := c.enqueueRunJob(ctx, tx, db, p, q, out); err != nil {
+			return out, err
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return out, fmt.Errorf("schedule: %w", err)
+	}
+	return out, nil
+}
+
+// check refuses parameters no run can have; sp, the spider (nil for a command or Scrapy one),
+// checks the args.
+func (p ScheduleParams) check(sp spider.Spider) error {
+	switch {
+	case p.Priority < queue.MinPriority || p.Priority > queue.MaxPriority:
+		return fmt.Errorf("%w: priority %d: want %d..%d", ErrInvalid, p.Priority, queue.MinPriority, queue.MaxPriority)
+	case p.Delay < 0:
+		return fmt.Errorf("%w: delay %s: must not be negative", ErrInvalid, p.Delay)
+	case p.Delay > 0 && !p.RunAt.IsZero():
+		return fmt.Errorf("%w: set a time or a delay, not both", ErrInvalid)
+	case len(p.IdempotencyKey) > 256:
+		return fmt.Errorf("%w: idempotency key longer than 256 bytes", ErrInvalid)
+	}
+	if sp != nil {
+		// Catch bad args (e.g. a malformed base_url) now rather than in the run job.
+		if _, err := spider.WithArgs(sp, p.Args); err != nil {
+			return fmt.Errorf("%w: args: %v", ErrInvalid, err)
+		}
+	}
+	return nil
+}
+
+// encode is the run's args and setting overrides as stored, within queue.MaxArgsBytes.
+func (p ScheduleParams) encode() (args, settings string, err error) {
+	if p.Args == nil {
+		p.Args = map[string]string{}
+	}
+	a, _ := json.Marshal(p.Args)
+	o, _ := json.Marshal(p.Settings)
+	if len(a)+len(o) > queue.MaxArgsBytes {
+		return "", "", fmt.Errorf("%w: args and settings exceed %d bytes", ErrInvalid, queue.MaxArgsBytes)
+	}
+	return string(a), string(o), nil
+}
+
+// insertRun inserts the run row (or finds the unfinished run with its idempotency key) in db's
+// transaction.
+func insertRun(ctx context.Context, db *dbsqlc.Queries, p ScheduleParams, q, args, over string, effective spider.Settings) (Scheduled, error) {
+	var runAt *time.Time
+	if !p.RunAt.IsZero() {
+		runAt = &p.RunAt
+	}
+	row, err := db.InsertRun(ctx, dbsqlc.InsertRunParams{
+		Spider: p.Spider, Args: args, Settings: over, Priority: int16(p.Priority), Queue: q,
+		IdempotencyKey: p.IdempotencyKey, PageBudget: int64(max(effective.MaxPages, 0)), // 0: no page budget
+		RunAt: runAt, DelayUs: p.Delay.Microseconds(), MaxDeadShare: float32(effective.Retry.MaxDeadShare),
+	})
+	if err != nil {
+		return Scheduled{}, fmt.Errorf("schedule: %w", err)
+	}
+	return Scheduled{RunID: row.ID, Duplicate: row.Duplicate, State: string(row.State), RunAt: row.RunAt}, nil
+}
+
+// enqueueRunJob enqueues run out's job in tx; for a run that existed already (p.Replace), it
+// replaces its job and moves the run to the new time and priority.
+func (c *Crawler) enqueueRunJob(ctx context.Context, tx pgx.Tx, db *dbsqlc.Queries, p ScheduleParams, q string, out Scheduled) error {
+	mode := queue.Keep
+	if p.Replace {
+		mode = queue.Replace
+	}
+	_, err := c.cfg.Queue.EnqueueTx(ctx, tx, queue.EnqueueParams{
+		Queue: q, Kind: KindRun, Args: json.RawMessage(fmt.Sprintf(`{"run":%d}`, out.RunID)),
+		Priority: p.Priority, RunAt: p.RunAt, Delay: p.Delay, ParentID: out.RunID, MaxAttempts: 5,
+		UniqueKey: fmt.Sprintf("run:%d", out.RunID), OnDuplicate: mode,
+	})
+	if err != nil {
+		return fmt.Errorf("schedule: %w", err)
+	}
+	if !out.Duplicate {
+		return nil
+	}
+	moveTo := p.RunAt
+	if moveTo.IsZero() {
+		moveTo = c.clk.Now().Add(p.Delay)
+	}
+	if err := db.MoveRun(ctx, dbsqlc.MoveRunParams{ID: out.RunID, RunAt: moveTo, Priority: int16(p.Priority)}); err != nil {
+		return fmt.Errorf("schedule: %w", err)
+	}
+	return nil
 }
 
 // runQueue is the queue of a spider's jobs: its own, else "long" for ECS spiders, else "crawl".
