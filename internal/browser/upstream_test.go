@@ -17,6 +17,7 @@ import (
 // credentials Chromium never sees), and a page whose proxy fails returns the proxy's error
 // (proxy.ErrProxy), its password redacted.
 func TestRendersThroughUpstreamProxies(t *testing.T) {
+	t.Parallel()
 	s := newSite(t)
 	p, dl := newTestPool(t, Config{})
 	hp := proxytest.NewHTTP(t, proxytest.HTTPOptions{User: "alice", Password: "pw-http-1"})
