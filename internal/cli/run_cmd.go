@@ -94,29 +94,15 @@ func verdict(ctx context.Context, n *node.Node, r *crawl.Run) (*events.Report, e
 // so on w, each time that changes, so a wait that cannot end by itself is not silent.
 func awaitFinish(ctx context.Context, w io.Writer, n *node.Node, r *crawl.Run, poll time.Duration) (*crawl.Run, error) {
 	said := ""
-	for !r.Finished() {
-		waiting, running, err := events.Depth(ctx, n.Queue.Pool(), r.ID)
-		if err != nil {
-			return nil, err
-		}
-		why, err := waitingFor(ctx, n, r, waiting, running, time.Now())
-		if err != nil {
-			return nil, err
+	return followRun(ctx, n, r, poll, func(r *crawl.Run, _, _ int64, why string) {
+		if r.Finished() {
+			return
 		}
 		if why != said && why != "" {
 			fmt.Fprintf(w, "run %d %s\n", r.ID, why)
 		}
 		said = why
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(poll):
-		}
-		if r, err = n.Crawler.Get(ctx, r.ID); err != nil {
-			return nil, err
-		}
-	}
-	return r, nil
+	})
 }
 
 // awaitVerdict waits, checking every poll, up to timeout for the verdict of finished run r and

@@ -19,29 +19,16 @@ import (
 // (exitFor): with monitors_failed in failOn it waits up to verdictWait for the verdict, else a few
 // refreshes.
 func watchRun(ctx context.Context, w io.Writer, n *node.Node, id int64, every time.Duration, failOn map[string]bool, verdictWait time.Duration) error {
+	r, err := n.Crawler.Get(ctx, id)
+	if err != nil {
+		return err
+	}
 	tty := isTerminal(w)
-	limit := -1
+	limit := pageLimit(n, r)
 	last := ""
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		r, err := n.Crawler.Get(ctx, id)
-		if err != nil {
-			return err
-		}
-		if limit < 0 {
-			limit = pageLimit(n, r)
-		}
-		var waiting, running int64
-		if !r.Finished() {
-			if waiting, running, err = events.Depth(ctx, n.Queue.Pool(), id); err != nil {
-				return err
-			}
-		}
+	r, err = followRun(ctx, n, r, every, func(r *crawl.Run, waiting, running int64, why string) {
 		line := progressLine(r, waiting, running, limit)
-		if why, err := waitingFor(ctx, n, r, waiting, running, time.Now()); err != nil {
-			return err
-		} else if why != "" {
+		if why != "" {
 			line += "  " + why
 		}
 		switch {
@@ -51,34 +38,61 @@ func watchRun(ctx context.Context, w io.Writer, n *node.Node, id int64, every ti
 			fmt.Fprintln(w, line)
 		}
 		last = line
+	})
+	if tty {
+		fmt.Fprintln(w)
+	}
+	if err != nil {
+		return err
+	}
+	judged := r.State == crawl.StateSucceeded || r.State == crawl.StateIncomplete
+	wait := 3 * every // the verdict is only shown: a few refreshes
+	if judged && failOn[outcomeMonitorsFailed] {
+		wait = verdictWait // the exit status depends on it
+	}
+	rep, err := awaitVerdict(ctx, n, r, wait, every)
+	if err != nil {
+		return err
+	}
+	printVerdict(w, r, rep, wait)
+	if rep == nil && judged && failOn[outcomeMonitorsFailed] {
+		if err := notJudged(r, failOn, wait); err != nil {
+			return err
+		}
+	}
+	return exitFor(r, rep, failOn)
+}
+
+// followRun reads run r again every interval until it finished (or ctx ends), and returns it as it
+// ended. It hands see each reading, the first and the last too: the run, its queue's depth while it
+// is unfinished, and what it waits for (waitingFor; empty: nothing). crawlq run --watch prints
+// every reading, --wait only what the run waits for.
+func followRun(ctx context.Context, n *node.Node, r *crawl.Run, every time.Duration, see func(r *crawl.Run, waiting, running int64, why string)) (*crawl.Run, error) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		var waiting, running int64
+		var err error
+		if !r.Finished() {
+			if waiting, running, err = events.Depth(ctx, n.Queue.Pool(), r.ID); err != nil {
+				return nil, err
+			}
+		}
+		why, err := waitingFor(ctx, n, r, waiting, running, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		see(r, waiting, running, why)
 		if r.Finished() {
-			if tty {
-				fmt.Fprintln(w)
-			}
-			judged := r.State == crawl.StateSucceeded || r.State == crawl.StateIncomplete
-			wait := 3 * every // the verdict is only shown: a few refreshes
-			if judged && failOn[outcomeMonitorsFailed] {
-				wait = verdictWait // the exit status depends on it
-			}
-			rep, err := awaitVerdict(ctx, n, r, wait, every)
-			if err != nil {
-				return err
-			}
-			printVerdict(w, r, rep, wait)
-			if rep == nil && judged && failOn[outcomeMonitorsFailed] {
-				if err := notJudged(r, failOn, wait); err != nil {
-					return err
-				}
-			}
-			return exitFor(r, rep, failOn)
+			return r, nil
 		}
 		select {
 		case <-ctx.Done():
-			if tty {
-				fmt.Fprintln(w)
-			}
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-t.C:
+		}
+		if r, err = n.Crawler.Get(ctx, r.ID); err != nil {
+			return nil, err
 		}
 	}
 }
