@@ -25,7 +25,7 @@ func TestListChanges(t *testing.T) {
 			{Key: "c", Change: urlstate.ChangeChanged}, {Key: "d/x", Change: urlstate.ChangeGone}},
 		Counts: urlstate.Counts{New: 2, Changed: 1, Unchanged: 5, Gone: 1}})
 	var pb pgx.Batch
-	if err := b.Queue(&pb); err != nil {
+	if err := b.Queue(&pb, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.pool.SendBatch(context.Background(), &pb).Close(); err != nil {

@@ -250,7 +250,7 @@ func (c *Crawler) commitBatch(ctx context.Context, batch []*finishReq) (lost map
 			return nil, err
 		}
 	}
-	if err := queueStates(tx, batch); err != nil {
+	if err := queueStates(tx, batch, c.clk.Now()); err != nil {
 		tx.Discard()
 		return nil, err
 	}

@@ -227,7 +227,7 @@ func (c *Crawler) revisitEnded(ctx context.Context, job *queue.Job, ri *runInfo,
 
 // queueStates queues, on the transaction that finishes batch, the URL states and item changes
 // of its pages that keep state (nothing when none does).
-func queueStates(tx *queue.Tx, batch []*finishReq) error {
+func queueStates(tx *queue.Tx, batch []*finishReq, now time.Time) error {
 	var b urlstate.Batch
 	for _, r := range batch {
 		if r.o.state != nil {
@@ -240,7 +240,7 @@ func queueStates(tx *queue.Tx, batch []*finishReq) error {
 	if b.Len() == 0 {
 		return nil
 	}
-	return b.Queue(tx)
+	return b.Queue(tx, now)
 }
 
 // sweepGone records, before run ri finishes, the items of its line's URLs it no longer reached as

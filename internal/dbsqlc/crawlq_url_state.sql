@@ -27,13 +27,14 @@ CROSS JOIN LATERAL (
 -- count their items, their changes and, for a touch with a kind, its page outcome (and, for a
 -- page walked within another's job, a count of kind walked); so a URL reached twice in a run
 -- counts once. runs lists the batch's
--- runs: each gets its items_unchanged row, 0 or not, which marks a run that counts changes.
+-- runs: each gets its items_unchanged row, 0 or not, which marks a run that counts changes. now
+-- is the crawler's clock (fetched_at, and keep_until from it: retention's clock is the same).
 -- Each argument is a JSON array, so one statement carries any batch (the CTEs run to completion
 -- though nothing reads some). Index: the primary keys (the conflict targets, the touches' join).
 WITH t AS (
     UPDATE crawlq_url_state u
-    SET run_id = x.run_id, fetched_at = CASE WHEN x.fetched THEN now() ELSE u.fetched_at END,
-        keep_until = now() + make_interval(secs => x.keep_s), etag = x.etag,
+    SET run_id = x.run_id, fetched_at = CASE WHEN x.fetched THEN sqlc.arg(now)::timestamptz ELSE u.fetched_at END,
+        keep_until = sqlc.arg(now)::timestamptz + make_interval(secs => x.keep_s), etag = x.etag,
         last_modified = x.last_modified, interval_s = x.interval_s
     FROM jsonb_to_recordset(sqlc.arg(touches)::text::jsonb) AS x(spider text, line text, url text, run_id bigint,
          fetched boolean, keep_s double precision, etag text, last_modified text, interval_s integer,
@@ -44,8 +45,8 @@ WITH t AS (
     INSERT INTO crawlq_url_state (spider, line, url, run_id, fetched_at, keep_until, status, etag,
                                   last_modified, body_hash, links, items, interval_s)
     SELECT x.spider, x.line, x.url, x.run_id,
-           CASE WHEN x.fetched THEN now() ELSE x.fetched_at END,
-           now() + make_interval(secs => x.keep_s), x.status, x.etag, x.last_modified, x.body_hash,
+           CASE WHEN x.fetched THEN sqlc.arg(now)::timestamptz ELSE x.fetched_at END,
+           sqlc.arg(now)::timestamptz + make_interval(secs => x.keep_s), x.status, x.etag, x.last_modified, x.body_hash,
            x.links, x.items, x.interval_s
     FROM jsonb_to_recordset(sqlc.arg(states)::text::jsonb) AS x(spider text, line text, url text, run_id bigint,
          fetched boolean, fetched_at timestamptz, keep_s double precision, status integer, etag text,

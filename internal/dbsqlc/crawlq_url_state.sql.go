@@ -149,10 +149,10 @@ func (q *Queries) ListItemChanges(ctx context.Context, arg ListItemChangesParams
 const RecordURLStates = `-- name: RecordURLStates :exec
 WITH t AS (
     UPDATE crawlq_url_state u
-    SET run_id = x.run_id, fetched_at = CASE WHEN x.fetched THEN now() ELSE u.fetched_at END,
-        keep_until = now() + make_interval(secs => x.keep_s), etag = x.etag,
+    SET run_id = x.run_id, fetched_at = CASE WHEN x.fetched THEN $2::timestamptz ELSE u.fetched_at END,
+        keep_until = $2::timestamptz + make_interval(secs => x.keep_s), etag = x.etag,
         last_modified = x.last_modified, interval_s = x.interval_s
-    FROM jsonb_to_recordset($2::text::jsonb) AS x(spider text, line text, url text, run_id bigint,
+    FROM jsonb_to_recordset($3::text::jsonb) AS x(spider text, line text, url text, run_id bigint,
          fetched boolean, keep_s double precision, etag text, last_modified text, interval_s integer,
          unchanged integer, kind text, bytes bigint)
     WHERE u.spider = x.spider AND u.line = x.line AND u.url = x.url AND u.run_id <> x.run_id
@@ -161,10 +161,10 @@ WITH t AS (
     INSERT INTO crawlq_url_state (spider, line, url, run_id, fetched_at, keep_until, status, etag,
                                   last_modified, body_hash, links, items, interval_s)
     SELECT x.spider, x.line, x.url, x.run_id,
-           CASE WHEN x.fetched THEN now() ELSE x.fetched_at END,
-           now() + make_interval(secs => x.keep_s), x.status, x.etag, x.last_modified, x.body_hash,
+           CASE WHEN x.fetched THEN $2::timestamptz ELSE x.fetched_at END,
+           $2::timestamptz + make_interval(secs => x.keep_s), x.status, x.etag, x.last_modified, x.body_hash,
            x.links, x.items, x.interval_s
-    FROM jsonb_to_recordset($3::text::jsonb) AS x(spider text, line text, url text, run_id bigint,
+    FROM jsonb_to_recordset($4::text::jsonb) AS x(spider text, line text, url text, run_id bigint,
          fetched boolean, fetched_at timestamptz, keep_s double precision, status integer, etag text,
          last_modified text, body_hash bigint, links jsonb, items jsonb, interval_s integer)
     ON CONFLICT (spider, line, url) DO UPDATE
@@ -178,19 +178,19 @@ WITH t AS (
     -- The touches written, with what each adds to its run's stats.
     SELECT (e.v->>'run_id')::bigint AS run_id, e.v->>'url' AS url, (e.v->>'unchanged')::int AS unchanged,
            e.v->>'kind' AS kind, (e.v->>'bytes')::bigint AS bytes, (e.v->>'walked')::boolean AS walked
-    FROM jsonb_array_elements($2::text::jsonb) AS e(v)
+    FROM jsonb_array_elements($3::text::jsonb) AS e(v)
     WHERE EXISTS (SELECT 1 FROM t WHERE t.spider = e.v->>'spider' AND t.line = e.v->>'line' AND t.url = e.v->>'url')
 ), claimed AS (
     SELECT tc.run_id, tc.url, tc.unchanged AS n_unchanged, 0 AS n_new, 0 AS n_changed, 0 AS n_gone FROM tc
     UNION ALL
     SELECT (e.v->>'run_id')::bigint, e.v->>'url', (e.v->>'n_unchanged')::int, (e.v->>'n_new')::int,
            (e.v->>'n_changed')::int, (e.v->>'n_gone')::int
-    FROM jsonb_array_elements($3::text::jsonb) AS e(v)
+    FROM jsonb_array_elements($4::text::jsonb) AS e(v)
     WHERE EXISTS (SELECT 1 FROM s WHERE s.spider = e.v->>'spider' AND s.line = e.v->>'line' AND s.url = e.v->>'url')
 ), c AS (
     INSERT INTO crawlq_item_change (run_id, key, change, url)
     SELECT y.run_id, y.key, y.change, y.url
-    FROM jsonb_to_recordset($4::text::jsonb) AS y(run_id bigint, key text, change text, url text)
+    FROM jsonb_to_recordset($5::text::jsonb) AS y(run_id bigint, key text, change text, url text)
     WHERE EXISTS (SELECT 1 FROM claimed WHERE claimed.run_id = y.run_id AND claimed.url = y.url)
     ON CONFLICT DO NOTHING
     RETURNING 1
@@ -216,6 +216,7 @@ FROM tc WHERE tc.walked GROUP BY tc.run_id
 
 type RecordURLStatesParams struct {
 	Runs    string
+	Now     time.Time
 	Touches string
 	States  string
 	Changes string
@@ -231,12 +232,14 @@ type RecordURLStatesParams struct {
 // count their items, their changes and, for a touch with a kind, its page outcome (and, for a
 // page walked within another's job, a count of kind walked); so a URL reached twice in a run
 // counts once. runs lists the batch's
-// runs: each gets its items_unchanged row, 0 or not, which marks a run that counts changes.
+// runs: each gets its items_unchanged row, 0 or not, which marks a run that counts changes. now
+// is the crawler's clock (fetched_at, and keep_until from it: retention's clock is the same).
 // Each argument is a JSON array, so one statement carries any batch (the CTEs run to completion
 // though nothing reads some). Index: the primary keys (the conflict targets, the touches' join).
 func (q *Queries) RecordURLStates(ctx context.Context, arg RecordURLStatesParams) error {
 	_, err := q.db.Exec(ctx, RecordURLStates,
 		arg.Runs,
+		arg.Now,
 		arg.Touches,
 		arg.States,
 		arg.Changes,

@@ -146,8 +146,9 @@ const (
 	KindGone      = "items_gone"
 )
 
-// Queue queues the batch's one statement on q (the transaction that finishes its pages).
-func (b *Batch) Queue(q dbsqlc.Queuer) error {
+// Queue queues the batch's one statement on q (the transaction that finishes its pages); now is
+// when its pages were fetched, and their states are kept their spider's state_ttl from it.
+func (b *Batch) Queue(q dbsqlc.Queuer, now time.Time) error {
 	runs := make([]int64, 0, len(b.runs))
 	for run := range b.runs {
 		runs = append(runs, run)
@@ -179,7 +180,7 @@ func (b *Batch) Queue(q dbsqlc.Queuer) error {
 		return fmt.Errorf("record url states: %w", err)
 	}
 	// Sent as text and cast there, so the driver needs no jsonb codec (as items are).
-	p := dbsqlc.RecordURLStatesParams{States: string(states), Touches: string(touches), Changes: string(chs), Runs: string(rs)}
+	p := dbsqlc.RecordURLStatesParams{States: string(states), Touches: string(touches), Changes: string(chs), Runs: string(rs), Now: now}
 	dbsqlc.QueueExec(q, (*dbsqlc.Queries).RecordURLStates, p)
 	return nil
 }

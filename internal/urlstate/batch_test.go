@@ -110,7 +110,7 @@ func sendBatch(t *testing.T, ctx context.Context, pool *pgxpool.Pool, pages []*P
 		b.Add(p)
 	}
 	var pb pgx.Batch
-	if err := b.Queue(&pb); err != nil {
+	if err := b.Queue(&pb, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if err := pool.SendBatch(ctx, &pb).Close(); err != nil {

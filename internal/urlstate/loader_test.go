@@ -50,7 +50,7 @@ func TestLoaderReadsWaitingPagesTogether(t *testing.T) {
 		b.Add(&Page{Key: Key{"s", "l2", u}, RunID: 1, Fetched: true, Keep: time.Hour, Status: 200, ETag: "other"})
 	}
 	var pb pgx.Batch
-	if err := b.Queue(&pb); err != nil {
+	if err := b.Queue(&pb, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if err := pool.SendBatch(ctx, &pb).Close(); err != nil {
