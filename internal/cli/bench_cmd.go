@@ -45,7 +45,7 @@ beside Colly's on the same site (MODE=chain or wide).
 Then what a page cost the database: RESULT system=crawlq op=crawl_dbcost pages=N statements_per=… round_trips_per=…
 rows_written_per=… wal_bytes_per=… xacts_per=… … schema_rows_written_per=… (statements from
 pg_stat_statements when it is installed, else as sent; schema_rows_written_per counts the rows
-written to the bench schema's tables alone, where rows_written_per counts the whole database's). --op dbcost measures the same per job of --jobs no-op jobs inserted and
+written to the bench schema's tables and their TOAST tables alone, where rows_written_per counts the whole database's). --op dbcost measures the same per job of --jobs no-op jobs inserted and
 worked, as River is measured by scripts/bench-dbcost.sh.
 
 --op recrawl --url URL crawls the demo site at URL (crawlq demo-site --items 10000) with the demo
