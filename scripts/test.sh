@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test.sh runs every test with -race in three go test processes started together: the
-# Terraform stack's package in two (./terraform: TestStackDeployDestroyCycles in one,
-# TestStackOnEmulator and the rest in the other) and everything else.
+# Terraform stack's package in two (./terraform: TestStackOnEmulator in one,
+# TestStackDeployDestroyCycles and the rest in the other) and everything else.
 #
 # Why apart: the stack tests spend most of their time in the AWS provider's fixed waits (an RDS
 # instance is polled for about 80 s after each create, modify and delete, even on moto), not on
@@ -9,9 +9,9 @@
 # that order, only started once most other packages had run, and the run lasted the sum of the
 # two. Within ./terraform the two stack tests each deploy to a moto server of their own, but
 # set the process environment to reach it, so they cannot run in parallel in one process.
-# Side by side the run lasts as long as the longest of the three. The cycles wait on four RDS
-# operations, TestStackOnEmulator on three and on the CPU (three plans, the contract tests), so
-# the package's other tests go with the latter.
+# Side by side the run lasts as long as the longest of the three. Each stack test waits on three
+# RDS operations, TestStackOnEmulator also on the CPU (three plans, the contract tests), so the
+# package's other tests go with the cycles.
 #
 # VERIFY, when set (make test sets it to `make verify`), runs once the stack's processes have
 # started and before the other packages' tests: the stack waits on those polls meanwhile, so the
@@ -29,7 +29,7 @@ flags=("$@")
 ((${#flags[@]})) || flags=(-race -count=1 -timeout 40m)
 mkdir -p build
 stack=./terraform
-apart='^TestStackDeployDestroyCycles$'
+apart='^TestStackOnEmulator$'
 others=$("$go" list ./... | grep -vx "crawlq/terraform") || exit 1
 
 start=$(date +%s)
@@ -44,9 +44,9 @@ if [[ " ${flags[*]}" == *" -run"* ]]; then
 else
   "$go" test "${flags[@]}" -skip "$apart" "$stack" >build/test-terraform.log 2>&1 &
   pids+=($!)
-  "$go" test "${flags[@]}" -run "$apart" "$stack" >build/test-terraform-cycles.log 2>&1 &
+  "$go" test "${flags[@]}" -run "$apart" "$stack" >build/test-terraform-emulator.log 2>&1 &
   pids+=($!)
-  logs+=(build/test-terraform-cycles.log)
+  logs+=(build/test-terraform-emulator.log)
 fi
 set +m
 stop() { for p in "${pids[@]}"; do kill -- "-$p" 2>/dev/null; done; }
