@@ -5,11 +5,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -17,19 +19,45 @@ import (
 // decodes its JSON answer into out (when not nil).
 func awsCLI(t *testing.T, ctx context.Context, out any, args ...string) {
 	t.Helper()
+	awsCLIs(t, ctx, []awsCall{{out, args}})
+}
+
+// awsCall is one aws CLI command and where its JSON answer goes (out may be nil).
+type awsCall struct {
+	out  any
+	args []string
+}
+
+// awsCLIs runs the calls side by side, as awsCLI runs one, and fails the test on the first
+// call (in order) that failed.
+func awsCLIs(t *testing.T, ctx context.Context, calls []awsCall) {
+	t.Helper()
+	errs := make([]error, len(calls))
+	var wg sync.WaitGroup
+	for i, c := range calls {
+		wg.Go(func() { errs[i] = runAWS(ctx, c.out, c.args) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func runAWS(ctx context.Context, out any, args []string) error {
 	// --endpoint-url explicitly: this aws CLI ignores AWS_ENDPOINT_URL for some services (rds).
 	cmd := exec.CommandContext(ctx, "aws", append(args, "--output", "json", "--endpoint-url", os.Getenv("AWS_ENDPOINT_URL"))...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	b, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("aws %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+		return fmt.Errorf("aws %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	if out != nil && len(bytes.TrimSpace(b)) > 0 {
 		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("aws %s: decode %q: %v", strings.Join(args, " "), b, err)
+			return fmt.Errorf("aws %s: decode %q: %w", strings.Join(args, " "), b, err)
 		}
 	}
+	return nil
 }
 
 // pushImage puts an image into the stack's repository through the ECR API, as a push does
@@ -84,35 +112,40 @@ func putItems(t *testing.T, ctx context.Context, bucket string) {
 	awsCLI(t, ctx, nil, "s3api", "put-bucket-policy", "--bucket", bucket, "--policy", "file://"+pf)
 }
 
-// leftovers lists what the emulated account still holds of the kinds the stack creates.
+// leftovers lists what the emulated account still holds of the kinds the stack creates. The
+// aws CLI calls run side by side: each one spends a second or more starting Python.
 func leftovers(t *testing.T, ctx context.Context) []string {
 	t.Helper()
+	var (
+		repos   struct{ Repositories []any }
+		buckets struct{ Buckets []any }
+		dbs     struct{ DBInstances []any }
+		fns     struct{ Functions []any }
+		secrets struct{ SecretList []any }
+		topics  struct{ Topics []any }
+		vpcs    struct{ Vpcs []struct{ IsDefault bool } }
+	)
+	awsCLIs(t, ctx, []awsCall{
+		{&repos, []string{"ecr", "describe-repositories"}},
+		{&buckets, []string{"s3api", "list-buckets"}},
+		{&dbs, []string{"rds", "describe-db-instances"}},
+		{&fns, []string{"lambda", "list-functions"}},
+		{&secrets, []string{"secretsmanager", "list-secrets"}},
+		{&topics, []string{"sns", "list-topics"}},
+		{&vpcs, []string{"ec2", "describe-vpcs"}},
+	})
 	var out []string
 	count := func(what string, n int) {
 		if n > 0 {
 			out = append(out, fmt.Sprintf("%d %s", n, what))
 		}
 	}
-	var repos struct{ Repositories []any }
-	awsCLI(t, ctx, &repos, "ecr", "describe-repositories")
 	count("ECR repositories", len(repos.Repositories))
-	var buckets struct{ Buckets []any }
-	awsCLI(t, ctx, &buckets, "s3api", "list-buckets")
 	count("S3 buckets", len(buckets.Buckets))
-	var dbs struct{ DBInstances []any }
-	awsCLI(t, ctx, &dbs, "rds", "describe-db-instances")
 	count("DB instances", len(dbs.DBInstances))
-	var fns struct{ Functions []any }
-	awsCLI(t, ctx, &fns, "lambda", "list-functions")
 	count("Lambda functions", len(fns.Functions))
-	var secrets struct{ SecretList []any }
-	awsCLI(t, ctx, &secrets, "secretsmanager", "list-secrets")
 	count("secrets", len(secrets.SecretList))
-	var topics struct{ Topics []any }
-	awsCLI(t, ctx, &topics, "sns", "list-topics")
 	count("SNS topics", len(topics.Topics))
-	var vpcs struct{ Vpcs []struct{ IsDefault bool } }
-	awsCLI(t, ctx, &vpcs, "ec2", "describe-vpcs")
 	n := 0
 	for _, v := range vpcs.Vpcs {
 		if !v.IsDefault {
