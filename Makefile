@@ -22,11 +22,11 @@ help: ## list the targets
 .PHONY: build
 build: ## build bin/crawlq
 	@test -x bin/crawlq || echo "make build: the first build compiles crawlq and its dependencies (a minute or two)" >&2
-	$(GO) build -o bin/crawlq ./cmd/crawlq
+	$(GO) build -trimpath -o bin/crawlq ./cmd/crawlq
 
 .PHONY: db
 db: ## build bin/crawlq, start the local PostgreSQL (when DATABASE_URL is unset), migrate it and print its URL
-	@$(GO) build -o bin/crawlq ./cmd/crawlq >&2
+	@$(GO) build -trimpath -o bin/crawlq ./cmd/crawlq >&2
 	@$(WITH_DB) bin/crawlq migrate >&2 && echo "$$DATABASE_URL"
 
 .PHONY: demo
