@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -27,8 +28,8 @@ import (
 // 5,000-item demo site three times with 3 `crawlq worker` processes: its first run while a random
 // worker is SIGKILLed about every second, a second after the site changed 5% of its items and
 // deleted 1% with PostgreSQL crashed (immediate stop) and restarted mid-run, and a third of the
-// unchanged site under SIGKILLs again (walked: the pages behind each 304 asked within its job, so
-// workers die mid-walk). A page's state, its items' changes and their counts commit
+// unchanged site under SIGKILLs again (walked: the pages behind each 304 asked within its job; every
+// worker is killed once while a walk is under way). A page's state, its items' changes and their counts commit
 // with the page, so each run's changes are exact (no URL's state lost, none counted twice), and
 // the state holds exactly the live items.
 func urlStateChaos(t *testing.T, bin string, sum *summary) {
@@ -100,9 +101,33 @@ func urlStateChaos(t *testing.T, bin string, sum *summary) {
 	pg.start(t)
 	second := check(id, urlstate.Counts{Changed: len(ch.Changed), Unchanged: 5000 - len(ch.Changed) - len(ch.Deleted), Gone: len(ch.Deleted)}, ch.Changed, ch.Deleted)
 
+	// The third run: every worker is SIGKILLed at once while a walk is under way (far more pages
+	// asked than recorded: page jobs in flight are 48 at most), then at random.
+	site.ResetHits()
+	id = run()
+	testwait.For(t, "a walk under way in the third run", func() (int64, bool) {
+		r, err := c.Get(context.Background(), id)
+		if err != nil {
+			return 0, false
+		}
+		var asked int64
+		for p, h := range site.Hits() {
+			if strings.HasPrefix(p, "/catalogue/") {
+				asked += h
+			}
+		}
+		if r.Finished() {
+			t.Fatalf("the third run finished before a walk was seen under way (%d pages asked, %d recorded)", asked, r.Stats.Pages)
+		}
+		return asked - r.Stats.Pages, asked-r.Stats.Pages > 100
+	})
+	for _, w := range ws {
+		w.kill(syscall.SIGKILL)
+		w.start(t)
+	}
 	stop = startKiller(t, ws)
-	third := check(run(), urlstate.Counts{Unchanged: int(live)}, nil, nil)
-	kills3 := stop()
+	third := check(id, urlstate.Counts{Unchanged: int(live)}, nil, nil)
+	kills3 := stop() + int64(len(ws))
 	// The unchanged site is walked: the pages behind a 304 are asked within its job, and a worker
 	// killed mid-walk commits none of it, so its page, retried, walks again; each page still
 	// counts once (all 304s), and few pages are jobs.
