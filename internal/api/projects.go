@@ -171,7 +171,7 @@ func (a *API) pushSpider(ctx context.Context, r *Request) (Response, error) {
 func (a *API) delSpider(ctx context.Context, r *Request) (Response, error) {
 	n, err := a.cfg.Store.Delete(ctx, r.Spider, r.Version)
 	a.spidersChanged(err)
-	if errors.Is(err, spiderstore.ErrNotFound) {
+	if errors.Is(err, spiderstore.ErrNotFound) || errors.Is(err, spiderstore.ErrInUse) {
 		return nil, userErrf("%v", err)
 	}
 	if err != nil {

@@ -42,9 +42,24 @@ FROM crawlq_spider ORDER BY name, seq DESC;
 SELECT version FROM crawlq_spider WHERE name = @name ORDER BY seq;
 
 -- name: DeleteSpec :execrows
--- Deletes one version of a name, or every version when version is ''. Index: the (name, version)
--- unique index, or crawlq_spider_latest for every version.
-DELETE FROM crawlq_spider WHERE name = @name AND (sqlc.arg(version)::text = '' OR version = sqlc.arg(version)::text);
+-- Deletes one version of a name, or every version when version is '', unless a run that has not
+-- finished needs it (SpecRunsInUse says which): a version such a run pinned or started with, or,
+-- for every version, any such run of the name. Index: the (name, version) unique index, or
+-- crawlq_spider_latest for every version; the runs' by the spider's name.
+DELETE FROM crawlq_spider s
+WHERE s.name = @name AND (sqlc.arg(version)::text = '' OR s.version = sqlc.arg(version)::text)
+  AND NOT EXISTS (
+    SELECT 1 FROM crawlq_run r LEFT JOIN crawlq_spider_run sr ON sr.run_id = r.id
+    WHERE r.spider = @name AND r.state IN ('pending', 'running')
+      AND (sqlc.arg(version)::text = '' OR sr.version = s.version));
+
+-- name: SpecRunsInUse :many
+-- The runs that have not finished and need a version of name (every version when version is ''):
+-- those DeleteSpec will not delete from under. At most 10, oldest first.
+SELECT r.id FROM crawlq_run r LEFT JOIN crawlq_spider_run sr ON sr.run_id = r.id
+WHERE r.spider = @name AND r.state IN ('pending', 'running')
+  AND (sqlc.arg(version)::text = '' OR sr.version = sqlc.arg(version)::text)
+ORDER BY r.id LIMIT 10;
 
 -- name: SpecNames :many
 -- The names of stored specs. A scan (the table is small).

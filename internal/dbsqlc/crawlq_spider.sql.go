@@ -11,7 +11,12 @@ import (
 )
 
 const DeleteSpec = `-- name: DeleteSpec :execrows
-DELETE FROM crawlq_spider WHERE name = $1 AND ($2::text = '' OR version = $2::text)
+DELETE FROM crawlq_spider s
+WHERE s.name = $1 AND ($2::text = '' OR s.version = $2::text)
+  AND NOT EXISTS (
+    SELECT 1 FROM crawlq_run r LEFT JOIN crawlq_spider_run sr ON sr.run_id = r.id
+    WHERE r.spider = $1 AND r.state IN ('pending', 'running')
+      AND ($2::text = '' OR sr.version = s.version))
 `
 
 type DeleteSpecParams struct {
@@ -19,8 +24,10 @@ type DeleteSpecParams struct {
 	Version string
 }
 
-// Deletes one version of a name, or every version when version is ”. Index: the (name, version)
-// unique index, or crawlq_spider_latest for every version.
+// Deletes one version of a name, or every version when version is ”, unless a run that has not
+// finished needs it (SpecRunsInUse says which): a version such a run pinned or started with, or,
+// for every version, any such run of the name. Index: the (name, version) unique index, or
+// crawlq_spider_latest for every version; the runs' by the spider's name.
 func (q *Queries) DeleteSpec(ctx context.Context, arg DeleteSpecParams) (int64, error) {
 	result, err := q.db.Exec(ctx, DeleteSpec, arg.Name, arg.Version)
 	if err != nil {
@@ -184,6 +191,40 @@ func (q *Queries) SpecNames(ctx context.Context) ([]string, error) {
 			return nil, err
 		}
 		items = append(items, name)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const SpecRunsInUse = `-- name: SpecRunsInUse :many
+SELECT r.id FROM crawlq_run r LEFT JOIN crawlq_spider_run sr ON sr.run_id = r.id
+WHERE r.spider = $1 AND r.state IN ('pending', 'running')
+  AND ($2::text = '' OR sr.version = $2::text)
+ORDER BY r.id LIMIT 10
+`
+
+type SpecRunsInUseParams struct {
+	Name    string
+	Version string
+}
+
+// The runs that have not finished and need a version of name (every version when version is ”):
+// those DeleteSpec will not delete from under. At most 10, oldest first.
+func (q *Queries) SpecRunsInUse(ctx context.Context, arg SpecRunsInUseParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, SpecRunsInUse, arg.Name, arg.Version)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []int64{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -304,12 +305,30 @@ func (s *Store) Versions(ctx context.Context, name string) ([]string, error) {
 }
 
 // Delete deletes one version of a spec, or all of them when version is "". It says how many.
+// A version a run that has not finished pinned or started with (any version, for all of them) is
+// not deleted from under it: that is ErrInUse, naming the runs, and nothing is deleted.
 func (s *Store) Delete(ctx context.Context, name, version string) (int, error) {
 	n, err := s.db.DeleteSpec(ctx, dbsqlc.DeleteSpecParams{Name: name, Version: version})
 	if err != nil {
 		return 0, fmt.Errorf("delete spider %s: %w", name, err)
 	}
 	if n == 0 {
+		runs, err := s.db.SpecRunsInUse(ctx, dbsqlc.SpecRunsInUseParams{Name: name, Version: version})
+		if err != nil {
+			return 0, fmt.Errorf("delete spider %s: %w", name, err)
+		}
+		if len(runs) > 0 {
+			what := fmt.Sprintf("spider %q", clip(name))
+			if version != "" {
+				what = fmt.Sprintf("spider %q version %q", clip(name), clip(version))
+			}
+			ids := make([]string, len(runs))
+			for i, id := range runs {
+				ids[i] = strconv.FormatInt(id, 10)
+			}
+			return 0, fmt.Errorf("%s: %w: runs that have not finished need it (%s); cancel them (crawlq cancel-run ID) or let them finish first",
+				what, ErrInUse, strings.Join(ids, ", "))
+		}
 		if version != "" {
 			return 0, fmt.Errorf("spider %q version %q: %w", clip(name), clip(version), ErrNotFound)
 		}

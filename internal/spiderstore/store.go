@@ -30,6 +30,8 @@ var (
 	ErrInvalid = errors.New("invalid")
 	// ErrExists: the version (or job id) is taken.
 	ErrExists = errors.New("already exists")
+	// ErrInUse: a run that has not finished needs what was to be deleted.
+	ErrInUse = errors.New("in use")
 )
 
 // DefaultProject is the project spec spiders belong to when a Scrapyd client asks.

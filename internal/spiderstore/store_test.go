@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -385,5 +386,49 @@ items:
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A version a run that has not finished needs is not deleted from under it: the delete is
+// refused, naming the runs, and deletes nothing. Once the run has finished it goes.
+func TestDeleteKeepsVersionsUnfinishedRunsNeed(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	st, err := spiderstore.New(spiderstore.Config{Pool: pool, Lister: spiderstore.StaticLister{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, spec := range []string{goodSpec, strings.Replace(goodSpec, "127.0.0.1:9", "127.0.0.1:10", 1)} {
+		if _, err := st.Push(ctx, spiderstore.File{Name: "shop.yaml", Data: []byte(spec)}, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A pending run pinned to version 1, as `crawlq schedule --version 1` leaves it.
+	var run int64
+	if err := pool.QueryRow(ctx, `INSERT INTO crawlq_run (spider, queue) VALUES ('shop', 'crawl') RETURNING id`).Scan(&run); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO crawlq_spider_run (run_id, spider, version) VALUES ($1, 'shop', '1')`, run); err != nil {
+		t.Fatal(err)
+	}
+	for _, version := range []string{"1", ""} {
+		n, err := st.Delete(ctx, "shop", version)
+		if !errors.Is(err, spiderstore.ErrInUse) || n != 0 || !strings.Contains(err.Error(), fmt.Sprintf("(%d)", run)) {
+			t.Fatalf("delete version %q under a pending run: %d %v", version, n, err)
+		}
+	}
+	if vs, err := st.Versions(ctx, "shop"); err != nil || strings.Join(vs, ",") != "1,2" {
+		t.Fatalf("versions after refused deletes: %v %v", vs, err)
+	}
+	// Version 2 no unfinished run needs.
+	if n, err := st.Delete(ctx, "shop", "2"); err != nil || n != 1 {
+		t.Fatalf("delete version 2: %d %v", n, err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE crawlq_run SET state = 'succeeded' WHERE id = $1`, run); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.Delete(ctx, "shop", "1"); err != nil || n != 1 {
+		t.Fatalf("delete version 1 after its run finished: %d %v", n, err)
 	}
 }
