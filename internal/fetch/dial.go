@@ -81,7 +81,7 @@ func (e *RefusedError) Error() string {
 	}
 	hint := "set allow_private: true in the spider to crawl it"
 	if e.Class == "loopback" {
-		hint += " (or run a local worker with --allow-loopback)"
+		hint += " (or, for a site on this machine, --allow-loopback on crawlq worker, local or spider test)"
 	}
 	return fmt.Sprintf("refused: %s is a %s address; %s", e.Addr, e.Class, hint)
 }
