@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	tfjson "github.com/hashicorp/terraform-json"
@@ -151,10 +152,16 @@ func TestStackOnEmulator(t *testing.T) {
 		t.Errorf("the real parameter group must force SSL: %v", pg)
 	}
 
-	// The handlers first: their migrate step gives crawlq_app its login (roles are
-	// cluster-wide, created NOLOGIN), which the runner container then connects with.
-	t.Run("LambdaHandlers", func(t *testing.T) { checkLambdaContracts(t, plan, cdb) })
-	t.Run("RunnerContainer", func(t *testing.T) { checkRunnerContract(t, plan, cdb) })
+	// The contracts need nothing of the stack but this plan, so they run while the refusals,
+	// the printed deploy and the destroy below wait on terraform and on the provider's RDS polls.
+	// The handlers first: their migrate step gives crawlq_app its login (roles are cluster-wide,
+	// created NOLOGIN), which the runner container then connects with.
+	var contracts sync.WaitGroup
+	contracts.Go(func() {
+		t.Run("LambdaHandlers", func(t *testing.T) { checkLambdaContracts(t, plan, cdb) })
+		t.Run("RunnerContainer", func(t *testing.T) { checkRunnerContract(t, plan, cdb) })
+	})
+	defer contracts.Wait() // also when a check below stops the test
 
 	// Destroy with the defaults: refused up front (deletion protection), nothing deleted, and
 	// the message names the exact command that turns protection off.
