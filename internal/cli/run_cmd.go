@@ -91,17 +91,18 @@ func verdict(ctx context.Context, n *node.Node, r *crawl.Run) (*events.Report, e
 
 // awaitFinish waits, checking every poll, for run r to finish and returns it as it ended. While
 // the run waits for something (a worker of its queue, its start time, a host: waitingFor), it says
-// so on w, each time that changes, so a wait that cannot end by itself is not silent.
+// so on w when that changes, and again every sayAgain while it lasts, so a wait that cannot end by
+// itself is not silent and one that lasts is not a line a second of countdowns.
 func awaitFinish(ctx context.Context, w io.Writer, n *node.Node, r *crawl.Run, poll time.Duration) (*crawl.Run, error) {
-	said := ""
+	var say sayer
 	return followRun(ctx, n, r, poll, func(r *crawl.Run, _, _ int64, why string) {
-		if r.Finished() {
+		if r.Finished() || why == "" {
+			say = sayer{}
 			return
 		}
-		if why != said && why != "" {
+		if say.due(why, time.Now()) {
 			fmt.Fprintf(w, "run %d %s\n", r.ID, why)
 		}
-		said = why
 	})
 }
 

@@ -144,6 +144,32 @@ func givesUp(hd crawl.HostDown, now time.Time) string {
 		hd.GivesUpAt.Local().Format("15:04:05"), hd.GivesUpAt.Sub(now).Round(time.Second), hd.DownLimit)
 }
 
+// sayAgain is how often a line that changed only in its figures (a wait's countdowns, the probes
+// so far, a run's pages/s) is printed again; one that changed otherwise is printed at once.
+const sayAgain = 30 * time.Second
+
+// sayer decides which of a stream of status lines are printed, so a long wait prints a line when
+// what it waits for changes and every sayAgain, not one per reading.
+type sayer struct {
+	shape string
+	at    time.Time
+}
+
+// due reports whether line should be printed at now, and if so remembers it.
+func (s *sayer) due(line string, now time.Time) bool {
+	shape := strings.Map(func(r rune) rune {
+		if r >= '0' && r <= '9' {
+			return -1
+		}
+		return r
+	}, line)
+	if shape == s.shape && now.Sub(s.at) < sayAgain {
+		return false
+	}
+	s.shape, s.at = shape, now
+	return true
+}
+
 // clipMsg keeps the first n bytes of s for a message, marking a cut with "...", and never leaves a
 // character cut in two (or any invalid UTF-8) for the terminal to show as garbage.
 func clipMsg(s string, n int) string {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -186,5 +187,28 @@ func TestRunOnTheLongQueueSaysNoWorkerWorksIt(t *testing.T) {
 	}
 	if len(w) != 0 {
 		t.Errorf("the same wait said again: %q", <-w)
+	}
+}
+
+// A wait that changes only in its figures is said once and again every sayAgain; one that
+// changes otherwise is said at once. A newcomer's run waiting 10 minutes on a down host printed
+// 868 lines of countdowns.
+func TestSayerSaysAWaitWhenItChanges(t *testing.T) {
+	start := time.Date(2026, 11, 25, 4, 0, 0, 0, time.UTC)
+	down := func(in int) string {
+		return fmt.Sprintf("waits: host 127.0.0.1:8088 is down (failing since 04:00:00, %d failed probes); its pages wait until 04:00:%02d (in %ds)", in/10, in, in)
+	}
+	var s sayer
+	var said []int
+	for sec := 0; sec < 600; sec++ { // a reading a second for ten minutes
+		if s.due(down(sec%60), start.Add(time.Duration(sec)*time.Second)) {
+			said = append(said, sec)
+		}
+	}
+	if len(said) != 20 || said[0] != 0 || said[1] != 30 {
+		t.Fatalf("a ten-minute wait said at %v; want every 30 s (20 lines)", said)
+	}
+	if !s.due("waits for a worker of queue crawl: none alive", start.Add(600*time.Second)) {
+		t.Fatal("a different wait was not said at once")
 	}
 }

@@ -25,7 +25,9 @@ func watchRun(ctx context.Context, w io.Writer, n *node.Node, id int64, every ti
 	}
 	tty := isTerminal(w)
 	limit := pageLimit(n, r)
-	last := ""
+	// Not on a terminal (a log, a pipe): a line when what the run does or waits for changes, every
+	// sayAgain, and the last one; not a line per reading of its counters and countdowns.
+	var say sayer
 	r, err = followRun(ctx, n, r, every, func(r *crawl.Run, waiting, running int64, why string) {
 		line := progressLine(r, waiting, running, limit)
 		if why != "" {
@@ -34,10 +36,9 @@ func watchRun(ctx context.Context, w io.Writer, n *node.Node, id int64, every ti
 		switch {
 		case tty:
 			fmt.Fprint(w, "\r\x1b[K"+line)
-		case line != last:
+		case say.due(line, time.Now()) || r.Finished():
 			fmt.Fprintln(w, line)
 		}
-		last = line
 	})
 	if tty {
 		fmt.Fprintln(w)
