@@ -537,18 +537,38 @@ func (s *streamer) open(a atom.Atom, name []byte) bool {
 	if t := s.top(); t != nil {
 		t.hasChild = true
 	}
+	bits := s.compoundsMatching(name)
+	depth := len(s.stack) + 1
+	s.startFields(bits, depth)
+	s.startContainers(bits, depth)
+	if s.data.base == nil && s.matchGroup(s.p.base, bits) {
+		v := string(s.attr("href"))
+		s.data.base = &v
+	}
+	isLink := s.matchGroup(s.p.links, bits)
+	s.startFollows(bits, depth, isLink)
+	if isLink {
+		s.hrefToCaptures(depth)
+	}
+	s.push(a, name, bits)
+	return true
+}
+
+// compoundsMatching is the set of the parse's compound selectors the element name, with the
+// current attributes, matches: bit i for compound i.
+func (s *streamer) compoundsMatching(name []byte) uint64 {
 	var bits uint64
 	for i := range s.p.comps {
 		if s.p.comps[i].matches(name, s.attrs) {
 			bits |= 1 << i
 		}
 	}
-	e := openElem{atom: a, bits: bits}
-	if a == 0 {
-		e.name = string(name)
-	}
-	depth := len(s.stack) + 1
-	// Fields of the containers already open (this element is inside them).
+	return bits
+}
+
+// startFields takes the field values this element starts in the containers already open (it is
+// inside them).
+func (s *streamer) startFields(bits uint64, depth int) {
 	for _, c := range s.openC {
 		r := c.rule
 		for f, g := range s.p.fields[r] {
@@ -559,7 +579,11 @@ func (s *streamer) open(a atom.Atom, name []byte) bool {
 			s.fieldFrom(&c.fields[f], s.p.fattrs[r][f], depth)
 		}
 	}
-	// Containers this element starts.
+}
+
+// startContainers opens the item containers this element starts, with the fields read from the
+// container itself.
+func (s *streamer) startContainers(bits uint64, depth int) {
 	for r, g := range s.p.items {
 		if g == nil || !s.active[r] || !s.matchGroup(g, bits) {
 			continue
@@ -574,11 +598,11 @@ func (s *streamer) open(a atom.Atom, name []byte) bool {
 		}
 		s.openC = append(s.openC, c)
 	}
-	if s.data.base == nil && s.matchGroup(s.p.base, bits) {
-		v := string(s.attr("href"))
-		s.data.base = &v
-	}
-	isLink := s.matchGroup(s.p.links, bits)
+}
+
+// startFollows records the follow rules this element matches: its href, or a capture of the
+// links inside it; a rule without a selector takes every link.
+func (s *streamer) startFollows(bits uint64, depth int, isLink bool) {
 	for r, g := range s.p.follow {
 		if g == nil {
 			if isLink {
@@ -597,17 +621,28 @@ func (s *streamer) open(a atom.Atom, name []byte) bool {
 		}
 		s.caps = append(s.caps, capture{depth: depth, hrefs: hs})
 	}
-	if isLink {
-		var v string
-		got := false
-		for _, c := range s.caps {
-			if c.hrefs != nil && c.depth < depth {
-				if !got {
-					v, got = string(s.attr("href")), true
-				}
-				*c.hrefs = append(*c.hrefs, v)
+}
+
+// hrefToCaptures adds this link's href to the follow captures open around it.
+func (s *streamer) hrefToCaptures(depth int) {
+	var v string
+	got := false
+	for _, c := range s.caps {
+		if c.hrefs != nil && c.depth < depth {
+			if !got {
+				v, got = string(s.attr("href")), true
 			}
+			*c.hrefs = append(*c.hrefs, v)
 		}
+	}
+}
+
+// push puts the element on the stack and counts the open elements the parse's nesting rules
+// watch.
+func (s *streamer) push(a atom.Atom, name []byte, bits uint64) {
+	e := openElem{atom: a, bits: bits}
+	if a == 0 {
+		e.name = string(name)
 	}
 	s.stack = append(s.stack, e)
 	switch {
@@ -618,7 +653,6 @@ func (s *streamer) open(a atom.Atom, name []byte) bool {
 	case a == atom.Button:
 		s.btnOpen++
 	}
-	return true
 }
 
 func (s *streamer) fieldFrom(f *rawField, attr string, depth int) {
