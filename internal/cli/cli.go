@@ -148,6 +148,9 @@ func Main(ctx context.Context, args []string, env Env) int {
 		return 2
 	}
 	cs := commands()
+	if len(args) > 1 && args[0] == "help" {
+		args = []string{args[1], "--help"} // crawlq help CMD is crawlq CMD --help
+	}
 	if len(args) == 0 || isHelp(args[0]) || args[0] == "help" {
 		topUsage(env.Stdout, cs)
 		if len(args) == 0 {

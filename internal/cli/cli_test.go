@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"crawlq/internal/cli"
 	"crawlq/internal/dbtest"
 )
@@ -251,5 +253,28 @@ func TestScheduleUnknownSpiderSaysWhatToDo(t *testing.T) {
 	if code != 1 || out != "" || !strings.Contains(errs, `spider "nope": unknown spider`) ||
 		!strings.Contains(errs, "crawlq spider list") || !strings.Contains(errs, "crawlq spider push FILE") {
 		t.Errorf("schedule --spider nope: exit %d, stdout %q, stderr %q; want 1 naming the spider, spider list and spider push", code, out, errs)
+	}
+}
+
+// A run's id given to cancel (which takes job ids) is named as one, with the command that cancels
+// a run; crawlq help CMD is CMD --help.
+func TestCancelNamesARunsIDAndHelpTakesACommand(t *testing.T) {
+	t.Parallel()
+	_, url := dbtest.Schema(t)
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(context.Background(), `INSERT INTO crawlq_run (id, spider, queue) VALUES (424242, 'demo', 'crawl')`); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := run(t, url, "cancel", "424242")
+	if code != 1 || !strings.Contains(errs, "crawlq cancel-run 424242") {
+		t.Fatalf("cancel of a run's id: exit %d, stderr %q", code, errs)
+	}
+	code, out, _ := run(t, url, "help", "cancel")
+	if code != 0 || !strings.Contains(out, "Cancels each job") {
+		t.Fatalf("help cancel: exit %d %q", code, out)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"crawlq/internal/dbsqlc"
 	"crawlq/internal/migrate"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
@@ -233,6 +234,12 @@ its next heartbeat. Exits 1 if any id is unknown or already finished (the others
 					for _, id := range ids {
 						st, err := c.Cancel(ctx, id)
 						switch {
+						case errors.Is(err, queue.ErrNotFound):
+							// Run ids and job ids look alike: name the command a run id needs.
+							if _, rerr := dbsqlc.New(pool).GetRun(ctx, id); rerr == nil {
+								err = fmt.Errorf("%w; %d is a run's id: crawlq cancel-run %d cancels the run", err, id, id)
+							}
+							errs = append(errs, err)
 						case err != nil:
 							errs = append(errs, err)
 						case st == queue.StateRunning:
