@@ -116,10 +116,26 @@ func TestSecretsNeverLogged(t *testing.T) {
 		}
 		check(what, string(out))
 	}
+	waitRetries := func(what string, dbURL string, bin string, args ...string) {
+		t.Helper()
+		var buf syncBuffer
+		cmd := exec.Command(bin, args...)
+		cmd.Env = env(dbURL)
+		cmd.Stdout, cmd.Stderr = &buf, &buf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		testwait.Until(t, what+" logs two retries", func() bool { return strings.Count(buf.String(), "retrying") >= 2 })
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		check(what, buf.String())
+	}
 
 	// Failing connections: nothing listening, and a database that does not exist.
 	down := fmt.Sprintf("postgres://crawlq:%s@127.0.0.1:%d/crawlq?sslmode=disable", pw, closedPort(t))
-	run("crawlq worker (no server)", down, cli, "worker", "--queues", "crawl")
+	// The worker waits for a database that refuses connections (up to 5 minutes), logging each
+	// try: stopped once it has logged two retries with the connection error, not at a timeout.
+	waitRetries("crawlq worker (no server)", down, cli, "worker", "--queues", "crawl")
 	run("crawlq schedule (no server)", down, cli, "schedule", "--spider", "demo")
 	run("crawlq migrate (no server)", down, cli, "migrate")
 	run("crawlq-api function (no server)", down, apiFn)
