@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
@@ -99,6 +100,9 @@ Spiders: the built-in specs plus those in --spiders.`,
 					if err != nil {
 						return err
 					}
+					// A person who started it in the background sees it is up, and what it works.
+					slog.Info("worker started: claiming jobs until interrupted", "queues", *queues, "workers", *workers,
+						"concurrency", *conc, "allow_loopback", *allowLoopback, "maintenance", se.Every > 0)
 					return n.Run(ctx)
 				})
 			}
