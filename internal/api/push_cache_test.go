@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -16,7 +17,12 @@ func TestPushedSpiderSchedulableAtOnce(t *testing.T) {
 		t.Fatalf("schedule before the push: %v", r)
 	}
 	f.ok(t, `{"action":"pushspider","spec":"name: fresh\nstart_urls: [http://127.0.0.1:9/]\n"}`)
-	f.ok(t, schedule)
+	run := f.ok(t, schedule)["run_id"]
+	// The pending run needs the spider: it is not deleted from under it.
+	if r := f.call(t, `{"action":"delspider","spider":"fresh"}`); r["status"] != "error" || !strings.Contains(r["message"].(string), "have not finished") {
+		t.Fatalf("delete under a pending run: %v", r)
+	}
+	f.ok(t, fmt.Sprintf(`{"action":"cancel","job":"%v"}`, run))
 	f.ok(t, `{"action":"delspider","spider":"fresh"}`)
 	if r := f.call(t, schedule); r["status"] != "error" {
 		t.Fatalf("schedule right after the delete: %v", r)
