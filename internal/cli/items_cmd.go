@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,8 +21,8 @@ import (
 	"crawlq/internal/view"
 )
 
-// itemsPage is how many items crawlq items holds at once: it reads a run's items a page at a
-// time in key order (keyset pagination on the primary key), so memory does not grow with the run.
+// itemsPage is how many item changes crawlq items --changes holds at once: it reads them a page at
+// a time (keyset pagination), so memory does not grow with the run.
 const itemsPage = 1000
 
 func itemsCmd() *Command {
@@ -123,7 +124,7 @@ func writeFileWhole(path string, write func(io.Writer) error) (err error) {
 	return nil
 }
 
-// exportItems writes run id's items to w in format, up to limit (0: all), a page at a time.
+// exportItems writes run id's items to w in format, in key order, up to limit (0: all).
 func exportItems(ctx context.Context, n *node.Node, w io.Writer, id int64, format string, limit int64) error {
 	var row func(items.Item) error
 	var cw *csv.Writer
@@ -153,14 +154,10 @@ func exportItems(ctx context.Context, n *node.Node, w io.Writer, id int64, forma
 		e := json.NewEncoder(w) // JSON Lines: one compact object per line
 		row = func(it items.Item) error { return e.Encode(view.Item{Key: it.Key, URL: it.URL, Data: it.Data}) }
 	}
-	var sent int64
-	after := ""
-	for limit == 0 || sent < limit {
-		page := int64(itemsPage)
-		if limit > 0 {
-			page = min(page, limit-sent)
-		}
-		its, err := items.ListItemsAfter(ctx, n.Queue.Pool(), id, after, int(page))
+	pool := n.Queue.Pool()
+	if limit > 0 && limit <= items.MaxListLimit {
+		// A few items: one statement whose LIMIT the server sorts for (a top-N sort).
+		its, err := items.ListItemsAfter(ctx, pool, id, "", int(limit))
 		if err != nil {
 			return err
 		}
@@ -169,19 +166,30 @@ func exportItems(ctx context.Context, n *node.Node, w io.Writer, id int64, forma
 				return err
 			}
 		}
-		sent += int64(len(its))
-		if cw != nil {
-			if cw.Flush(); cw.Error() != nil {
-				return cw.Error()
+	} else {
+		// Every item (or more than a page): streamed, the run sorted once, one item held.
+		var sent int64
+		err := items.EachItem(ctx, pool, id, func(it items.Item) error {
+			if limit > 0 && sent == limit {
+				return errEnoughItems
 			}
+			sent++
+			return row(it)
+		})
+		if err != nil && !errors.Is(err, errEnoughItems) {
+			return err
 		}
-		if int64(len(its)) < page {
-			break
+	}
+	if cw != nil {
+		if cw.Flush(); cw.Error() != nil {
+			return cw.Error()
 		}
-		after = its[len(its)-1].Key
 	}
 	return nil
 }
+
+// errEnoughItems stops a streamed read at the items asked for.
+var errEnoughItems = errors.New("enough items")
 
 // exportChanges writes run id's item changes to w in format, up to limit (0: all), a page at a
 // time.

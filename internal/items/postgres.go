@@ -161,3 +161,23 @@ func ListItemsAfter(ctx context.Context, pool *pgxpool.Pool, runID int64, after 
 	}
 	return items, nil
 }
+
+// EachItem hands fn every item of a run in key order, read with one streamed statement: the run's
+// items are sorted once (they are stored a batch to a row, so reading a large run page by page
+// would sort what is left of it once a page), and memory is one item. The Item is valid only
+// while fn runs. An error of fn stops the read and is returned (errors.Is finds it).
+func EachItem(ctx context.Context, pool *pgxpool.Pool, runID int64, fn func(Item) error) error {
+	it := Item{RunID: runID}
+	var data []byte
+	err := dbsqlc.Each(ctx, pool, (*dbsqlc.Queries).ListAllRunItems, runID, func(rows pgx.Rows) error {
+		if err := rows.Scan(&it.Key, &it.URL, &data); err != nil {
+			return err
+		}
+		it.Data = data
+		return fn(it)
+	})
+	if err != nil {
+		return fmt.Errorf("read items of run %d: %w", runID, err)
+	}
+	return nil
+}

@@ -11,10 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"crawlq/internal/dbsqlc"
 )
 
 // Reader writes every item of a run as JSON Lines (each item's data, one per line): what a
@@ -37,13 +34,8 @@ const writeBuffer = 64 << 10
 func (r PostgresReader) WriteRun(ctx context.Context, w io.Writer, run int64) (int, error) {
 	sent := 0
 	bw := bufio.NewWriterSize(w, writeBuffer)
-	var key, url string
-	var data []byte
-	err := dbsqlc.Each(ctx, r.Pool, (*dbsqlc.Queries).ListAllRunItems, run, func(rows pgx.Rows) error {
-		if err := rows.Scan(&key, &url, &data); err != nil {
-			return err
-		}
-		if _, err := bw.Write(data); err != nil {
+	err := EachItem(ctx, r.Pool, run, func(it Item) error {
+		if _, err := bw.Write(it.Data); err != nil {
 			return fmt.Errorf("write items of run %d: %w", run, err)
 		}
 		if err := bw.WriteByte('\n'); err != nil {
@@ -53,7 +45,7 @@ func (r PostgresReader) WriteRun(ctx context.Context, w io.Writer, run int64) (i
 		return nil
 	})
 	if err != nil {
-		return sent, fmt.Errorf("read items of run %d: %w", run, err)
+		return sent, err
 	}
 	if err := bw.Flush(); err != nil {
 		return sent, fmt.Errorf("write items of run %d: %w", run, err)
