@@ -362,8 +362,8 @@ variable "metrics_namespace" {
 variable "metrics_per_spider" {
   description = <<-EOT
     CRAWLQ_METRICS_PER_SPIDER: write crawlq's spider and monitor metrics per spider (dimension
-    Spider): 11 CloudWatch metrics a spider, $3.30 a month each ($33 for 10 spiders). false
-    (default) writes them as totals over every spider, 11 metrics in all: the dashboard graphs
+    Spider): 13 CloudWatch metrics a spider, $3.90 a month each ($39 for 10 spiders). false
+    (default) writes them as totals over every spider, 13 metrics in all: the dashboard graphs
     the totals, the monitor alarms are per monitor kind either way, and every EMF line still
     names its spider, so CloudWatch Logs Insights breaks the totals down (docs/cost.md).
   EOT

@@ -50,7 +50,7 @@ variables, and what each saving gives up in reliability.`,
 			perMonth := fs.Float64("pages-per-month", d.PagesPerMonth, "pages crawled per month (1000 to 1e12)")
 			pageKB := fs.Float64("page-kb", d.PageKB, "average fetched page size in KB (0.1 to 100000)")
 			queues := fs.Int("queues", d.Queues, "queues (crawlq writes 7 metrics per queue; 1 to 1000)")
-			spiders := fs.Int("spiders", d.Spiders, "spiders that run in a month (11 metrics each with --var metrics_per_spider=true; 1 to 100000)")
+			spiders := fs.Int("spiders", d.Spiders, "spiders that run in a month (13 metrics each with --var metrics_per_spider=true; 1 to 100000)")
 			itemBytes := fs.Float64("item-bytes", d.ItemBytes, "item bytes stored per page (0 to 1e8)")
 			retention := fs.Float64("retention-months", d.RetentionMonths, "months items are kept (0 to 1200; in S3 by default, where the bucket keeps them until deleted)")
 			logBytes := fs.Float64("log-bytes-per-page", d.LogBytesPerPage, "log bytes written per page (0 to 1e7)")

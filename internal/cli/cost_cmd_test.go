@@ -14,15 +14,15 @@ func TestCostCommand(t *testing.T) {
 	}
 	// Every term of the bill, and the totals internal/cost's hand calculation gives for the
 	// default inputs (100 KB pages, 2 queues, 10 spiders, 1 KB items kept a month): at most $1
-	// per million pages all-in at 100 M pages a month (issue 32; the defaults of before: $1.549).
+	// per million pages all-in at 100 M pages a month (issue 32; the defaults of before: $1.555).
 	for _, want := range []string{"list prices read 2025-06", "topology default (terraform/ as deployed)",
 		"Fargate Spot runners", "runner public IPv4", "outbound traffic (requests, ACKs, TLS)", "fetched bytes through NAT",
 		"cross-AZ to the database", "logs per page", "items in S3", "NAT instance (t4g.nano)", "NAT public IPv4", "RDS instance",
-		"RDS storage", "RDS Proxy", "none: clients connect to the instance", "CloudWatch metrics (crawlq)", "25 = 7 x 2 queues + 7 spider totals",
+		"RDS storage", "RDS Proxy", "none: clients connect to the instance", "CloudWatch metrics (crawlq)", "27 = 7 x 2 queues + 9 spider totals + 4 monitors",
 		"Container Insights metrics", "CloudWatch dashboard", "CloudWatch alarms", "logs of the minute ticks", "minute ticks (Lambda + Scheduler)", "KMS",
 		"Secrets Manager", "1 secrets", "ECR images",
-		"$0.4596", "$50.57", "all-in per million pages at 100000000 pages/month: $0.965",
-		"$1 per million pages all-in: from 94 million pages/month"} {
+		"$0.4596", "$51.17", "all-in per million pages at 100000000 pages/month: $0.971",
+		"$1 per million pages all-in: from 95 million pages/month"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("cost output lacks %q:\n%s", want, out)
 		}
@@ -38,8 +38,8 @@ func TestCostCommand(t *testing.T) {
 		t.Fatalf("cost --var: %d %q", code, errs)
 	}
 	for _, want := range []string{"terraform/ with [container_insights=true crawl_concurrency=20 db_instance_class=db.t4g.medium db_proxy=on metrics_per_spider=true nat=gateway runner_items_to_s3=false]",
-		"128 = 7 x 2 queues", "NAT gateway", "items in Postgres", "RDS storage autoscaling stops at 200 GB",
-		"$0.6947", "$163.50", "all-in per million pages at 100000000 pages/month: $2.330"} {
+		"148 = 7 x 2 queues", "NAT gateway", "items in Postgres", "RDS storage autoscaling stops at 200 GB",
+		"$0.6947", "$169.50", "all-in per million pages at 100000000 pages/month: $2.390"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("cost --var output lacks %q:\n%s", want, out)
 		}
@@ -51,7 +51,7 @@ func TestCostCommand(t *testing.T) {
 		t.Errorf("cost --var crawl_runtime=lambda: %d %q\n%s", code, errs, out)
 	}
 	code, out, errs = run(t, "", "cost", "--spiders", "100", "--var", "metrics_per_spider=true")
-	if code != 0 || !strings.Contains(out, "1118 = 7 x 2 queues") {
+	if code != 0 || !strings.Contains(out, "1318 = 7 x 2 queues") {
 		t.Errorf("cost --spiders 100 --var metrics_per_spider=true: %d %q\n%s", code, errs, out)
 	}
 	for _, c := range []struct {

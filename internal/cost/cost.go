@@ -437,12 +437,15 @@ func Compute(s Stack, in Inputs) (Estimate, error) {
 	} else {
 		add("RDS Proxy", 0, 0, "none: clients connect to the instance")
 	}
-	metrics := CustomMetrics(in.Queues, in.Spiders, s.PerSpiderMetrics)
+	n := CustomMetrics(in.Queues, in.Spiders, s.PerSpiderMetrics)
+	perQueue, perSpider := len(metrics.QueueMetricNames()), len(metrics.SpiderMetricNames())
+	monitors := len(metrics.MonitorMetricNames()) * defaultMonitorKinds
 	if s.PerSpiderMetrics {
-		add("CloudWatch metrics (crawlq)", 0, float64(metrics)*MetricMonth, "%d = 7 x %d queues + 7 x %d spiders + 4 monitors x (%d spiders + 1), x $%.2f",
-			metrics, in.Queues, in.Spiders, in.Spiders, MetricMonth)
+		add("CloudWatch metrics (crawlq)", 0, float64(n)*MetricMonth, "%d = %d x %d queues + %d x %d spiders + %d monitors x (%d spiders + 1), x $%.2f",
+			n, perQueue, in.Queues, perSpider, in.Spiders, monitors, in.Spiders, MetricMonth)
 	} else {
-		add("CloudWatch metrics (crawlq)", 0, float64(metrics)*MetricMonth, "%d = 7 x %d queues + 7 spider totals + 4 monitors, x $%.2f", metrics, in.Queues, MetricMonth)
+		add("CloudWatch metrics (crawlq)", 0, float64(n)*MetricMonth, "%d = %d x %d queues + %d spider totals + %d monitors, x $%.2f",
+			n, perQueue, in.Queues, perSpider, monitors, MetricMonth)
 	}
 	add("Container Insights metrics", 0, float64(s.InsightsMetrics)*MetricMonth, "%d x $%.2f", s.InsightsMetrics, MetricMonth)
 	add("CloudWatch dashboard", 0, float64(s.Dashboards)*DashboardMonth, "%d x $%.2f", s.Dashboards, DashboardMonth)
@@ -456,6 +459,6 @@ func Compute(s Stack, in Inputs) (Estimate, error) {
 	add("Secrets Manager", 0, float64(s.Secrets)*SecretMonth+SecretCallsMonth*SecretPerReq, "%d secrets x $%.2f + %d calls x $%.2f/10k", s.Secrets, SecretMonth, SecretCallsMonth, SecretPerReq*1e4)
 	add("ECR images", 0, ECRStoredGB*ECRGBMonth, "%g GB x $%.2f", ECRStoredGB, ECRGBMonth)
 
-	return Estimate{Stack: s, Inputs: in, Terms: terms, CustomMetrics: metrics,
+	return Estimate{Stack: s, Inputs: in, Terms: terms, CustomMetrics: n,
 		ItemsGBPerMonth: in.ItemBytes * in.PagesPerMonth / 1e9, ItemsGBKept: in.ItemBytes * in.PagesPerMonth / 1e9 * in.RetentionMonths}, nil
 }

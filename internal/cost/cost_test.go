@@ -83,9 +83,9 @@ func TestDefaultStackAgainstHandCalculation(t *testing.T) {
 		"RDS instance": {0, 23.36},
 		"RDS storage":  {0, 5.75},
 		"RDS Proxy":    {0, 0},
-		// 7 metrics × 2 queues + 7 spider totals + MonitorFailed per kind (4) = 25 × $0.30
+		// 7 metrics × 2 queues + 9 spider totals + MonitorFailed per kind (4) = 27 × $0.30
 		// (metrics_per_spider is off).
-		"CloudWatch metrics (crawlq)": {0, 7.50},
+		"CloudWatch metrics (crawlq)": {0, 8.10},
 		// Container Insights is off.
 		"Container Insights metrics": {0, 0},
 		"CloudWatch dashboard":       {0, 3.00},
@@ -107,20 +107,20 @@ func TestDefaultStackAgainstHandCalculation(t *testing.T) {
 	})
 	// 0.082283 + 0.027778 + 0.215602 + 0 + 0.008 + 0.052959 + 0.073
 	near(t, "per million", e.PerMillion(), 0.459622)
-	// 3.706 + 3.65 + 23.36 + 5.75 + 0 + 7.50 + 0 + 3.00 + 1.50 + 0.12264 + 0.397121 + 1.03 + 0.45 + 0.10
-	near(t, "fixed per month", e.FixedPerMonth(), 50.565761)
-	near(t, "per month at 100 M", e.PerMonth(), 50.565761+45.962222)
-	// 0.459622 + 50.565761 / 100
-	near(t, "all-in per million at 100 M", e.AllInPerMillion(), 0.965280)
+	// 3.706 + 3.65 + 23.36 + 5.75 + 0 + 8.10 + 0 + 3.00 + 1.50 + 0.12264 + 0.397121 + 1.03 + 0.45 + 0.10
+	near(t, "fixed per month", e.FixedPerMonth(), 51.165761)
+	near(t, "per month at 100 M", e.PerMonth(), 51.165761+45.962222)
+	// 0.459622 + 51.165761 / 100
+	near(t, "all-in per million at 100 M", e.AllInPerMillion(), 0.971280)
 	if e.AllInPerMillion() > 1 {
 		t.Errorf("the default stack costs $%.3f per million pages all-in at 100 M pages a month, want at most $1", e.AllInPerMillion())
 	}
-	// 50.565761 / (1 − 0.459622) = 93.57 M pages a month.
-	if got := e.PagesPerMonthFor(1) / 1e6; math.Abs(got-93.57) > 0.01 {
-		t.Errorf("$1 all-in from %.2f M pages/month, want 93.57 M", got)
+	// 51.165761 / (1 − 0.459622) = 94.69 M pages a month.
+	if got := e.PagesPerMonthFor(1) / 1e6; math.Abs(got-94.69) > 0.01 {
+		t.Errorf("$1 all-in from %.2f M pages/month, want 94.69 M", got)
 	}
-	if e.CustomMetrics != 25 {
-		t.Errorf("%d custom metrics, want 25", e.CustomMetrics)
+	if e.CustomMetrics != 27 {
+		t.Errorf("%d custom metrics, want 27", e.CustomMetrics)
 	}
 	near(t, "items GB a month", e.ItemsGBPerMonth, 100) // 1,000 B × 1e8
 	// Lambdas must not crawl without RDS Proxy: asking for a Lambda runtime gives the proxy back.
@@ -158,7 +158,7 @@ func TestStackOfBefore(t *testing.T) {
 		"RDS instance": {0, 23.36}, "RDS storage": {0, 5.75},
 		// RDS Proxy on 2 vCPU: 2 × 730 × 0.015.
 		"RDS Proxy":                   {0, 21.90},
-		"CloudWatch metrics (crawlq)": {0, 7.50}, "Container Insights metrics": {0, 0}, "CloudWatch dashboard": {0, 3.00},
+		"CloudWatch metrics (crawlq)": {0, 8.10}, "Container Insights metrics": {0, 0}, "CloudWatch dashboard": {0, 3.00},
 		// 10 standard alarms (no NAT instance) + 4 Metrics Insights.
 		"CloudWatch alarms": {0, 1.40}, "logs of the minute ticks": {0, 0.12264}, "minute ticks (Lambda + Scheduler)": {0, 0.397121},
 		"KMS": {0, 1.03},
@@ -166,8 +166,8 @@ func TestStackOfBefore(t *testing.T) {
 		"Secrets Manager": {0, 0.85}, "ECR images": {0, 0.10},
 	})
 	near(t, "per million", e.PerMillion(), 0.529622)
-	near(t, "fixed per month", e.FixedPerMonth(), 101.909761)
-	near(t, "all-in per million at 100 M", e.AllInPerMillion(), 1.548720)
+	near(t, "fixed per month", e.FixedPerMonth(), 102.509761)
+	near(t, "all-in per million at 100 M", e.AllInPerMillion(), 1.554720)
 }
 
 // The same inputs crawling on worker Lambdas behind the single NAT gateway, items to S3.
@@ -185,7 +185,7 @@ func TestLambdaRuntimeAgainstHandCalculation(t *testing.T) {
 	}
 	fixed := map[string]term{
 		"NAT gateway": {0, 32.85}, "NAT public IPv4": {0, 3.65}, "RDS instance": {0, 23.36}, "RDS storage": {0, 5.75},
-		"RDS Proxy": {0, 21.90}, "CloudWatch metrics (crawlq)": {0, 7.50}, "Container Insights metrics": {0, 0},
+		"RDS Proxy": {0, 21.90}, "CloudWatch metrics (crawlq)": {0, 8.10}, "Container Insights metrics": {0, 0},
 		"CloudWatch dashboard": {0, 3.00}, "CloudWatch alarms": {0, 1.40}, "logs of the minute ticks": {0, 0.12264},
 		"minute ticks (Lambda + Scheduler)": {0, 0.397121}, "KMS": {0, 1.03}, "Secrets Manager": {0, 0.85}, "ECR images": {0, 0.10},
 	}
@@ -215,10 +215,10 @@ func TestCustomMetrics(t *testing.T) {
 		perSpider       bool
 		want            int
 	}{
-		{2, 10, true, 128}, // 14 + 70 + 40 + 4
-		{1, 1, true, 22},   // 7 + 7 + 4 + 4
-		{2, 10, false, 25}, // 14 + 7 + 4
-		{2, 100, false, 25},
+		{2, 10, true, 148}, // 14 + 90 + 40 + 4
+		{1, 1, true, 24},   // 7 + 9 + 4 + 4
+		{2, 10, false, 27}, // 14 + 9 + 4
+		{2, 100, false, 27},
 	} {
 		if got := cost.CustomMetrics(c.queues, c.spiders, c.perSpider); got != c.want {
 			t.Errorf("CustomMetrics(%d, %d, %v) = %d, want %d", c.queues, c.spiders, c.perSpider, got, c.want)

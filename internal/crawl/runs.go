@@ -221,10 +221,12 @@ func (c *Crawler) List(ctx context.Context, p ListParams) ([]*Run, error) {
 type SpiderStat struct {
 	Spider                                    string
 	Pages, Items, Errors, DeadPages           int64
+	Bans, ProxyFailures                       int64 // errors_by_kind "banned" and "proxy"
 	RunsSucceeded, RunsIncomplete, RunsFailed int64
 }
 
-// SpiderStats sums pages, items, errors and finished/failed runs per spider since t.
+// SpiderStats sums pages, items, errors, bans, proxy failures and finished/failed runs per
+// spider since t.
 func (c *Crawler) SpiderStats(ctx context.Context, since time.Time) ([]SpiderStat, error) {
 	rows, err := c.db.SpiderStats(ctx, since)
 	if err != nil {

@@ -140,12 +140,16 @@ ORDER BY r.id
 LIMIT @max_runs;
 
 -- name: SpiderStats :many
--- Sums pages, items and errors per spider over runs finished since a time, and counts runs
--- succeeded, incomplete and failed (the metrics function, once per period). No index on
--- finished_at serves it (crawlq_run_purge holds only unpurged runs): a scan of crawlq_run.
+-- Sums pages, items and errors per spider over runs finished since a time, and the pages a
+-- site banned and the proxy failures (errors_by_kind's "banned" and "proxy", counted as retries,
+-- not errors; 0 when absent), and counts runs succeeded, incomplete and failed (the metrics
+-- function, once per period). No index on finished_at serves it (crawlq_run_purge holds only
+-- unpurged runs): a scan of crawlq_run.
 SELECT spider,
        COALESCE(sum(pages), 0)::bigint AS pages, COALESCE(sum(items), 0)::bigint AS items,
        COALESCE(sum(errors), 0)::bigint AS errors, COALESCE(sum(dead_pages), 0)::bigint AS dead_pages,
+       COALESCE(sum((errors_by_kind->>'banned')::bigint), 0)::bigint AS bans,
+       COALESCE(sum((errors_by_kind->>'proxy')::bigint), 0)::bigint AS proxy_failures,
        count(*) FILTER (WHERE state = 'succeeded') AS runs_succeeded,
        count(*) FILTER (WHERE state = 'incomplete') AS runs_incomplete,
        count(*) FILTER (WHERE state = 'failed') AS runs_failed

@@ -451,6 +451,8 @@ const SpiderStats = `-- name: SpiderStats :many
 SELECT spider,
        COALESCE(sum(pages), 0)::bigint AS pages, COALESCE(sum(items), 0)::bigint AS items,
        COALESCE(sum(errors), 0)::bigint AS errors, COALESCE(sum(dead_pages), 0)::bigint AS dead_pages,
+       COALESCE(sum((errors_by_kind->>'banned')::bigint), 0)::bigint AS bans,
+       COALESCE(sum((errors_by_kind->>'proxy')::bigint), 0)::bigint AS proxy_failures,
        count(*) FILTER (WHERE state = 'succeeded') AS runs_succeeded,
        count(*) FILTER (WHERE state = 'incomplete') AS runs_incomplete,
        count(*) FILTER (WHERE state = 'failed') AS runs_failed
@@ -464,14 +466,18 @@ type SpiderStatsRow struct {
 	Items          int64
 	Errors         int64
 	DeadPages      int64
+	Bans           int64
+	ProxyFailures  int64
 	RunsSucceeded  int64
 	RunsIncomplete int64
 	RunsFailed     int64
 }
 
-// Sums pages, items and errors per spider over runs finished since a time, and counts runs
-// succeeded, incomplete and failed (the metrics function, once per period). No index on
-// finished_at serves it (crawlq_run_purge holds only unpurged runs): a scan of crawlq_run.
+// Sums pages, items and errors per spider over runs finished since a time, and the pages a
+// site banned and the proxy failures (errors_by_kind's "banned" and "proxy", counted as retries,
+// not errors; 0 when absent), and counts runs succeeded, incomplete and failed (the metrics
+// function, once per period). No index on finished_at serves it (crawlq_run_purge holds only
+// unpurged runs): a scan of crawlq_run.
 func (q *Queries) SpiderStats(ctx context.Context, since time.Time) ([]SpiderStatsRow, error) {
 	rows, err := q.db.Query(ctx, SpiderStats, since)
 	if err != nil {
@@ -487,6 +493,8 @@ func (q *Queries) SpiderStats(ctx context.Context, since time.Time) ([]SpiderSta
 			&i.Items,
 			&i.Errors,
 			&i.DeadPages,
+			&i.Bans,
+			&i.ProxyFailures,
 			&i.RunsSucceeded,
 			&i.RunsIncomplete,
 			&i.RunsFailed,

@@ -170,6 +170,55 @@ func TestMetricsEMF(t *testing.T) {
 	}
 }
 
+// TestMetricsBansAndProxyFailures finishes runs whose stats counted bans and proxy failures
+// (errors_by_kind "banned" and "proxy", which are retries, not errors): the metrics handler's
+// spider lines carry their sums as SpiderBans and SpiderProxyFailures, 0 where a run has none.
+func TestMetricsBansAndProxyFailures(t *testing.T) {
+	t.Parallel()
+	d := deps(t)
+	ctx := context.Background()
+	for _, r := range []struct{ spider, byKind string }{
+		{"shop", `{"banned": 5, "proxy": 2, "timeout": 1}`},
+		{"shop", `{"banned": 1}`},
+		{"calm", `{}`},
+	} {
+		if _, err := d.Pool.Exec(ctx, `INSERT INTO crawlq_run (spider, queue, state, finished_at, errors, errors_by_kind)
+			VALUES ($1, 'crawl', 'succeeded', now(), 1, $2::jsonb)`, r.spider, r.byKind); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var buf bytes.Buffer
+	res, err := d.Metrics(&buf, "crawlq-test")(ctx, json.RawMessage(`{"source":"schedule"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Spiders != 2 {
+		t.Fatalf("result %+v, want 2 spiders", res)
+	}
+	want := map[string][2]float64{"shop": {6, 2}, "calm": {0, 0}}
+	got := map[string][2]float64{}
+	sc := bufio.NewScanner(&buf)
+	for sc.Scan() {
+		var line map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		sp, ok := line[metrics.DimSpider].(string)
+		if !ok {
+			continue
+		}
+		bans, ok1 := line[metrics.SpiderBans].(float64)
+		proxy, ok2 := line[metrics.SpiderProxyFailures].(float64)
+		if !ok1 || !ok2 {
+			t.Fatalf("spider line without %s and %s: %s", metrics.SpiderBans, metrics.SpiderProxyFailures, sc.Text())
+		}
+		got[sp] = [2]float64{bans, proxy}
+	}
+	if len(got) != len(want) || got["shop"] != want["shop"] || got["calm"] != want["calm"] {
+		t.Fatalf("bans and proxy failures per spider %v, want %v", got, want)
+	}
+}
+
 // TestAPIHandler calls the api handler with sample events, as Lambda would.
 func TestAPIHandler(t *testing.T) {
 	t.Parallel()

@@ -50,7 +50,8 @@ func (d *Deps) Metrics(w io.Writer, namespace string) func(ctx context.Context, 
 		var ms []metrics.SpiderStat
 		for _, s := range ss {
 			ms = append(ms, metrics.SpiderStat{Spider: s.Spider, Pages: s.Pages, Items: s.Items, Errors: s.Errors,
-				RunsFinished: s.RunsSucceeded, RunsFailed: s.RunsFailed, RunsIncomplete: s.RunsIncomplete, DeadPages: s.DeadPages})
+				RunsFinished: s.RunsSucceeded, RunsFailed: s.RunsFailed, RunsIncomplete: s.RunsIncomplete, DeadPages: s.DeadPages,
+				Bans: s.Bans, ProxyFailures: s.ProxyFailures})
 		}
 		if err := mw.Write(now, mq, ms); err != nil {
 			return MetricsResult{}, fmt.Errorf("write metrics: %w", err)

@@ -88,7 +88,7 @@ func TestWriteValidEMF(t *testing.T) {
 		{Queue: "page", Available: 10, PastDue: 4, Running: 2, Dead: 1, Succeeded: 100, Failed: 3, OldestPastDueAge: 90 * time.Second},
 		{Queue: "default"},
 	}
-	ss := []metrics.SpiderStat{{Spider: "books", Pages: 50, Items: 400, Errors: 2, RunsFinished: 1, RunsFailed: 0}}
+	ss := []metrics.SpiderStat{{Spider: "books", Pages: 50, Items: 400, Errors: 2, RunsFinished: 1, RunsFailed: 0, Bans: 7, ProxyFailures: 3}}
 	if err := w.Write(ts, qs, ss); err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestWriteValidEMF(t *testing.T) {
 		t.Fatalf("queue metrics %v, want %v", got, metrics.QueueMetricNames())
 	}
 	sp := lines[2]
-	if sp["Spider"] != "books" || sp["SpiderItems"] != 400.0 {
+	if sp["Spider"] != "books" || sp["SpiderItems"] != 400.0 || sp["SpiderBans"] != 7.0 || sp["SpiderProxyFailures"] != 3.0 {
 		t.Fatalf("spider line wrong: %v", sp)
 	}
 	sdir := sp["_aws"].(map[string]any)["CloudWatchMetrics"].([]any)[0].(map[string]any)

@@ -164,6 +164,9 @@ locals {
     # Runs that ended with dead pages (items kept; crawlq redrive --run retries them).
     { title = "Runs incomplete", dim = "spider", metric = "RunsIncomplete", stat = "Sum" },
     { title = "Dead pages", dim = "spider", metric = "DeadPages", stat = "Sum" },
+    # Bans and proxy failures are retried, not errors: a spider being banned shows only here.
+    { title = "Bans / min", dim = "spider", metric = "SpiderBans", stat = "Sum" },
+    { title = "Proxy failures / min", dim = "spider", metric = "SpiderProxyFailures", stat = "Sum" },
   ]
 
   fns = sort(values(var.function_names))
