@@ -29,8 +29,8 @@ func itemsCmd() *Command {
 	return &Command{
 		Name: "items", Synopsis: "export a run's items (JSON Lines or CSV)", Usage: "RUN_ID [--changes] [--format jsonl|csv] [--output FILE] [--limit N]", Args: one("RUN_ID"),
 		Help: `Exports every item a run wrote to the Postgres sink, in key order: all of them, however many
-(--limit N stops after N). The run's items are read a page of 1000 at a time and written out as
-they come, so memory stays bounded for a run of millions of items.
+(--limit N stops after N). The run's items are read with one streamed statement and written out
+as they come, so memory stays bounded for a run of millions of items.
 
 --format jsonl (the default) prints one JSON object per line: {"key","url","data"}.
 --format csv prints a header, then a row per item: key, url, then each field found in the
