@@ -37,7 +37,7 @@ restart (within 2 seconds). The built-in specs are pushed as version 1 of their 
   crawlq spider test SPEC URL           fetch one page, show its items, links and errors (no run, no database)
 
 A push of unchanged content adds no version. A bad spec is refused with every mistake by field
-path, unknown fields included, and nothing is stored. A command spider that no runner would take
+path, unknown fields included (with the nearest known field), and nothing is stored. A command spider that no runner would take
 (runtime lambda, queue crawl) is refused. Scrapy projects are uploaded as eggs through the
 Scrapyd API (addversion.json); their spiders are listed here as PROJECT.SPIDER.`,
 		Subcommands: []*Command{

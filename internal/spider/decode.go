@@ -11,16 +11,25 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// A decodeProblem is a value that does not fit its field of Spec, or a key given twice, named
-// by field path where yaml.v3 names only a line and a Go type.
+// A decodeProblem is a value that does not fit its field of Spec, a key given twice or a key
+// Spec does not have, named by field path where yaml.v3 names only a line and a Go type.
 type decodeProblem struct {
 	line int
-	dup  bool // a duplicate key, not a type mismatch
+	kind problemKind
 	fe   FieldError
 	// scope is the path yaml.v3 left undecoded or zero: a value that is not set (a map entry
 	// or list element dropped, a field left zero), so validation errors under it are false.
 	scope string
 }
+
+// problemKind tells which of yaml.v3's messages a decodeProblem names.
+type problemKind int
+
+const (
+	badValue     problemKind = iota // "cannot unmarshal ..."
+	duplicateKey                    // "mapping key ... already defined"
+	unknownField                    // "field ... not found in type ..."
+)
 
 // decodeProblems walks the first document of data beside the Spec type. It is only called
 // when yaml.v3 reported type errors, to name them; aliases are not followed.
@@ -61,11 +70,15 @@ func walkDecode(n *yaml.Node, t reflect.Type, path, scope string, out *[]decodeP
 		}
 		checkDupKeys(n, path, out)
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			key := n.Content[i].Value
-			if ft, ok := fields[key]; ok {
-				p := joinPath(path, key)
-				walkDecode(n.Content[i+1], ft, p, p, out) // a bad field is left zero
+			k := n.Content[i]
+			p := joinPath(path, k.Value)
+			ft, ok := fields[k.Value]
+			if !ok {
+				*out = append(*out, decodeProblem{line: k.Line, kind: unknownField,
+					fe: FieldError{Path: joinPath(path, truncate(k.Value)), Msg: fmt.Sprintf("unknown field (line %d)%s", k.Line, didYouMean(k.Value, fields))}})
+				continue
 			}
+			walkDecode(n.Content[i+1], ft, p, p, out) // a bad field is left zero
 		}
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
@@ -111,7 +124,7 @@ func checkDupKeys(n *yaml.Node, path string, out *[]decodeProblem) {
 			continue
 		}
 		if line, ok := first[k.Value]; ok {
-			*out = append(*out, decodeProblem{line: k.Line, dup: true, scope: "",
+			*out = append(*out, decodeProblem{line: k.Line, kind: duplicateKey,
 				fe: FieldError{Path: joinPath(path, truncate(k.Value)), Msg: fmt.Sprintf("given twice (line %d, first at line %d)", k.Line, line)}})
 			continue
 		}
@@ -166,4 +179,36 @@ func joinPath(path, key string) string {
 // inScope reports whether path is scope or inside it ("" holds every path).
 func inScope(path, scope string) bool {
 	return scope == "" || path == scope || strings.HasPrefix(path, scope+".") || strings.HasPrefix(path, scope+"[")
+}
+
+// yamlParserProblems are the messages of yaml.v3's parser (not its scanner): for these it
+// prints the 0-based line of the construct it was parsing ("line 3" for the flow list that
+// opens on line 4), and no line at all for line 1.
+var yamlParserProblems = map[string]bool{
+	"did not find expected ',' or ']'":       true,
+	"did not find expected ',' or '}'":       true,
+	"did not find expected '-' indicator":    true,
+	"did not find expected <document start>": true,
+	"did not find expected <stream-start>":   true,
+	"did not find expected key":              true,
+	"did not find expected node content":     true,
+	"found duplicate %TAG directive":         true,
+	"found duplicate %YAML directive":        true,
+	"found incompatible YAML document":       true,
+	"found undefined tag handle":             true,
+}
+
+// syntaxProblem words a YAML syntax error with the 1-based line yaml.v3's scanner errors
+// already carry and its parser errors do not.
+func syntaxProblem(err error) FieldError {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line, problem := 0, msg
+	if sm := yamlLineRE.FindStringSubmatch(msg); sm != nil {
+		line, _ = strconv.Atoi(sm[1])
+		problem = sm[2]
+	}
+	if !yamlParserProblems[problem] {
+		return FieldError{Msg: "parse: " + msg}
+	}
+	return FieldError{Msg: fmt.Sprintf("parse: line %d: %s", line+1, problem)}
 }

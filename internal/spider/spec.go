@@ -142,7 +142,7 @@ func ParseSpec(data []byte, source string) (*Spec, error) {
 	if err != nil {
 		var te *yaml.TypeError
 		if !errors.As(err, &te) {
-			return nil, &ValidationError{Source: source, Errors: []FieldError{{Msg: "parse: " + strings.TrimPrefix(err.Error(), "yaml: ")}}}
+			return nil, &ValidationError{Source: source, Errors: []FieldError{syntaxProblem(err)}}
 		}
 		// Type errors, duplicate keys and unknown fields. yaml.v3 names a line and a Go type;
 		// decodeProblems names the field path. Unknown fields and bad values leave the rest
@@ -152,7 +152,7 @@ func ParseSpec(data []byte, source string) (*Spec, error) {
 		probs := decodeProblems(data)
 		type lineKind struct {
 			line int
-			dup  bool
+			kind problemKind
 		}
 		named := map[lineKind]bool{}
 		for _, m := range te.Errors {
@@ -162,30 +162,35 @@ func ParseSpec(data []byte, source string) (*Spec, error) {
 				validate = false
 				continue
 			}
-			if strings.Contains(sm[2], " not found in type ") {
-				decodeErrs = append(decodeErrs, FieldError{Path: "line " + sm[1], Msg: sm[2]})
-				continue // an unknown field: the rest is decoded
-			}
 			line, _ := strconv.Atoi(sm[1])
-			dup := strings.HasPrefix(sm[2], "mapping key ")
-			if dup {
+			kind := badValue
+			switch {
+			case strings.HasPrefix(sm[2], "mapping key "):
+				kind = duplicateKey
 				validate = false
+			case strings.Contains(sm[2], " not found in type "):
+				kind = unknownField // the rest is decoded
 			}
-			if named[lineKind{line, dup}] {
+			lk := lineKind{line, kind}
+			if named[lk] {
 				continue // an earlier message of the line named them all
 			}
 			for _, p := range probs {
-				if p.line == line && p.dup == dup {
+				if p.line == line && p.kind == kind {
 					decodeErrs = append(decodeErrs, p.fe)
-					scopes = append(scopes, p.scope)
-					named[lineKind{line, dup}] = true
+					if kind == badValue {
+						scopes = append(scopes, p.scope)
+					}
+					named[lk] = true
 				}
 			}
-			if named[lineKind{line, dup}] {
+			if named[lk] {
 				continue
 			}
 			decodeErrs = append(decodeErrs, FieldError{Path: "line " + sm[1], Msg: sm[2]})
-			validate = false // not located: what it left unset is unknown
+			if kind != unknownField {
+				validate = false // not located: what it left unset is unknown
+			}
 		}
 	}
 	var extra yaml.Node

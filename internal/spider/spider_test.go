@@ -107,7 +107,7 @@ unknown_field: 1
 		t.Fatalf("want *ValidationError, got %v", err)
 	}
 	wantPaths := []string{
-		"line 22", "name", "start_urls[1]", "start_urls[2]", "start_urls[3]", "start_urls[4]",
+		"unknown_field", "name", "start_urls[1]", "start_urls[2]", "start_urls[3]", "start_urls[4]",
 		"allowed_domains[1]", "allowed_domains[2]", "delay", "concurrency", "max_pages", "runtime",
 		"follow[0].css", "follow[1].pattern", "follow[2]", "items[0].key", "items[0].fields.price.css",
 		"items[0].fields", "items[1].fields.x.attr", "command",

@@ -37,29 +37,13 @@ type Pushed struct {
 }
 
 // Validate checks a spec as Push would, reporting every mistake by field path (unknown fields
-// too), as a *spider.ValidationError.
+// too, with the nearest known field), as a *spider.ValidationError.
 func Validate(data []byte, source string) (*spider.Spec, error) {
-	var errs []spider.FieldError
-	unknown := unknownFields(data)
 	spec, err := spider.ParseSpec(data, source)
 	if err != nil {
-		var ve *spider.ValidationError
-		if !errors.As(err, &ve) {
-			return nil, err
-		}
-		for _, fe := range ve.Errors {
-			// yaml.v3 names unknown fields by Go type and line; unknownFields names them by path.
-			if strings.Contains(fe.Msg, " not found in type ") && len(unknown) > 0 {
-				continue
-			}
-			errs = append(errs, fe)
-		}
+		return nil, err
 	}
-	errs = append(unknown, errs...)
-	if spec != nil {
-		errs = append(errs, runnable(spec)...)
-	}
-	if len(errs) > 0 {
+	if errs := runnable(spec); len(errs) > 0 {
 		return nil, &spider.ValidationError{Source: source, Errors: errs}
 	}
 	return spec, nil
