@@ -160,6 +160,32 @@ func runDoc(t *testing.T, file string, blocks []Block, crawlq string) {
 		t.Errorf("%s: the block at %s failed (%v); to leave a command unrun, put <!-- docs-check: skip REASON --> before its block (see internal/docscheck). Output:\n%s",
 			file, last, runErr, tail(string(out), 6000))
 	}
+	if left := cleanLeaves(t, dir); len(left) > 0 {
+		t.Errorf("%s: `make clean` left what the doc's commands wrote: %s (add them to the Makefile's clean target)", file, strings.Join(left, ", "))
+	}
+}
+
+// cleanLeaves runs `make clean` where a doc's commands ran and returns what is left there that
+// the repository does not hold: a reader who follows the doc and then cleans up should find the
+// checkout as it was.
+func cleanLeaves(t *testing.T, dir string) []string {
+	t.Helper()
+	clean := exec.Command("make", "-s", "clean")
+	clean.Dir = dir
+	if out, err := clean.CombinedOutput(); err != nil {
+		t.Fatalf("make clean: %v\n%s", err, out)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, e := range entries {
+		if e.Type()&os.ModeSymlink == 0 {
+			left = append(left, e.Name())
+		}
+	}
+	return left
 }
 
 // repoFarm makes a directory whose top-level entries link to the repository's, with bin/crawlq a
