@@ -170,7 +170,8 @@ instead (pages, items, errors, queue depth, rate, and an ETA when the run has a 
 until the run ends, then its verdict. With --wait it first waits for the run to finish, saying
 on standard error what the run waits for (its start time, a host that is down, a worker of its
 queue when none is alive: a spider with runtime ecs is on the long queue, which crawlq worker
-does not work unless --queues crawl,long) each time that changes, and,
+does not work unless --queues crawl,long; room when the live ones run other runs' jobs) each
+time that changes, and,
 when --fail-on has monitors_failed, for its verdict (up to --verdict-timeout). A run redriven
 since it was judged is judged again when it finishes again; until then it has no verdict.
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,8 +24,9 @@ const liveHorizon = time.Minute
 
 // waitingFor says what a live run that has nothing running waits for, for --watch: its start
 // time, the next page due (a retry's backoff or a host pause, with the last error that put it
-// off), a worker of its queue, or room among the live ones. Empty when it waits for nothing
-// (something of it runs, or it has no waiting job).
+// off), a worker of its queue, room among the live ones, or a claim that is late. Empty when it
+// waits for nothing (something of it runs, it has no waiting job, or its due job was due only a
+// moment ago: claimGrace).
 func waitingFor(ctx context.Context, n *node.Node, r *crawl.Run, waiting, running int64, now time.Time) (string, error) {
 	if r.Finished() || running > 0 || waiting == 0 {
 		return "", nil
@@ -73,7 +75,35 @@ func waitingFor(ctx context.Context, n *node.Node, r *crawl.Run, waiting, runnin
 	if alive == 0 {
 		return "waits for a worker of queue " + due.Queue + ": none alive " + startOne(due.Queue), nil
 	}
-	return fmt.Sprintf("waits for room: %d live worker(s) of queue %s are busy with other jobs or holding to the host's politeness", alive, due.Queue), nil
+	return waitsOnLiveWorkers(ctx, n, due, alive, now)
+}
+
+// claimGrace is how long a due job may go unclaimed by live workers before a run is said to wait
+// for them: an idle worker claims within its poll interval (200 ms by default) or at once when
+// poked, so a run scheduled a moment ago waits for nothing yet.
+const claimGrace = 5 * time.Second
+
+// waitsOnLiveWorkers says what a due job of a run with nothing running waits for when its queue
+// has live workers: room, when they run other jobs; else a claim that is late (a stuck worker, or
+// one whose database reads fail). Empty within claimGrace of the job becoming due.
+func waitsOnLiveWorkers(ctx context.Context, n *node.Node, due *queue.Job, alive int, now time.Time) (string, error) {
+	dueFor := now.Sub(due.RunAt)
+	if dueFor < claimGrace {
+		return "", nil
+	}
+	busy, err := n.Queue.List(ctx, queue.ListParams{Queue: due.Queue, States: []queue.State{queue.StateRunning}, Limit: waitSample})
+	if err != nil {
+		return "", err
+	}
+	since := fmt.Sprintf("due since %s (%s)", due.RunAt.Local().Format("15:04:05"), dueFor.Round(time.Second))
+	if len(busy) > 0 {
+		many := strconv.Itoa(len(busy))
+		if len(busy) == waitSample {
+			many = "at least " + many
+		}
+		return fmt.Sprintf("waits for room: %d live worker(s) of queue %s are busy with %s job(s) of other runs; %s", alive, due.Queue, many, since), nil
+	}
+	return fmt.Sprintf("waits for a worker to claim it: %d live worker(s) of queue %s run nothing, yet none has claimed it (see their logs); %s", alive, due.Queue, since), nil
 }
 
 // liveWorkers counts the workers of queue q seen alive within liveHorizon.

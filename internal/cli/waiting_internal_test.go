@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"crawlq/internal/crawl"
+	"crawlq/internal/dbsqlc"
 	"crawlq/internal/dbtest"
 	"crawlq/internal/events"
 	"crawlq/internal/fetch"
@@ -210,5 +211,46 @@ func TestSayerSaysAWaitWhenItChanges(t *testing.T) {
 	}
 	if !s.due("waits for a worker of queue crawl: none alive", start.Add(600*time.Second)) {
 		t.Fatal("a different wait was not said at once")
+	}
+}
+
+// A run just scheduled while an idle worker is alive waits for nothing yet: the worker claims it
+// within its poll interval. --wait said "waits for room ... busy with other jobs" though nothing
+// else ran. Past claimGrace the line says what is late: the claim, the workers running nothing.
+func TestWaitingForSaysNothingOfARunAnIdleWorkerIsAboutToClaim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Pool(t)
+	n, err := node.New(node.Config{Pool: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Pipeline.Close(ctx)
+	// An idle worker of queue crawl, as its heartbeat shows it (queue.Worker writes this row).
+	now := time.Now()
+	if err := dbsqlc.New(pool).WorkerBeat(ctx, dbsqlc.WorkerBeatParams{ID: "idle-worker", Queue: spider.DefaultQueue, Kind: "process", Now: &now}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := n.Crawler.Schedule(ctx, crawl.ScheduleParams{Spider: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := n.Crawler.Get(ctx, s.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting, running, err := events.Depth(ctx, n.Queue.Pool(), s.RunID)
+	if err != nil || waiting != 1 || running != 0 {
+		t.Fatalf("depth %d waiting, %d running, %v; want the run's job waiting", waiting, running, err)
+	}
+	if w, err := waitingFor(ctx, n, r, waiting, running, r.RunAt); err != nil || w != "" {
+		t.Errorf("a run due this moment, an idle worker alive: %q, %v; want nothing said", w, err)
+	}
+	w, err := waitingFor(ctx, n, r, waiting, running, r.RunAt.Add(claimGrace+time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(w, "waits for a worker to claim it: 1 live worker(s) of queue crawl run nothing") || strings.Contains(w, "room") {
+		t.Errorf("a run due for %s, an idle worker alive: %q", claimGrace+time.Second, w)
 	}
 }
