@@ -95,8 +95,7 @@ exactly what the site says a correct crawl yields.`,
 					if err != nil {
 						return err
 					}
-					fmt.Fprintf(env.Stdout, "\nrun %d %s in %.1fs: %d pages, %d items, %d bytes, %d errors (pages that failed for good), %d retries; every outcome by kind (errors, retries and skips): %s\n",
-						r.ID, state, r.Stats.Duration, r.Stats.Pages, r.Stats.Items, r.Stats.Bytes, r.Stats.Errors, r.Stats.Retries, kindCounts(r.Stats.ErrorsByKind))
+					fmt.Fprintf(env.Stdout, "\nrun %d %s in %.1fs: %s\n", r.ID, state, r.Stats.Duration, demoFigures(r.Stats, exp.NotFound))
 					sample, err := items.ListItems(ctx, pool, s.RunID, 3)
 					if err != nil {
 						return err
@@ -118,6 +117,19 @@ exactly what the site says a correct crawl yields.`,
 			}
 		},
 	}
+}
+
+// demoFigures is a demo run's figures, saying what its errors are: the site links pages that
+// answer 404 on purpose (notFound), and those are the errors of a correct crawl.
+func demoFigures(st crawl.Stats, notFound int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d pages, %d items, %d bytes, %d errors (pages that failed for good; the site links %d that answer 404 on purpose), %d retries",
+		st.Pages, st.Items, st.Bytes, st.Errors, notFound, st.Retries)
+	if st.HostPauses > 0 {
+		fmt.Fprintf(&b, ", %d host pauses (waits for the site while it was down, not errors)", st.HostPauses)
+	}
+	fmt.Fprintf(&b, "; every outcome by kind (errors, retries and skips): %s", kindCounts(st.ErrorsByKind))
+	return b.String()
 }
 
 // kindCounts lists a run's errors_by_kind as "redirect 1, status_4xx 1" in name order: the

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -20,6 +21,7 @@ import (
 	"crawlq/internal/runlog"
 	"crawlq/internal/spider"
 	"crawlq/internal/testwait"
+	"crawlq/internal/view"
 )
 
 // --watch says what a live run with nothing running waits for, instead of a bare "0 running":
@@ -117,6 +119,25 @@ func TestWaitingForNamesAPausedHost(t *testing.T) {
 	// stops waiting.
 	if !strings.Contains(line, "the run gives up on it if it is still down at ") || !strings.Contains(line, "down limit 1m0s") {
 		t.Errorf("--watch does not say when the run gives up on the host: %q", line)
+	}
+	// crawlq run shows the pause as a wait, apart from the errors: no page failed.
+	r, err := n.Crawler.Get(ctx, s.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(view.NewRun(r, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown struct {
+		Stats map[string]json.RawMessage `json:"stats"`
+	}
+	if err := json.Unmarshal(b, &shown); err != nil {
+		t.Fatal(err)
+	}
+	st := shown.Stats
+	if string(st["host_pauses"]) != "1" || string(st["errors"]) != "0" || strings.Contains(string(st["errors_by_kind"]), "host_paused") {
+		t.Errorf("crawlq run's stats of a run whose one host is paused: %s; want host_pauses 1, errors 0, and no host_paused among the errors", b)
 	}
 }
 

@@ -129,8 +129,8 @@ func TestRetriesTimeoutsAndOversizedBodies(t *testing.T) {
 	if k["too_large"] != 1 || k["status_4xx"] != 1 || k["robots_disallowed"] != 1 || k["status_429"] != 1 || k["timeout"] != 1 || k["status_5xx"] != 1 {
 		t.Errorf("errors by kind %v", k)
 	}
-	if r.Stats.Retries != 3 || r.Stats.Errors != 2 || k["host_paused"] != 0 {
-		t.Errorf("retries %d errors %d host pauses %d; want 3, 2 and 0", r.Stats.Retries, r.Stats.Errors, k["host_paused"])
+	if r.Stats.Retries != 3 || r.Stats.Errors != 2 || r.Stats.HostPauses != 0 {
+		t.Errorf("retries %d errors %d host pauses %d; want 3, 2 and 0", r.Stats.Retries, r.Stats.Errors, r.Stats.HostPauses)
 	}
 }
 

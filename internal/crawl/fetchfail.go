@@ -62,7 +62,7 @@ func (c *Crawler) fetchFailed(ctx context.Context, job *queue.Job, ri *runInfo, 
 			return err
 		}
 		if p.started {
-			c.addStat(ctx, ri.id, outcome{kind: "host_paused"})
+			c.addStat(ctx, ri.id, outcome{kind: KindHostPaused})
 			c.logHostPaused(ctx, ri.id, host, cause, p.until, limit)
 		}
 		if p.downFor < limit {

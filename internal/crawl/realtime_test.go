@@ -259,8 +259,8 @@ func TestOverloadedSiteForAMinuteLosesNothing(t *testing.T) {
 			if m := maxPageAttempt(t, n, s.RunID); m > 1 {
 				t.Errorf("a page reached attempt %d: the overload cost pages attempts", m)
 			}
-			if r.Stats.ErrorsByKind["host_paused"] < 1 {
-				t.Errorf("errors by kind %v: want the host pause recorded", r.Stats.ErrorsByKind)
+			if r.Stats.HostPauses < 1 {
+				t.Errorf("host pauses %d: want the host pause recorded", r.Stats.HostPauses)
 			}
 			t.Logf("%d answers of %d during the minute; stats %+v", fs.answered(), tc.status, r.Stats.ErrorsByKind)
 		})

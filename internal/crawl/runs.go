@@ -72,11 +72,14 @@ func (r *Run) Finished() bool { return slices.Contains(FinishedStates, r.State) 
 
 // Stats are a run's counters: final once it finished, so far while it runs.
 type Stats struct {
-	Pages        int64            `json:"pages"`
-	Items        int64            `json:"items"`
-	Bytes        int64            `json:"bytes"`
-	Errors       int64            `json:"errors"`
-	Retries      int64            `json:"retries"`
+	Pages   int64 `json:"pages"`
+	Items   int64 `json:"items"`
+	Bytes   int64 `json:"bytes"`
+	Errors  int64 `json:"errors"`
+	Retries int64 `json:"retries"`
+	// HostPauses counts the times a host of the run was found down and paused: a wait, not an
+	// error (its pages were put back without an attempt counted), so it is not in ErrorsByKind.
+	HostPauses   int64            `json:"host_pauses"`
 	ErrorsByKind map[string]int64 `json:"errors_by_kind"`
 	// Changes counts the run's items new, changed, unchanged and gone against the URL state
 	// before it, for a spider that keeps one (revisit changed_only or adaptive; else nil).
@@ -102,10 +105,9 @@ func runFromRow(row dbsqlc.CrawlqRun) (*Run, error) {
 	if err := json.Unmarshal(row.Settings, &r.Settings); err != nil {
 		return nil, fmt.Errorf("run %d settings: %w", r.ID, err)
 	}
-	if err := json.Unmarshal(row.ErrorsByKind, &r.Stats.ErrorsByKind); err != nil {
+	if err := r.Stats.setKinds(row.ErrorsByKind); err != nil {
 		return nil, fmt.Errorf("run %d stats: %w", r.ID, err)
 	}
-	r.Stats.Changes = urlstate.CountsOf(r.Stats.ErrorsByKind)
 	return r, nil
 }
 
@@ -162,9 +164,24 @@ func (c *Crawler) liveStats(ctx context.Context, r *Run) error {
 		}
 		s.Items = n
 	}
-	if err := json.Unmarshal(row.ErrorsByKind, &s.ErrorsByKind); err != nil {
+	if err := s.setKinds(row.ErrorsByKind); err != nil {
 		return fmt.Errorf("run %d stats: %w", r.ID, err)
 	}
+	return nil
+}
+
+// KindHostPaused is the stat kind a host pause is recorded as (fetchFailed). Stats shows it as
+// HostPauses, apart from the errors.
+const KindHostPaused = "host_paused"
+
+// setKinds reads the run's outcome counts by kind (JSON): the host pauses apart, the rest in
+// ErrorsByKind, and the item changes of a spider that keeps URL state.
+func (s *Stats) setKinds(byKind []byte) error {
+	if err := json.Unmarshal(byKind, &s.ErrorsByKind); err != nil {
+		return err
+	}
+	s.HostPauses = s.ErrorsByKind[KindHostPaused]
+	delete(s.ErrorsByKind, KindHostPaused)
 	s.Changes = urlstate.CountsOf(s.ErrorsByKind)
 	return nil
 }

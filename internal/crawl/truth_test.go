@@ -192,8 +192,8 @@ func TestSiteOutagePausesTheHostAndLosesNothing(t *testing.T) {
 				t.Fatalf("run %s, %d dead pages, %d items stored, %d in stats (%s); want succeeded with %d",
 					r.State, r.DeadPages, stored, r.Stats.Items, r.Error, want)
 			}
-			if r.Stats.ErrorsByKind["host_paused"] < 1 {
-				t.Errorf("errors by kind %v: want the host pause recorded", r.Stats.ErrorsByKind)
+			if _, asError := r.Stats.ErrorsByKind[crawl.KindHostPaused]; r.Stats.HostPauses < 1 || asError {
+				t.Errorf("host pauses %d, errors by kind %v: want the host pause recorded, as a wait apart from the errors", r.Stats.HostPauses, r.Stats.ErrorsByKind)
 			}
 			// A request the site's close cut off mid-exchange (EOF) is one page's failure, as a
 			// truncated answer is, and may cost that page an attempt; a refused connection, which
@@ -506,7 +506,7 @@ func TestOneBrokenPageIsNotAnOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := waitRun(t, n.Crawler, s.RunID, 30*time.Second)
-	if r.State != crawl.StateIncomplete || r.DeadPages != 1 || r.Stats.ErrorsByKind["host_paused"] != 0 {
+	if r.State != crawl.StateIncomplete || r.DeadPages != 1 || r.Stats.HostPauses != 0 {
 		t.Fatalf("run %s, %d dead pages, errors by kind %v; want incomplete with the broken page dead and no host pause",
 			r.State, r.DeadPages, r.Stats.ErrorsByKind)
 	}

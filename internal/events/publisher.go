@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -639,18 +640,13 @@ func (p *Publisher) logEvents(ctx context.Context, details []*Detail, ok []int64
 func summaryLine(st Stats) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "pages %d, items %d, errors %d, retries %d", st.Pages, st.Items, st.Errors, st.Retries)
-	if n := st.ErrorsByKind["host_paused"]; n > 0 {
-		fmt.Fprintf(&b, ", host pauses %d", n)
+	if st.HostPauses > 0 {
+		fmt.Fprintf(&b, ", host pauses %d", st.HostPauses)
 	}
 	if st.DeadPages != nil {
 		fmt.Fprintf(&b, ", dead pages %d", *st.DeadPages)
 	}
-	kinds := make([]string, 0, len(st.ErrorsByKind))
-	for k := range st.ErrorsByKind {
-		if k != "host_paused" {
-			kinds = append(kinds, k)
-		}
-	}
+	kinds := slices.Collect(maps.Keys(st.ErrorsByKind))
 	if len(kinds) > 0 {
 		slices.Sort(kinds)
 		b.WriteString(" (by kind, retries and errors:")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,15 +27,20 @@ type DB interface {
 
 // Stats are a run's figures as of one of its state changes (final on its last).
 type Stats struct {
-	Pages        int64            `json:"pages"`
-	Items        int64            `json:"items"`
-	Bytes        int64            `json:"bytes"`
-	Errors       int64            `json:"errors"`
-	Retries      int64            `json:"retries"`
-	DeadPages    *int64           `json:"dead_pages,omitempty"` // when the run records them
+	Pages     int64  `json:"pages"`
+	Items     int64  `json:"items"`
+	Bytes     int64  `json:"bytes"`
+	Errors    int64  `json:"errors"`
+	Retries   int64  `json:"retries"`
+	DeadPages *int64 `json:"dead_pages,omitempty"` // when the run records them
+	// HostPauses counts the times a host of the run was found down and paused: a wait, not an
+	// error, so not in ErrorsByKind (where the crawl records it, as hostPaused).
+	HostPauses   int64            `json:"host_pauses"`
 	ErrorsByKind map[string]int64 `json:"errors_by_kind,omitempty"`
-	// PagesByStatus counts pages by HTTP status class: "2xx" the pages fetched, "4xx" and "5xx"
-	// the pages that ended in such an answer (after retries), from ErrorsByKind.
+	// PagesByStatus splits Pages by the answer each page got, and sums to Pages: "304" the pages
+	// a revisit found not modified, "not_requested" the pages an adaptive revisit reached but
+	// did not ask for (not due), "2xx" the rest. A page that ended in a 4xx or 5xx answer is not
+	// a page fetched but an error (ErrorsByKind's status_4xx, status_429, status_5xx).
 	PagesByStatus map[string]int64 `json:"pages_by_status"`
 	// Changes counts the run's items new, changed, unchanged and gone against the URL state
 	// before it, for a spider that keeps one (revisit changed_only or adaptive; else absent).
@@ -63,17 +69,35 @@ type snapshot struct {
 }
 
 func (s *snapshot) stats() Stats {
+	byKind := maps.Clone(s.ErrorsByKind)
+	hostPauses := byKind[hostPaused]
+	delete(byKind, hostPaused)
 	st := Stats{Pages: s.Pages, Items: s.Items, Bytes: s.Bytes, Errors: s.Errors, Retries: s.Retries,
-		DeadPages: s.DeadPages, ErrorsByKind: s.ErrorsByKind}
+		DeadPages: s.DeadPages, HostPauses: hostPauses, ErrorsByKind: byKind}
 	if s.StartedAt != nil && s.FinishedAt != nil {
 		st.Duration = s.FinishedAt.Sub(*s.StartedAt).Seconds()
 	}
-	// The kinds are internal/fetch's labels of HTTP answers (fetch.Kind).
-	st.PagesByStatus = map[string]int64{"2xx": s.Pages, "4xx": s.ErrorsByKind["status_4xx"] + s.ErrorsByKind["status_429"],
-		"5xx": s.ErrorsByKind["status_5xx"]}
-	st.Changes = urlstate.CountsOf(s.ErrorsByKind)
+	st.PagesByStatus = map[string]int64{}
+	left := s.Pages
+	for _, k := range [...]struct{ kind, status string }{{notModified, "304"}, {notDue, "not_requested"}} {
+		if n := min(byKind[k.kind], left); n > 0 {
+			st.PagesByStatus[k.status] = n
+			left -= n
+		}
+	}
+	st.PagesByStatus["2xx"] = left
+	st.Changes = urlstate.CountsOf(byKind)
 	return st
 }
+
+// The crawl's stat kinds (internal/crawl) that Stats reads apart: a host pause (a wait, not an
+// error), and pages a revisit found not modified (a 304 answer) or did not ask for (not due),
+// both counted in pages.
+const (
+	hostPaused  = "host_paused"
+	notModified = "not_modified"
+	notDue      = "not_due"
+)
 
 func (s *snapshot) version() string {
 	switch v := s.Version.(type) {

@@ -290,7 +290,7 @@ func TestCrawlCannotReachRuntimeAPI(t *testing.T) {
 			if h := hits.Load(); h != 0 {
 				t.Errorf("the runtime API stand-in got %d requests", h)
 			}
-			if k["forbidden"] != 1 || r.Stats.Errors != 1 || k["host_paused"] != 0 {
+			if k["forbidden"] != 1 || r.Stats.Errors != 1 || r.Stats.HostPauses != 0 {
 				t.Errorf("run %s, errors %d by kind %v; want 1 forbidden and no host pause", r.State, r.Stats.Errors, k)
 			}
 			want := "refused: 127.0.0.1 is a loopback address; set allow_private: true in the spider to crawl it"

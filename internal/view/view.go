@@ -55,6 +55,7 @@ type Stats struct {
 	Bytes           int64            `json:"bytes"`
 	Errors          int64            `json:"errors"`
 	Retries         int64            `json:"retries"`
+	HostPauses      int64            `json:"host_pauses"` // waits for a host that was down, not errors
 	ErrorsByKind    map[string]int64 `json:"errors_by_kind"`
 	DurationSeconds float64          `json:"duration_seconds"`
 }
@@ -76,7 +77,7 @@ func NewRun(r *crawl.Run, rep *events.Report) Run {
 		IdempotencyKey: r.IdempotencyKey, CancelRequested: r.CancelRequested, Error: r.Error, CreatedAt: r.CreatedAt, RunAt: r.RunAt,
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, DeadPages: r.DeadPages, FailedPages: []FailedPage{}, Report: rep,
 		Stats: Stats{Pages: r.Stats.Pages, Items: r.Stats.Items, Bytes: r.Stats.Bytes, Errors: r.Stats.Errors, Retries: r.Stats.Retries,
-			ErrorsByKind: r.Stats.ErrorsByKind, DurationSeconds: r.Stats.Duration}}
+			HostPauses: r.Stats.HostPauses, ErrorsByKind: r.Stats.ErrorsByKind, DurationSeconds: r.Stats.Duration}}
 	if v.Args == nil {
 		v.Args = map[string]string{}
 	}
