@@ -24,6 +24,12 @@ import (
 // Discard it).
 // Statements are not run until Send, so results (Enqueue's out, a Reservation's Jobs, the
 // callbacks of the caller's statements) are filled in by Send.
+//
+// The statements are sent as one pgx batch, which the server runs as one implicit transaction
+// (every exec mode: the extended protocol's pipeline ends in one Sync, the simple protocol sends
+// one multi-statement query), so no BEGIN or COMMIT is sent: each would be a statement of its own
+// for the server to parse and run, and they were two of the three statements of a page's
+// discovery and two of the five of a completion batch.
 type Tx struct {
 	c     *Client
 	b     pgx.Batch
@@ -34,9 +40,7 @@ type Tx struct {
 
 // NewTx returns an empty transaction on the client's pool.
 func (c *Client) NewTx() *Tx {
-	t := &Tx{c: c, empty: true}
-	t.b.Queue("BEGIN")
-	return t
+	return &Tx{c: c, empty: true}
 }
 
 // Complete queues the completion of held jobs. If any of their leases was lost, Send commits
@@ -171,7 +175,6 @@ func (t *Tx) send(ctx context.Context) error {
 	if t.empty {
 		return nil
 	}
-	t.b.Queue("COMMIT")
 	conn, err := t.c.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("queue tx: %w", err)
@@ -190,8 +193,9 @@ func (t *Tx) send(ctx context.Context) error {
 	return nil
 }
 
-// rollback ends conn's transaction, if any, after a failed batch; a connection that cannot is
-// closed, so the pool drops it.
+// rollback ends conn's transaction, if any, after a failed batch (the server rolls an implicit
+// transaction back itself; a batch cut off midway may leave one open); a connection that cannot
+// is closed, so the pool drops it.
 func rollback(conn *pgxpool.Conn) {
 	if conn.Conn().PgConn().TxStatus() == 'I' { // idle: no transaction open
 		return
