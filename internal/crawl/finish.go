@@ -28,12 +28,14 @@ import (
 const (
 	finishers    = 1   // batches in flight at once
 	maxFinishing = 256 // pages per batch
-	// A batch smaller than lingerBatch waits up to lingerFor for pages still being handled here
-	// (finishLoop). On the chain bench site that took transactions per page from 0.12 to 0.085
-	// and the database's CPU per page down ~15%; a page's completion waits at most lingerFor
-	// more, which a real site's fetch time dwarfs.
-	lingerBatch   = 64
-	lingerFor     = 3 * time.Millisecond
+	// A batch short of full waits up to lingerFor for pages still being handled here
+	// (finishLoop): where pages finish a few dozen at a time (a chain of listing pages, each
+	// handing out 20), one transaction for the pages of several hops costs the database far less
+	// than one for each. On the chain bench site a batch holds ~80 pages (4 hops); a page's
+	// completion waits at most lingerFor more, which a real site's fetch time dwarfs, and its
+	// handler holds no connection meanwhile.
+	lingerBatch   = maxFinishing
+	lingerFor     = 15 * time.Millisecond
 	seenCacheSize = 200000 // links remembered as queued per generation (seen.go): ~25 MB at most
 )
 
