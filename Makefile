@@ -84,12 +84,12 @@ verify: ## static checks: gofmt, go vet, go.mod tidy, macOS and Windows build an
 	@$(SQLC) diff || { echo "internal/dbsqlc is stale: run make generate" >&2; exit 1; }
 	$(GO) test -count=1 -run 'TestOnlyTheClockReadsTheTime|TestWallClockReadsAreFound' ./internal/clock
 
-# What the README's and docs/guide.md's walkthroughs write in the checkout (internal/docscheck
-# runs them and checks that clean leaves nothing behind). specs/ goes only if nothing else is in it.
-WALKTHROUGH_FILES := shop.yaml books.yaml specs/books.yaml out.json events.jsonl demo-site.log local.log
+# What the walkthroughs of the README and docs/ write in the checkout (internal/docscheck runs
+# them and checks that clean leaves nothing behind). specs/ goes only if nothing else is in it.
+WALKTHROUGH_FILES := shop.yaml books.yaml specs/books.yaml out.json events.jsonl demo-site.log local.log js.yaml
 
 .PHONY: clean
-clean: ## stop and remove the local PostgreSQL and emulator, build output, and the files the README's and guide's walkthroughs write
+clean: ## stop and remove the local PostgreSQL and emulator, build output, and the files the docs' walkthroughs write
 	-scripts/localpg.sh stop
 	-[ -x scripts/emulator.sh ] && scripts/emulator.sh stop
 	rm -rf .local build bin

@@ -41,28 +41,12 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 site=$!
 for _ in $(seq 50); do curl -s "http://127.0.0.1:$port/robots.txt" >/dev/null && break; sleep 0.1; done
 mkdir "$tmp/spiders"
-cat >"$tmp/spiders/js_soak.yaml" <<'EOF'
-name: js_soak
-start_urls: [http://127.0.0.1/js/page-1.html]
-concurrency: 32
-follow:
-  - css: a.item
-    render: browser
-  - css: li.next a
-items:
-  - css: div.product
-    key: sku
-    fields:
-      sku: {css: span.sku, required: true}
-      title: {css: h1.title, required: true}
-      price: {css: p.price, required: true}
-wait_for: div.product
-EOF
+"$crawlq" demo-site --print-spec js >"$tmp/spiders/js.yaml"   # the spec internal/demosite holds
 "$crawlq" migrate >/dev/null
-"$crawlq" spider push "$tmp/spiders/js_soak.yaml" >/dev/null
+"$crawlq" spider push "$tmp/spiders/js.yaml" >/dev/null
 "$crawlq" worker --queues crawl,long --allow-loopback 2>"$tmp/worker.log" >/dev/null &
 worker=$!
-run=$("$crawlq" schedule --spider js_soak --arg "base_url=http://127.0.0.1:$port")
+run=$("$crawlq" schedule --spider js --arg "base_url=http://127.0.0.1:$port")
 echo "soak: run $run, $pages rendered pages, worker pid $worker, Chromium killed at $kill_at items" >&2
 
 # kib PID...: the summed field (Pss or Rss) of the processes' smaps_rollup, in KiB.

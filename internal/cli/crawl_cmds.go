@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -290,7 +291,7 @@ standard error and in the run's log.`,
 
 func demoSiteCmd() *Command {
 	return &Command{
-		Name: "demo-site", Synopsis: "serve the demo catalogue on 127.0.0.1", Usage: "[--addr 127.0.0.1:8088] [--items N] [--generation N --change PCT --delete PCT]",
+		Name: "demo-site", Synopsis: "serve the demo catalogue on 127.0.0.1", Usage: "[--addr 127.0.0.1:8088] [--items N] [--generation N --change PCT --delete PCT] | --print-spec js|js-plain",
 		Help: `Serves the deterministic synthetic catalogue the demo spider crawls: listing pages with
 pagination, item pages, duplicate links, a redirect, a 404, a robots.txt-disallowed section and
 a slow page. Pages carry ETag and Last-Modified and answer 304 to conditional requests;
@@ -299,7 +300,12 @@ correct crawl yields, then serves until interrupted.
 
 To try a recrawl (docs/recrawl.md), serve the site again at the next --generation: each
 generation changes --change percent of the live items (a new price) and deletes --delete percent,
-the same ones for the same --seed.`,
+the same ones for the same --seed.
+
+--print-spec prints a spider spec for the site's script-drawn section (/js/, docs/browser.md)
+instead of serving: js renders its item pages in a browser (spider js), js-plain fetches them
+plainly and finds no item (spider js_plain). Push it, then schedule it with
+--arg base_url=http://ADDR.`,
 		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
 			addr := fs.String("addr", "127.0.0.1:8088", "listen address (loopback)")
 			var cfg demosite.Config
@@ -310,7 +316,16 @@ the same ones for the same --seed.`,
 			fs.IntVar(&cfg.ChangePercent, "change", 0, "percent of the live items each generation changes (0..100)")
 			fs.IntVar(&cfg.DeletePercent, "delete", 0, "percent of the live items each generation deletes (0..100)")
 			fs.Int64Var(&cfg.Seed, "seed", 0, "which items the generations change and delete")
+			printSpec := fs.String("print-spec", "", "print the spider spec of the script-drawn section, js (rendered) or js-plain, and exit")
 			return func(ctx context.Context, args []string) error {
+				if *printSpec != "" {
+					spec, ok := jsSpecs[*printSpec]
+					if !ok {
+						return usageErr("--print-spec %q: want js or js-plain", *printSpec)
+					}
+					_, err := io.WriteString(env.Stdout, spec)
+					return err
+				}
 				if err := cfg.Validate(); err != nil {
 					return usageErr("%v", err)
 				}
@@ -335,6 +350,13 @@ the same ones for the same --seed.`,
 			}
 		},
 	}
+}
+
+// jsSpecs are the specs --print-spec prints: one source for scripts (scripts/soak-browser.sh)
+// and the tests and benchmarks that call demosite.JSSpec.
+var jsSpecs = map[string]string{
+	"js":       demosite.JSSpec("js", true),
+	"js-plain": demosite.JSSpec("js_plain", false),
 }
 
 var errDemoMismatch = errors.New("the demo crawl did not yield what the site expects")

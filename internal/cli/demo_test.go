@@ -2,10 +2,13 @@ package cli_test
 
 import (
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"crawlq/internal/dbtest"
+	"crawlq/internal/demosite"
 )
 
 // crawlq demo's summary lists errors_by_kind as words, not a Go map, and it ends with a hint that works when typed next: after make demo the reader's shell has
@@ -38,5 +41,31 @@ func TestDemoSiteOnATakenAddressSaysWhatToDo(t *testing.T) {
 	if code != 1 || !strings.Contains(errs, l.Addr().String()+" is in use") || !strings.Contains(errs, "pkill -f 'crawlq demo-site'") ||
 		!strings.Contains(errs, "--addr") {
 		t.Errorf("demo-site on a taken address: exit %d, %q", code, errs)
+	}
+}
+
+// crawlq demo-site --print-spec prints the specs of the script-drawn section that
+// internal/demosite holds, ready to push: scripts/soak-browser.sh pushes it rather than a copy.
+func TestDemoSitePrintsTheJSSpec(t *testing.T) {
+	t.Parallel()
+	_, url := dbtest.Schema(t)
+	for _, c := range []struct {
+		kind, name string
+		render     bool
+	}{{"js", "js", true}, {"js-plain", "js_plain", false}} {
+		code, out, errs := run(t, "", "demo-site", "--print-spec", c.kind)
+		if want := demosite.JSSpec(c.name, c.render); code != 0 || out != want {
+			t.Fatalf("--print-spec %s: exit %d, %q (%s); want %q", c.kind, code, out, errs, want)
+		}
+		file := filepath.Join(t.TempDir(), c.name+".yaml")
+		if err := os.WriteFile(file, []byte(out), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if code, out, errs := run(t, url, "spider", "push", file); code != 0 || !strings.Contains(out, c.name+": pushed version 1") {
+			t.Errorf("spider push of --print-spec %s: exit %d, %q %q", c.kind, code, out, errs)
+		}
+	}
+	if code, _, errs := run(t, "", "demo-site", "--print-spec", "jss"); code != 2 || !strings.Contains(errs, `--print-spec "jss": want js or js-plain`) {
+		t.Errorf("--print-spec jss: exit %d, %q", code, errs)
 	}
 }
