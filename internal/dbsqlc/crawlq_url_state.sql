@@ -97,6 +97,49 @@ UNION ALL -- and how many of the run's pages were walked, not jobs (kind walked,
 SELECT tc.run_id, 0, 0, 'walked', count(*)::int
 FROM tc WHERE tc.walked GROUP BY tc.run_id;
 
+-- name: TouchURLStates :exec
+-- Records, in the transaction that finishes them, pages of one run found as they were (a 304,
+-- the same body, an adaptive page not due; a recrawl's every page): only what moves is
+-- rewritten (the run, the times, the validators), not the links and items, and each touch claims
+-- its URL for the run as RecordURLStates' do (a URL the run already recorded is not written
+-- again and adds nothing). The touches written add their unchanged items (items_unchanged, a
+-- row always: it marks a run that counts changes), their page outcomes by kind and how many
+-- were walked to the run's stats. A recrawl sends one of these a walk, so it is lean: touches
+-- (a JSON array of what differs between pages; spider, line and run are arguments) is parsed
+-- once, where RecordURLStates parses its touches twice and plans a statement four times the
+-- size. Its rows are a materialized CTE whose spider and line the planner does not know: it then
+-- looks each URL up by the primary key, where with arrays of known length, or the line as a
+-- constant, it scans the whole line to hash it (on a table it has no statistics of yet: a new
+-- spider's, or the bench's). now is the crawler's clock, as in RecordURLStates. Index: the
+-- primary key, a lookup a touch.
+WITH x AS MATERIALIZED (
+    SELECT sqlc.arg(spider)::text AS spider, sqlc.arg(line)::text AS line, e.v->>'url' AS url, (e.v->>'fetched')::boolean AS fetched, (e.v->>'keep_s')::float8 AS keep_s,
+           e.v->>'etag' AS etag, e.v->>'last_modified' AS last_modified, (e.v->>'interval_s')::int AS interval_s,
+           (e.v->>'unchanged')::int AS unchanged, e.v->>'kind' AS kind, (e.v->>'bytes')::bigint AS bytes,
+           (e.v->>'walked')::boolean AS walked
+    FROM jsonb_array_elements(sqlc.arg(touches)::text::jsonb) AS e(v)
+), t AS (
+    UPDATE crawlq_url_state u
+    SET run_id = sqlc.arg(run_id)::bigint, fetched_at = CASE WHEN x.fetched THEN sqlc.arg(now)::timestamptz ELSE u.fetched_at END,
+        keep_until = sqlc.arg(now)::timestamptz + make_interval(secs => x.keep_s), etag = x.etag,
+        last_modified = x.last_modified, interval_s = x.interval_s
+    FROM x
+    WHERE u.spider = x.spider AND u.line = x.line AND u.url = x.url AND u.run_id <> sqlc.arg(run_id)::bigint
+    RETURNING u.url
+), w AS (
+    SELECT x.unchanged, x.kind, x.bytes, x.walked FROM x JOIN t ON t.url = x.url
+)
+INSERT INTO crawlq_run_stat (run_id, pages, bytes, kind, n)
+SELECT r.run_id, k.pages, k.bytes, k.kind, k.n
+FROM (SELECT sqlc.arg(run_id)::bigint AS run_id) AS r
+CROSS JOIN LATERAL (
+    SELECT 0 AS pages, 0::bigint AS bytes, 'items_unchanged' AS kind, coalesce(sum(w.unchanged), 0)::int AS n FROM w
+    UNION ALL
+    SELECT count(*)::int, sum(w.bytes)::bigint, w.kind, count(*)::int FROM w WHERE w.kind <> '' GROUP BY w.kind
+    UNION ALL -- and how many of the run's pages were walked, not jobs (kind walked, no page of its own)
+    SELECT 0, 0, 'walked', count(*)::int FROM w WHERE w.walked HAVING count(*) > 0
+) AS k;
+
 -- name: SweepGoneItems :one
 -- At the end of a run that reached all it could, the items of the line's URLs no run reached
 -- since an earlier one are gone: recorded as such for the run, counted (items_gone), and cleared

@@ -39,13 +39,12 @@ type Page struct {
 	Walked bool
 }
 
-// Batch gathers the pages that finish in one transaction, for one statement. Each record claims
+// Batch gathers the pages that finish in one transaction, for a statement or two. Each record claims
 // its URL for its run: a URL that a run has recorded already is not written again, and its
 // counts, changes and page outcome are not added (so a URL reached twice in a run, by its own
 // job and within another's, counts once).
 type Batch struct {
 	recs []record
-	runs map[int64]bool
 	at   map[Key]int // index in recs: a URL recorded twice in a batch keeps the last
 }
 
@@ -103,7 +102,7 @@ type changeJSON struct {
 // Add adds a page to the batch.
 func (b *Batch) Add(p *Page) {
 	if b.at == nil {
-		b.at, b.runs = map[Key]int{}, map[int64]bool{}
+		b.at = map[Key]int{}
 	}
 	var r record
 	if p.Same {
@@ -132,7 +131,6 @@ func (b *Batch) Add(p *Page) {
 		b.at[p.Key] = len(b.recs)
 		b.recs = append(b.recs, r)
 	}
-	b.runs[p.RunID] = true
 }
 
 // Len is how many URLs the batch records.
@@ -146,22 +144,79 @@ const (
 	KindGone      = "items_gone"
 )
 
-// Queue queues the batch's one statement on q (the transaction that finishes its pages); now is
+// Queue queues the batch's statements on q (the transaction that finishes its pages): one for
+// the pages of each run found as they were (touches, TouchURLStates), and one for the rest
+// (pages parsed or ended, and their item changes: RecordURLStates), when there are any; now is
 // when its pages were fetched, and their states are kept their spider's state_ttl from it.
 func (b *Batch) Queue(q dbsqlc.Queuer, now time.Time) error {
-	runs := make([]int64, 0, len(b.runs))
-	for run := range b.runs {
-		runs = append(runs, run)
+	var rest []record
+	touches := map[touchGroup][]touchRow{}
+	var order []touchGroup
+	for _, r := range b.recs {
+		if r.touch == nil || len(r.changes) > 0 {
+			rest = append(rest, r)
+			continue
+		}
+		t := r.touch
+		g := touchGroup{t.Spider, t.Line, t.RunID}
+		if _, ok := touches[g]; !ok {
+			order = append(order, g)
+		}
+		touches[g] = append(touches[g], touchRow{URL: t.URL, Fetched: t.Fetched, KeepS: t.KeepS, ETag: t.ETag,
+			LastModified: t.LastModified, IntervalS: t.IntervalS, Unchanged: t.Unchanged, Kind: t.Kind, Bytes: t.Bytes, Walked: t.Walked})
 	}
+	for _, g := range order {
+		rows, err := json.Marshal(touches[g])
+		if err != nil {
+			return fmt.Errorf("record url states: %w", err)
+		}
+		p := dbsqlc.TouchURLStatesParams{RunID: g.run, Touches: string(rows), Now: now, Spider: g.spider, Line: g.line}
+		dbsqlc.QueueExec(q, (*dbsqlc.Queries).TouchURLStates, p)
+	}
+	if len(rest) == 0 {
+		return nil
+	}
+	return queueRecords(q, rest, now)
+}
+
+// touchRow is what differs between the touches of one TouchURLStates.
+type touchRow struct {
+	URL          string  `json:"url"`
+	Fetched      bool    `json:"fetched"`
+	KeepS        float64 `json:"keep_s"`
+	ETag         string  `json:"etag"`
+	LastModified string  `json:"last_modified"`
+	IntervalS    int64   `json:"interval_s"`
+	Unchanged    int     `json:"unchanged"`
+	Kind         string  `json:"kind"`
+	Bytes        int64   `json:"bytes"`
+	Walked       bool    `json:"walked"`
+}
+
+// touchGroup is what the touches of one statement share.
+type touchGroup struct {
+	spider, line string
+	run          int64
+}
+
+// queueRecords queues RecordURLStates for recs: the pages that are not plain touches.
+func queueRecords(q dbsqlc.Queuer, recs []record, now time.Time) error {
+	runSet := map[int64]bool{}
 	changes := []changeJSON{}
 	sts, tcs := []*stateJSON{}, []*touchJSON{}
-	for _, r := range b.recs {
+	for _, r := range recs {
 		changes = append(changes, r.changes...)
 		if r.touch != nil {
 			tcs = append(tcs, r.touch)
+			runSet[r.touch.RunID] = true
 		} else {
 			sts = append(sts, r.state)
+			runSet[r.state.RunID] = true
 		}
+	}
+	runs := make([]int64, 0, len(runSet))
+	for run := range runSet {
+		runs = append(runs, run)
 	}
 	states, err := json.Marshal(sts)
 	if err != nil {
