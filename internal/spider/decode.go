@@ -11,6 +11,75 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
+// typeErrors are yaml.v3's type errors of a spec, named by field path.
+type typeErrors struct {
+	errs []FieldError
+	// validate is false when the spec is half decoded (a mapping with a key given twice is
+	// not decoded at all, or an error could not be located): its validation errors would be
+	// false, so only errs are reported.
+	validate bool
+	scopes   []string // the fields a bad value left unset: validation errors inside them are false
+}
+
+// nameTypeErrors names yaml.v3's type errors (bad values, keys given twice, unknown fields),
+// each with a line and a Go type, by field path (decodeProblems). Unknown fields and bad values
+// leave the rest decoded, so the spec is validated too, except where a bad value left a field
+// unset.
+func nameTypeErrors(te *yaml.TypeError, data []byte) typeErrors {
+	out := typeErrors{validate: true}
+	probs := decodeProblems(data)
+	type lineKind struct {
+		line int
+		kind problemKind
+	}
+	named := map[lineKind]bool{}
+	for _, m := range te.Errors {
+		sm := yamlLineRE.FindStringSubmatch(m)
+		if sm == nil {
+			out.errs = append(out.errs, FieldError{Msg: m})
+			out.validate = false
+			continue
+		}
+		line, _ := strconv.Atoi(sm[1])
+		kind := typeErrorKind(sm[2])
+		if kind == duplicateKey {
+			out.validate = false
+		}
+		lk := lineKind{line, kind}
+		if named[lk] {
+			continue // an earlier message of the line named them all
+		}
+		for _, p := range probs {
+			if p.line == line && p.kind == kind {
+				out.errs = append(out.errs, p.fe)
+				if kind == badValue {
+					out.scopes = append(out.scopes, p.scope)
+				}
+				named[lk] = true
+			}
+		}
+		if named[lk] {
+			continue
+		}
+		out.errs = append(out.errs, FieldError{Path: "line " + sm[1], Msg: sm[2]})
+		if kind != unknownField {
+			out.validate = false // not located: what it left unset is unknown
+		}
+	}
+	return out
+}
+
+// typeErrorKind tells which problem a yaml.v3 type error message (its line cut off) is.
+func typeErrorKind(msg string) problemKind {
+	switch {
+	case strings.HasPrefix(msg, "mapping key "):
+		return duplicateKey
+	case strings.Contains(msg, " not found in type "):
+		return unknownField
+	}
+	return badValue
+}
+
 // A decodeProblem is a value that does not fit its field of Spec, a key given twice or a key
 // Spec does not have, named by field path where yaml.v3 names only a line and a Go type.
 type decodeProblem struct {

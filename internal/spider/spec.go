@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -136,84 +135,42 @@ func ParseSpec(data []byte, source string) (*Spec, error) {
 	if errors.Is(err, io.EOF) {
 		return nil, &ValidationError{Source: source, Errors: []FieldError{{Msg: "empty spec"}}}
 	}
-	var decodeErrs []FieldError
-	validate := true // false: the spec is half decoded and its validation errors would be false
-	var scopes []string
+	typed := typeErrors{validate: true}
 	if err != nil {
 		var te *yaml.TypeError
 		if !errors.As(err, &te) {
 			return nil, &ValidationError{Source: source, Errors: []FieldError{syntaxProblem(err)}}
 		}
-		// Type errors, duplicate keys and unknown fields. yaml.v3 names a line and a Go type;
-		// decodeProblems names the field path. Unknown fields and bad values leave the rest
-		// decoded, so the validation errors below are reported too, except where a bad value
-		// left a field unset; anything else (a key given twice: its mapping is not decoded at
-		// all) is reported alone.
-		probs := decodeProblems(data)
-		type lineKind struct {
-			line int
-			kind problemKind
-		}
-		named := map[lineKind]bool{}
-		for _, m := range te.Errors {
-			sm := yamlLineRE.FindStringSubmatch(m)
-			if sm == nil {
-				decodeErrs = append(decodeErrs, FieldError{Msg: m})
-				validate = false
-				continue
-			}
-			line, _ := strconv.Atoi(sm[1])
-			kind := badValue
-			switch {
-			case strings.HasPrefix(sm[2], "mapping key "):
-				kind = duplicateKey
-				validate = false
-			case strings.Contains(sm[2], " not found in type "):
-				kind = unknownField // the rest is decoded
-			}
-			lk := lineKind{line, kind}
-			if named[lk] {
-				continue // an earlier message of the line named them all
-			}
-			for _, p := range probs {
-				if p.line == line && p.kind == kind {
-					decodeErrs = append(decodeErrs, p.fe)
-					if kind == badValue {
-						scopes = append(scopes, p.scope)
-					}
-					named[lk] = true
-				}
-			}
-			if named[lk] {
-				continue
-			}
-			decodeErrs = append(decodeErrs, FieldError{Path: "line " + sm[1], Msg: sm[2]})
-			if kind != unknownField {
-				validate = false // not located: what it left unset is unknown
-			}
-		}
+		typed = nameTypeErrors(te, data)
 	}
+	errs := typed.errs
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
-		decodeErrs = append(decodeErrs, FieldError{Msg: "more than one YAML document"})
+		errs = append(errs, FieldError{Msg: "more than one YAML document"})
 	}
 	spec.Source = source
-	errs := decodeErrs
-	if validate {
-	next:
-		for _, fe := range spec.validate() {
-			for _, sc := range scopes {
-				if inScope(fe.Path, sc) {
-					continue next
-				}
-			}
-			errs = append(errs, fe)
-		}
+	if typed.validate {
+		errs = append(errs, spec.validateOutside(typed.scopes)...)
 	}
 	if len(errs) > 0 {
 		return nil, &ValidationError{Source: source, Errors: errs}
 	}
 	return &spec, nil
+}
+
+// validateOutside is validate's errors but those inside scopes (fields a bad value left unset).
+func (s *Spec) validateOutside(scopes []string) []FieldError {
+	var errs []FieldError
+next:
+	for _, fe := range s.validate() {
+		for _, sc := range scopes {
+			if inScope(fe.Path, sc) {
+				continue next
+			}
+		}
+		errs = append(errs, fe)
+	}
+	return errs
 }
 
 // Validate checks the spec, reporting every mistake as a *ValidationError.

@@ -405,11 +405,7 @@ func (s *streamer) start(name []byte) bool {
 			case atom.Title, atom.Script, atom.Style:
 				return s.open(a, name)
 			case atom.Meta, atom.Link, atom.Base:
-				if !s.open(a, name) {
-					return false
-				}
-				s.pop()
-				return true
+				return s.openVoid(a, name)
 			case atom.Html, atom.Head, atom.Noscript, atom.Template, atom.Basefont, atom.Bgsound, atom.Noframes:
 				return false
 			}
@@ -443,53 +439,65 @@ func (s *streamer) impliedKeep() bool {
 	return ok
 }
 
+// startInBody opens element a in the body, or returns false where the HTML parser would do
+// more than open it (close or reopen an element, reparent one): the page is then parsed as a
+// DOM instead.
 func (s *streamer) startInBody(a atom.Atom, name []byte) bool {
 	switch {
 	case a == 0 || phrasing[a]:
+		return s.open(a, name)
 	case a == atom.A:
-		if s.aOpen > 0 {
-			return false
-		}
+		return s.aOpen == 0 && s.open(a, name) // a nested <a> closes the open one
 	case a == atom.Title || a == atom.Script || a == atom.Style:
+		return s.open(a, name)
 	case voids[a]:
-		if !s.open(a, name) {
-			return false
-		}
-		s.pop()
-		return true
+		return s.openVoid(a, name)
 	case a == atom.Button:
-		if s.btnOpen > 0 {
-			return false
-		}
+		return s.btnOpen == 0 && s.open(a, name) // a nested <button> closes the open one
 	case blocks[a]:
-		if s.pOpen > 0 {
-			return false
-		}
-		if isHeading(a) && isHeading(s.top().atom) {
-			return false
-		}
-		if a == atom.Li || a == atom.Dd || a == atom.Dt {
-			for i := len(s.stack) - 1; i >= 0; i-- {
-				e := s.stack[i].atom
-				if e == atom.Li && a == atom.Li || (e == atom.Dd || e == atom.Dt) && a != atom.Li {
-					return false
-				}
-				if special[e] && e != atom.Address && e != atom.Div && e != atom.P {
-					break
-				}
-			}
-		}
-		if a == atom.Hr {
-			if !s.open(a, name) {
-				return false
-			}
-			s.pop()
-			return true
-		}
-	default:
+		return s.startBlock(a, name)
+	}
+	return false
+}
+
+// openVoid opens and at once closes element a, which has no content.
+func (s *streamer) openVoid(a atom.Atom, name []byte) bool {
+	if !s.open(a, name) {
 		return false
 	}
+	s.pop()
+	return true
+}
+
+// startBlock opens block element a, unless it would close an open element: a <p>, a heading
+// (another heading), or a list item (closesListItem).
+func (s *streamer) startBlock(a atom.Atom, name []byte) bool {
+	if s.pOpen > 0 || isHeading(a) && isHeading(s.top().atom) || s.closesListItem(a) {
+		return false
+	}
+	if a == atom.Hr {
+		return s.openVoid(a, name)
+	}
 	return s.open(a, name)
+}
+
+// closesListItem reports whether a, an <li>, <dd> or <dt>, would close one open in its scope:
+// the parser's walk down the stack of open elements, up to a special element other than
+// address, div and p.
+func (s *streamer) closesListItem(a atom.Atom) bool {
+	if a != atom.Li && a != atom.Dd && a != atom.Dt {
+		return false
+	}
+	for i := len(s.stack) - 1; i >= 0; i-- {
+		e := s.stack[i].atom
+		if e == atom.Li && a == atom.Li || (e == atom.Dd || e == atom.Dt) && a != atom.Li {
+			return true
+		}
+		if special[e] && e != atom.Address && e != atom.Div && e != atom.P {
+			return false
+		}
+	}
+	return false
 }
 
 func (s *streamer) end(name []byte) bool {
