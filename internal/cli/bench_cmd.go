@@ -98,89 +98,133 @@ allocations it made (read either with go tool pprof; -sample_index=alloc_objects
 				if err != nil {
 					return err
 				}
-				if *memprofile != "" {
-					defer func() { err = errors.Join(err, writeAllocs(*memprofile)) }()
+				stop, err := startProfiles(*cpuprofile, *memprofile)
+				if err != nil {
+					return err
 				}
-				if *cpuprofile != "" {
-					f, err := os.Create(*cpuprofile)
-					if err != nil {
-						return err
-					}
-					defer f.Close()
-					if err := pprof.StartCPUProfile(f); err != nil {
-						return fmt.Errorf("cpu profile: %w", err)
-					}
-					defer pprof.StopCPUProfile()
-				}
-				cfg.URL = be.URL
-				// The bench opens its pools from the URL (a schema of its own on each), so the mode
-				// that every other command takes from CRAWLQ_DB_EXEC_MODE goes into the URL.
-				if be.ExecMode != "" {
-					sep := "?"
-					if strings.Contains(cfg.URL, "?") {
-						sep = "&"
-					}
-					cfg.URL += sep + "default_query_exec_mode=" + neturl.QueryEscape(be.ExecMode)
-				}
+				defer func() { err = errors.Join(err, stop()) }()
+				cfg.URL = benchURL(be)
 				cfg.Out = env.Stdout
 				if !*quiet {
 					cfg.Progress = env.Stderr
 				}
-				if *ops == "dbcost" {
-					_, err := bench.QueueCost(ctx, cfg)
-					return err
-				}
-				if *ops == "soak" {
-					if *site == "" {
-						return usageErr("--op soak needs --url (the bench site, e.g. http://127.0.0.1:8089)")
-					}
-					soak.Site = *site
-					_, err := bench.Soak(ctx, cfg, soak)
-					return err
-				}
-				if *ops == "recrawl" {
-					if *site == "" {
-						return usageErr("--op recrawl needs --url (the demo site: crawlq demo-site --items 10000 --addr 127.0.0.1:8090)")
-					}
-					_, err := bench.Recrawl(ctx, cfg, *site)
-					return err
-				}
-				if *render != "" && (*render != "browser" || *ops != "crawl") {
-					return usageErr("--render %q: only --op crawl --render browser is measured", *render)
-				}
-				if *ops == "crawl" && *render == "browser" {
-					if *site == "" {
-						return usageErr("--op crawl --render browser needs --url (the demo site: crawlq demo-site --items 400 --addr 127.0.0.1:8091)")
-					}
-					_, err := bench.CrawlBrowser(ctx, cfg, *site)
-					return err
-				}
-				if *ops == "crawl" {
-					if *site == "" {
-						return usageErr("--op crawl needs --url (the bench site, e.g. http://127.0.0.1:8089)")
-					}
-					_, err := bench.Crawl(ctx, cfg, *site)
-					return err
-				}
-				cfg.Ops = strings.Split(*ops, ",")
-				results, err := bench.Run(ctx, cfg)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintln(env.Stdout)
-				tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-				fmt.Fprintln(tw, "OP\tJOBS\tSECONDS\tJOBS/S\t")
-				for _, r := range results {
-					if strings.HasPrefix(r.Op, "claim_latency") {
-						fmt.Fprintf(tw, "%s\t\t\t%s\t\n", r.Op, r.Extra)
-						continue
-					}
-					fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.0f\t\n", r.Op, r.Jobs, r.Seconds, r.PerSec)
-				}
-				return tw.Flush()
+				soak.Site = *site
+				return benchTarget{op: *ops, site: *site, render: *render, soak: soak}.run(ctx, env, cfg)
 			}
 		},
 	}
+}
+
+// startProfiles starts the CPU profile to cpu and readies the allocation profile to mem (either
+// "": none); stop ends the one and writes the other.
+func startProfiles(cpu, mem string) (stop func() error, err error) {
+	stop = func() error { return nil }
+	if cpu != "" {
+		f, err := os.Create(cpu)
+		if err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("cpu profile: %w", err)
+		}
+		stop = func() error {
+			pprof.StopCPUProfile()
+			return f.Close()
+		}
+	}
+	if mem == "" {
+		return stop, nil
+	}
+	stopCPU := stop
+	return func() error { return errors.Join(stopCPU(), writeAllocs(mem)) }, nil
+}
+
+// benchURL is the database URL with the exec mode in it: the bench opens its pools from the URL
+// (a schema of its own on each), so the mode that every other command takes from
+// CRAWLQ_DB_EXEC_MODE goes into the URL.
+func benchURL(be benchEnv) string {
+	if be.ExecMode == "" {
+		return be.URL
+	}
+	sep := "?"
+	if strings.Contains(be.URL, "?") {
+		sep = "&"
+	}
+	return be.URL + sep + "default_query_exec_mode=" + neturl.QueryEscape(be.ExecMode)
+}
+
+// benchTarget is what crawlq bench measures: --op, with the site (--url) and rendering
+// (--render) the crawl measurements need.
+type benchTarget struct {
+	op, site, render string
+	soak             bench.SoakConfig
+}
+
+// run measures t and prints its RESULT lines.
+func (t benchTarget) run(ctx context.Context, env *Env, cfg bench.Config) error {
+	switch t.op {
+	case "dbcost":
+		_, err := bench.QueueCost(ctx, cfg)
+		return err
+	case "soak":
+		if t.site == "" {
+			return usageErr("--op soak needs --url (the bench site, e.g. http://127.0.0.1:8089)")
+		}
+		_, err := bench.Soak(ctx, cfg, t.soak)
+		return err
+	case "recrawl":
+		if t.site == "" {
+			return usageErr("--op recrawl needs --url (the demo site: crawlq demo-site --items 10000 --addr 127.0.0.1:8090)")
+		}
+		_, err := bench.Recrawl(ctx, cfg, t.site)
+		return err
+	}
+	if t.render != "" && (t.render != "browser" || t.op != "crawl") {
+		return usageErr("--render %q: only --op crawl --render browser is measured", t.render)
+	}
+	if t.op == "crawl" {
+		return t.crawl(ctx, cfg)
+	}
+	cfg.Ops = strings.Split(t.op, ",")
+	return benchQueue(ctx, env, cfg)
+}
+
+// crawl measures a crawl of the bench site, or with --render browser the demo site's
+// script-drawn section rendered beside fetched.
+func (t benchTarget) crawl(ctx context.Context, cfg bench.Config) error {
+	if t.render == "browser" {
+		if t.site == "" {
+			return usageErr("--op crawl --render browser needs --url (the demo site: crawlq demo-site --items 400 --addr 127.0.0.1:8091)")
+		}
+		_, err := bench.CrawlBrowser(ctx, cfg, t.site)
+		return err
+	}
+	if t.site == "" {
+		return usageErr("--op crawl needs --url (the bench site, e.g. http://127.0.0.1:8089)")
+	}
+	_, err := bench.Crawl(ctx, cfg, t.site)
+	return err
+}
+
+// benchQueue measures the queue ops of cfg.Ops and prints a table of them after their RESULT
+// lines.
+func benchQueue(ctx context.Context, env *Env, cfg bench.Config) error {
+	results, err := bench.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(env.Stdout)
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "OP\tJOBS\tSECONDS\tJOBS/S\t")
+	for _, r := range results {
+		if strings.HasPrefix(r.Op, "claim_latency") {
+			fmt.Fprintf(tw, "%s\t\t\t%s\t\n", r.Op, r.Extra)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.0f\t\n", r.Op, r.Jobs, r.Seconds, r.PerSec)
+	}
+	return tw.Flush()
 }
 
 // writeAllocs writes the allocations made so far as a pprof profile to path.

@@ -133,24 +133,14 @@ func runOutcome(st string) error {
 
 // Main runs the command line args (without the program name) and returns the exit status.
 func Main(ctx context.Context, args []string, env Env) int {
-	if env.Stdout == nil {
-		env.Stdout = os.Stdout
-	}
-	if env.Stderr == nil {
-		env.Stderr = os.Stderr
-	}
-	if env.Getenv == nil {
-		env.Getenv, env.getenvIsOS = os.Getenv, true
-	}
+	env.fillDefaults()
 	args, err := takeAPIFlag(args, &env)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "crawlq: %v\n", err)
 		return 2
 	}
 	cs := commands()
-	if len(args) > 1 && args[0] == "help" {
-		args = []string{args[1], "--help"} // crawlq help CMD is crawlq CMD --help
-	}
+	args = helpArgs(args)
 	if len(args) == 0 || isHelp(args[0]) || args[0] == "help" {
 		topUsage(env.Stdout, cs)
 		if len(args) == 0 {
@@ -162,44 +152,84 @@ func Main(ctx context.Context, args []string, env Env) int {
 	if err == nil {
 		err = viaAPI(inv, &env)
 	}
+	if err != nil {
+		return notParsed(err, inv, env.Stderr, cs)
+	}
+	return ran(inv.name, inv.withDatabases(&env)(ctx, inv.pos), env.Stderr)
+}
+
+// fillDefaults sets what a caller left unset: the process's standard output, standard error and
+// environment.
+func (e *Env) fillDefaults() {
+	if e.Stdout == nil {
+		e.Stdout = os.Stdout
+	}
+	if e.Stderr == nil {
+		e.Stderr = os.Stderr
+	}
+	if e.Getenv == nil {
+		e.Getenv, e.getenvIsOS = os.Getenv, true
+	}
+}
+
+// helpArgs reads crawlq help CMD as crawlq CMD --help.
+func helpArgs(args []string) []string {
+	if len(args) > 1 && args[0] == "help" {
+		return []string{args[1], "--help"}
+	}
+	return args
+}
+
+// notParsed is the exit status of a command line that did not parse (err), saying why unless the
+// flag package did; inv is the command when it was found.
+func notParsed(err error, inv *invocation, stderr io.Writer, cs []*Command) int {
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, errFlags):
 		return 2 // the flag package printed the error and the usage
-	case err != nil && inv != nil:
-		fmt.Fprintf(env.Stderr, "crawlq %s: %v\nRun 'crawlq %s --help' for usage.\n", inv.name, err, inv.name)
-		return 2
-	case err != nil:
-		fmt.Fprintf(env.Stderr, "crawlq: %v\n\n", err)
-		topUsage(env.Stderr, cs)
+	case inv != nil:
+		fmt.Fprintf(stderr, "crawlq %s: %v\nRun 'crawlq %s --help' for usage.\n", inv.name, err, inv.name)
 		return 2
 	}
-	run := inv.run
-	if !inv.remote {
-		run = func(ctx context.Context, pos []string) error {
-			if err := env.readDatabases(); err != nil {
-				return err
-			}
-			return inv.run(ctx, pos)
-		}
+	fmt.Fprintf(stderr, "crawlq: %v\n\n", err)
+	topUsage(stderr, cs)
+	return 2
+}
+
+// withDatabases is the command's run, reading the database configuration first unless the
+// command goes through the api function.
+func (inv *invocation) withDatabases(env *Env) func(context.Context, []string) error {
+	if inv.remote {
+		return inv.run
 	}
-	if err := run(ctx, inv.pos); err != nil {
-		var oe *outcomeErr
-		if errors.As(err, &oe) {
-			return oe.code // the command printed what it found; the status says how the run ended
+	return func(ctx context.Context, pos []string) error {
+		if err := env.readDatabases(); err != nil {
+			return err
 		}
-		fmt.Fprintf(env.Stderr, "crawlq %s: %v\n", inv.name, err)
-		if missingSchema(err) {
-			fmt.Fprintf(env.Stderr, "The database lacks crawlq's tables or functions: run 'crawlq migrate' first (make db does).\n")
-		}
-		if errors.Is(err, errUsage) {
-			fmt.Fprintf(env.Stderr, "Run 'crawlq %s --help' for usage.\n", inv.name)
-			return 2
-		}
-		return 1
+		return inv.run(ctx, pos)
 	}
-	return 0
+}
+
+// ran is the exit status of command name that returned err, saying what went wrong: a run's
+// outcome (the command printed the run), a usage error, a database crawlq has not migrated.
+func ran(name string, err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	var oe *outcomeErr
+	if errors.As(err, &oe) {
+		return oe.code // the command printed what it found; the status says how the run ended
+	}
+	fmt.Fprintf(stderr, "crawlq %s: %v\n", name, err)
+	if missingSchema(err) {
+		fmt.Fprintf(stderr, "The database lacks crawlq's tables or functions: run 'crawlq migrate' first (make db does).\n")
+	}
+	if errors.Is(err, errUsage) {
+		fmt.Fprintf(stderr, "Run 'crawlq %s --help' for usage.\n", name)
+		return 2
+	}
+	return 1
 }
 
 // missingSchema reports whether err is Postgres saying a table or function does not exist: on a

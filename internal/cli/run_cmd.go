@@ -106,6 +106,47 @@ func awaitFinish(ctx context.Context, w io.Writer, n *node.Node, r *crawl.Run, p
 	})
 }
 
+// showRun prints run id as JSON (after it finished, with wait) and returns the error that makes
+// the exit status say how it ended.
+func showRun(ctx context.Context, env *Env, n *node.Node, id int64, wait bool, failOn map[string]bool, verdictWait time.Duration) error {
+	r, err := n.Crawler.Get(ctx, id)
+	if err == nil && wait {
+		r, err = awaitFinish(ctx, env.Stderr, n, r, 500*time.Millisecond)
+	}
+	if err != nil {
+		return err
+	}
+	judged := r.State == crawl.StateSucceeded || r.State == crawl.StateIncomplete // failed and cancelled runs are not
+	awaitJudged := wait && judged && failOn[outcomeMonitorsFailed]
+	rep, err := runVerdict(ctx, n, r, awaitJudged, verdictWait)
+	if err != nil {
+		return err
+	}
+	v := view.NewRun(r, rep)
+	if v.Events, err = events.RunEvents(ctx, n.Queue.Pool(), id); err != nil {
+		return err
+	}
+	if err := writeJSON(env.Stdout, v); err != nil {
+		return err
+	}
+	if awaitJudged && rep == nil {
+		if err := notJudged(r, failOn, verdictWait); err != nil {
+			fmt.Fprintf(env.Stderr, "crawlq run: run %d %s; its monitors were not judged within %s (--verdict-timeout)\n", r.ID, r.State, verdictWait)
+			return err
+		}
+	}
+	return exitFor(r, rep, failOn)
+}
+
+// runVerdict is finished run r's verdict: waited for up to timeout when await, else as it is
+// (nil: not judged).
+func runVerdict(ctx context.Context, n *node.Node, r *crawl.Run, await bool, timeout time.Duration) (*events.Report, error) {
+	if await {
+		return awaitVerdict(ctx, n, r, timeout, 500*time.Millisecond)
+	}
+	return verdict(ctx, n, r)
+}
+
 // awaitVerdict waits, checking every poll, up to timeout for the verdict of finished run r and
 // returns it, nil when it did not come in time. A run that succeeded (or ended incomplete) is
 // judged by the next publisher pass after its final event: within a second under crawlq worker,
@@ -202,36 +243,7 @@ since it was judged is judged again when it finishes again; until then it has no
 					if *watch {
 						return watchRun(ctx, env.Stdout, n, id, *every, failOn, *verdictWait)
 					}
-					r, err := n.Crawler.Get(ctx, id)
-					if err == nil && *wait {
-						r, err = awaitFinish(ctx, env.Stderr, n, r, 500*time.Millisecond)
-					}
-					if err != nil {
-						return err
-					}
-					var rep *events.Report
-					judged := r.State == crawl.StateSucceeded || r.State == crawl.StateIncomplete // failed and cancelled runs are not
-					if *wait && failOn[outcomeMonitorsFailed] && judged {
-						if rep, err = awaitVerdict(ctx, n, r, *verdictWait, 500*time.Millisecond); err != nil {
-							return err
-						}
-					} else if rep, err = verdict(ctx, n, r); err != nil {
-						return err
-					}
-					v := view.NewRun(r, rep)
-					if v.Events, err = events.RunEvents(ctx, n.Queue.Pool(), id); err != nil {
-						return err
-					}
-					if err := writeJSON(env.Stdout, v); err != nil {
-						return err
-					}
-					if *wait && rep == nil && judged && failOn[outcomeMonitorsFailed] {
-						if err := notJudged(r, failOn, *verdictWait); err != nil {
-							fmt.Fprintf(env.Stderr, "crawlq run: run %d %s; its monitors were not judged within %s (--verdict-timeout)\n", r.ID, r.State, *verdictWait)
-							return err
-						}
-					}
-					return exitFor(r, rep, failOn)
+					return showRun(ctx, env, n, id, *wait, failOn, *verdictWait)
 				})
 			}
 		},

@@ -36,130 +36,143 @@ schedules in EventBridge Scheduler instead (use the api there).
 rate(...), and here also rate(N seconds). A tick missed by more than an hour (no crawlq local was
 running) is skipped, and list says so; a tick that fails (an unknown spider) shows its error.`,
 		Subcommands: []*Command{
-			{Name: "list", Synopsis: "every schedule with its next tick and what its last tick did", Usage: "[--json]",
-				Help: "Lists the stored schedules by name: expression, timezone, state, next tick, and the last tick's run or error.",
-				Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
-					pg := dbFlag(fs, env)
-					asJSON := fs.Bool("json", false, "print JSON")
-					return func(ctx context.Context, args []string) error {
-						se, err := readSchedulesEnv(env)
-						if err != nil {
-							return err
-						}
-						return pg.withNode(ctx, "", func(n *node.Node) error {
-							st, err := cronstore.New(cronstore.Config{Pool: n.Queue.Pool()})
-							if err != nil {
-								return err
-							}
-							var all []cronstore.Entry
-							for after := ""; ; {
-								page, err := st.List(ctx, se.Group, after, 500)
-								if err != nil {
-									return err
-								}
-								all = append(all, page...)
-								if len(page) < 500 {
-									break
-								}
-								after = page[len(page)-1].Name
-							}
-							if *asJSON {
-								return writeJSON(env.Stdout, scheduleViews(all))
-							}
-							tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-							fmt.Fprintln(tw, "NAME\tEXPRESSION\tTIMEZONE\tSTATE\tNEXT\tLAST TICK\tLAST RUN\tLAST ERROR")
-							for _, v := range scheduleViews(all) {
-								fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Name, v.Expression, v.Timezone, v.State, v.NextAt,
-									orDash(v.LastTickAt), orDash(v.LastRun), orDash(v.LastError))
-							}
-							return tw.Flush()
-						})
-					}
-				}},
-			{Name: "add", Synopsis: "add a recurring run (the api's addschedule)",
-				Usage: "--spider NAME --cron EXPR [--name N] [--timezone TZ] [--arg k=v]... [--settings JSON] [--priority P] [--key K] [--version V] [--replace]",
-				Help:  "Adds a schedule through the api's addschedule, with its validation; prints its name, expression and first tick.",
-				Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
-					pg := dbFlag(fs, env)
-					req := map[string]any{"action": "addschedule"}
-					spider := fs.String("spider", "", "spider name (required)")
-					expr := fs.String("cron", "", "when: a 5-field cron, @daily..., cron(...), rate(N minutes) or rate(N seconds) (required)")
-					name := fs.String("name", "", "schedule name (default derived from spider, args and timing)")
-					tz := fs.String("timezone", "", "IANA timezone of the cron (default UTC)")
-					args := kvFlag{}
-					fs.Var(args, "arg", "spider argument key=value (repeatable)")
-					settings := fs.String("settings", "", `crawlq setting overrides as JSON, e.g. {"max_pages":100}`)
-					priority := fs.Int("priority", 0, "priority of each run, -1000..1000")
-					key := fs.String("key", "", "idempotency key of each run: no new run while one with it is unfinished")
-					version := fs.String("version", "", "stored version of the spider every run runs (default the newest)")
-					replace := fs.Bool("replace", false, "replace a schedule of the same name")
-					return func(ctx context.Context, rest []string) error {
-						se, err := readSchedulesEnv(env)
-						if err != nil {
-							return err
-						}
-						switch {
-						case *spider == "":
-							return usageErr("--spider is required")
-						case *expr == "":
-							return usageErr("--cron is required")
-						}
-						req["spider"], req["cron"] = *spider, *expr
-						for k, v := range map[string]string{"name": *name, "timezone": *tz, "unique_key": *key, "version": *version} {
-							if v != "" {
-								req[k] = v
-							}
-						}
-						if len(args) > 0 {
-							req["args"] = map[string]string(args)
-						}
-						if *settings != "" {
-							var s map[string]any
-							if err := json.Unmarshal([]byte(*settings), &s); err != nil {
-								return usageErr("--settings: want a JSON object: %v", err)
-							}
-							req["settings"] = s
-						}
-						if *priority != 0 {
-							req["priority"] = *priority
-						}
-						if *replace {
-							req["replace"] = true
-						}
-						return withScheduleAPI(ctx, pg, se, func(a *api.API, st *cronstore.Store) error {
-							resp, err := callAPI(ctx, a, req)
-							if err != nil {
-								return err
-							}
-							e, err := st.Get(ctx, se.Group, fmt.Sprint(resp["name"]))
-							if err != nil {
-								return err
-							}
-							fmt.Fprintf(env.Stdout, "%s: %s (%s), first tick %s\n", e.Name, e.Expression, e.Timezone, e.NextAt.UTC().Format(time.RFC3339))
-							return nil
-						})
-					}
-				}},
-			{Name: "del", Synopsis: "delete a schedule (the api's delschedule)", Usage: "NAME", Args: one("NAME"),
-				Help: "Deletes a schedule; ticks still due are not fired.",
-				Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
-					pg := dbFlag(fs, env)
-					return func(ctx context.Context, args []string) error {
-						se, err := readSchedulesEnv(env)
-						if err != nil {
-							return err
-						}
-						return withScheduleAPI(ctx, pg, se, func(a *api.API, _ *cronstore.Store) error {
-							if _, err := callAPI(ctx, a, map[string]any{"action": "delschedule", "name": args[0]}); err != nil {
-								return fmt.Errorf("%w (crawlq schedules list shows the schedules)", err)
-							}
-							fmt.Fprintf(env.Stdout, "%s: deleted\n", args[0])
-							return nil
-						})
-					}
-				}},
+			schedulesListCmd(), schedulesAddCmd(), schedulesDelCmd(),
 		},
 	}
+}
+
+// schedulesListCmd is `crawlq schedules list`.
+func schedulesListCmd() *Command {
+	return &Command{Name: "list", Synopsis: "every schedule with its next tick and what its last tick did", Usage: "[--json]",
+		Help: "Lists the stored schedules by name: expression, timezone, state, next tick, and the last tick's run or error.",
+		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
+			pg := dbFlag(fs, env)
+			asJSON := fs.Bool("json", false, "print JSON")
+			return func(ctx context.Context, args []string) error {
+				se, err := readSchedulesEnv(env)
+				if err != nil {
+					return err
+				}
+				return pg.withNode(ctx, "", func(n *node.Node) error {
+					st, err := cronstore.New(cronstore.Config{Pool: n.Queue.Pool()})
+					if err != nil {
+						return err
+					}
+					var all []cronstore.Entry
+					for after := ""; ; {
+						page, err := st.List(ctx, se.Group, after, 500)
+						if err != nil {
+							return err
+						}
+						all = append(all, page...)
+						if len(page) < 500 {
+							break
+						}
+						after = page[len(page)-1].Name
+					}
+					if *asJSON {
+						return writeJSON(env.Stdout, scheduleViews(all))
+					}
+					tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "NAME\tEXPRESSION\tTIMEZONE\tSTATE\tNEXT\tLAST TICK\tLAST RUN\tLAST ERROR")
+					for _, v := range scheduleViews(all) {
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Name, v.Expression, v.Timezone, v.State, v.NextAt,
+							orDash(v.LastTickAt), orDash(v.LastRun), orDash(v.LastError))
+					}
+					return tw.Flush()
+				})
+			}
+		}}
+}
+
+// schedulesAddCmd is `crawlq schedules add`: the api's addschedule.
+func schedulesAddCmd() *Command {
+	return &Command{Name: "add", Synopsis: "add a recurring run (the api's addschedule)",
+		Usage: "--spider NAME --cron EXPR [--name N] [--timezone TZ] [--arg k=v]... [--settings JSON] [--priority P] [--key K] [--version V] [--replace]",
+		Help:  "Adds a schedule through the api's addschedule, with its validation; prints its name, expression and first tick.",
+		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
+			pg := dbFlag(fs, env)
+			req := map[string]any{"action": "addschedule"}
+			spider := fs.String("spider", "", "spider name (required)")
+			expr := fs.String("cron", "", "when: a 5-field cron, @daily..., cron(...), rate(N minutes) or rate(N seconds) (required)")
+			name := fs.String("name", "", "schedule name (default derived from spider, args and timing)")
+			tz := fs.String("timezone", "", "IANA timezone of the cron (default UTC)")
+			args := kvFlag{}
+			fs.Var(args, "arg", "spider argument key=value (repeatable)")
+			settings := fs.String("settings", "", `crawlq setting overrides as JSON, e.g. {"max_pages":100}`)
+			priority := fs.Int("priority", 0, "priority of each run, -1000..1000")
+			key := fs.String("key", "", "idempotency key of each run: no new run while one with it is unfinished")
+			version := fs.String("version", "", "stored version of the spider every run runs (default the newest)")
+			replace := fs.Bool("replace", false, "replace a schedule of the same name")
+			return func(ctx context.Context, rest []string) error {
+				se, err := readSchedulesEnv(env)
+				if err != nil {
+					return err
+				}
+				switch {
+				case *spider == "":
+					return usageErr("--spider is required")
+				case *expr == "":
+					return usageErr("--cron is required")
+				}
+				req["spider"], req["cron"] = *spider, *expr
+				for k, v := range map[string]string{"name": *name, "timezone": *tz, "unique_key": *key, "version": *version} {
+					if v != "" {
+						req[k] = v
+					}
+				}
+				if len(args) > 0 {
+					req["args"] = map[string]string(args)
+				}
+				if *settings != "" {
+					var s map[string]any
+					if err := json.Unmarshal([]byte(*settings), &s); err != nil {
+						return usageErr("--settings: want a JSON object: %v", err)
+					}
+					req["settings"] = s
+				}
+				if *priority != 0 {
+					req["priority"] = *priority
+				}
+				if *replace {
+					req["replace"] = true
+				}
+				return withScheduleAPI(ctx, pg, se, func(a *api.API, st *cronstore.Store) error {
+					resp, err := callAPI(ctx, a, req)
+					if err != nil {
+						return err
+					}
+					e, err := st.Get(ctx, se.Group, fmt.Sprint(resp["name"]))
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(env.Stdout, "%s: %s (%s), first tick %s\n", e.Name, e.Expression, e.Timezone, e.NextAt.UTC().Format(time.RFC3339))
+					return nil
+				})
+			}
+		}}
+}
+
+// schedulesDelCmd is `crawlq schedules del`: the api's delschedule.
+func schedulesDelCmd() *Command {
+	return &Command{Name: "del", Synopsis: "delete a schedule (the api's delschedule)", Usage: "NAME", Args: one("NAME"),
+		Help: "Deletes a schedule; ticks still due are not fired.",
+		Flags: func(fs *flag.FlagSet, env *Env) func(context.Context, []string) error {
+			pg := dbFlag(fs, env)
+			return func(ctx context.Context, args []string) error {
+				se, err := readSchedulesEnv(env)
+				if err != nil {
+					return err
+				}
+				return withScheduleAPI(ctx, pg, se, func(a *api.API, _ *cronstore.Store) error {
+					if _, err := callAPI(ctx, a, map[string]any{"action": "delschedule", "name": args[0]}); err != nil {
+						return fmt.Errorf("%w (crawlq schedules list shows the schedules)", err)
+					}
+					fmt.Fprintf(env.Stdout, "%s: deleted\n", args[0])
+					return nil
+				})
+			}
+		}}
 }
 
 // withScheduleAPI runs f with an api whose schedules are the database's, as crawlq local's are.
