@@ -40,14 +40,7 @@ func TestWaitingForSaysWhatARunWaitsFor(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := n.Crawler.Get(ctx, s.RunID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		waiting, running, err := events.Depth(ctx, n.Queue.Pool(), s.RunID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r, waiting, running := runDepth(t, n, s.RunID)
 		w, err := waitingFor(ctx, n, r, waiting, running, time.Now())
 		if err != nil {
 			t.Fatal(err)
@@ -96,14 +89,7 @@ func TestWaitingForNamesAPausedHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	line := testwait.For(t, "--watch names the paused host", func() (string, bool) {
-		r, err := n.Crawler.Get(ctx, s.RunID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		waiting, running, err := events.Depth(ctx, n.Queue.Pool(), s.RunID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r, waiting, running := runDepth(t, n, s.RunID)
 		line, err := waitingFor(ctx, n, r, waiting, running, time.Now())
 		if err != nil {
 			t.Fatal(err)
@@ -139,6 +125,19 @@ func TestWaitingForNamesAPausedHost(t *testing.T) {
 	if string(st["host_pauses"]) != "1" || string(st["errors"]) != "0" || strings.Contains(string(st["errors_by_kind"]), "host_paused") {
 		t.Errorf("crawlq run's stats of a run whose one host is paused: %s; want host_pauses 1, errors 0, and no host_paused among the errors", b)
 	}
+}
+
+// runDepth reads run id and how many of its jobs wait and run.
+func runDepth(t *testing.T, n *node.Node, id int64) (r *crawl.Run, waiting, running int64) {
+	t.Helper()
+	r, err := n.Crawler.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waiting, running, err = events.Depth(context.Background(), n.Queue.Pool(), id); err != nil {
+		t.Fatal(err)
+	}
+	return r, waiting, running
 }
 
 // lineWriter hands each write to a channel.
@@ -256,13 +255,9 @@ func TestWaitingForSaysNothingOfARunAnIdleWorkerIsAboutToClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := n.Crawler.Get(ctx, s.RunID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waiting, running, err := events.Depth(ctx, n.Queue.Pool(), s.RunID)
-	if err != nil || waiting != 1 || running != 0 {
-		t.Fatalf("depth %d waiting, %d running, %v; want the run's job waiting", waiting, running, err)
+	r, waiting, running := runDepth(t, n, s.RunID)
+	if waiting != 1 || running != 0 {
+		t.Fatalf("depth %d waiting, %d running; want the run's job waiting", waiting, running)
 	}
 	if w, err := waitingFor(ctx, n, r, waiting, running, r.RunAt); err != nil || w != "" {
 		t.Errorf("a run due this moment, an idle worker alive: %q, %v; want nothing said", w, err)

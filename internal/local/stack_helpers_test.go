@@ -19,6 +19,7 @@ import (
 type runningStack struct {
 	st   *local.Stack
 	deps *lambdafn.Deps
+	addr string // where it serves the Lambda Invoke API
 	stop func()
 }
 
@@ -26,6 +27,18 @@ type runningStack struct {
 // local does: tick is Config.Tick, env the environment its dependencies read (nil: run events
 // off), and workers may crawl loopback sites.
 func runLocal(t *testing.T, url string, env map[string]string, tick time.Duration) *runningStack {
+	t.Helper()
+	return serveStack(t, url, env, func(c *local.Config) {
+		c.Tick, c.WorkerTimeout = tick, 2*time.Minute
+		c.Worker.Fetch = fetch.Config{AllowLoopback: true}
+	}, nil)
+}
+
+// serveStack serves a local stack on url's schema until stop or the end of the test: env is the
+// environment its dependencies read (nil: run events off), adjust sets its Config beyond the
+// defaults here (workers that leave after 2 s idle, metrics to standard error), and ready, when
+// not nil, sees the stack before it serves (to Init its test signals).
+func serveStack(t *testing.T, url string, env map[string]string, adjust func(*local.Config), ready func(*local.Stack)) *runningStack {
 	t.Helper()
 	if env == nil {
 		env = map[string]string{"CRAWLQ_EVENT_BUS": lambdafn.EventsOff}
@@ -35,11 +48,14 @@ func runLocal(t *testing.T, url string, env map[string]string, tick time.Duratio
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := local.New(local.Config{Deps: deps, Tick: tick, WorkerTimeout: 2 * time.Minute,
-		Worker:  lambdafn.WorkerOptions{IdleExit: 2 * time.Second, Margin: time.Second, Fetch: fetch.Config{AllowLoopback: true}},
-		Metrics: os.Stderr})
+	cfg := local.Config{Deps: deps, Worker: lambdafn.WorkerOptions{IdleExit: 2 * time.Second, Margin: time.Second}, Metrics: os.Stderr}
+	adjust(&cfg)
+	st, err := local.New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if ready != nil {
+		ready(st)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -61,5 +77,5 @@ func runLocal(t *testing.T, url string, env map[string]string, tick time.Duratio
 		deps.Control.Pipeline.Close(context.Background())
 	}
 	t.Cleanup(stop)
-	return &runningStack{st: st, deps: deps, stop: stop}
+	return &runningStack{st: st, deps: deps, addr: ln.Addr().String(), stop: stop}
 }

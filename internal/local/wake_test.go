@@ -295,32 +295,9 @@ func TestPushedSpiderIsInEffectAtOnce(t *testing.T) {
 // Here that API is crawlq local's, with its listener off, so only the poke can start the run.
 func TestCLIPokesTheDispatchFunction(t *testing.T) {
 	_, url := dbtest.Schema(t)
-	pool := dbtest.Open(t, url, 16)
-	env := map[string]string{"CRAWLQ_EVENT_BUS": lambdafn.EventsOff}
-	deps, err := lambdafn.NewDeps(pool, aws.Config{Region: "us-east-1"}, nil, func(k string) string { return env[k] }, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := local.New(local.Config{Deps: deps, Tick: -1, NoWake: true, Metrics: os.Stderr,
-		Worker: lambdafn.WorkerOptions{IdleExit: 2 * time.Second, Margin: time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st.DispatchSignals().Poked.Init()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- st.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		deps.Control.Pipeline.Close(context.Background())
-	})
+	rs := serveStack(t, url, nil, func(c *local.Config) { c.Tick, c.NoWake = -1, true },
+		func(st *local.Stack) { st.DispatchSignals().Poked.Init() })
+	st, deps := rs.st, rs.deps
 	// The CLI reads the AWS variables from its environment, as on an operator's machine; the
 	// SDK's shared files, which it reads itself, are none.
 	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
@@ -328,7 +305,7 @@ func TestCLIPokesTheDispatchFunction(t *testing.T) {
 
 	t0 := time.Now()
 	out := crawlqCLIEnv(t, map[string]string{"DATABASE_URL": url, "CRAWLQ_DISPATCH_FUNCTION": "crawlq-dispatch",
-		"AWS_ENDPOINT_URL": "http://" + ln.Addr().String(), "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"},
+		"AWS_ENDPOINT_URL": "http://" + rs.addr, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"},
 		"schedule", "--spider", "demo", "--arg", "base_url=http://127.0.0.1:9")
 	id, err := strconv.ParseInt(out, 10, 64)
 	if err != nil {
