@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/PuerkitoBio/goquery v1.13.0
+	github.com/agnivade/levenshtein v1.2.2
 	github.com/andybalholm/cascadia v1.3.4
 	github.com/aquasecurity/go-pep440-version v0.0.1
 	github.com/armon/go-socks5 v0.0.0-20160902184237-e75332964ef5
@@ -39,7 +40,6 @@ require (
 )
 
 require (
-	github.com/agnivade/levenshtein v1.2.2 // indirect
 	github.com/apparentlymart/go-textseg/v15 v15.0.0 // indirect
 	github.com/aquasecurity/go-version v0.0.1 // indirect
 	github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream v1.7.26 // indirect
