@@ -46,6 +46,14 @@ mkdir "$tmp/spiders"
 "$crawlq" spider push "$tmp/spiders/js.yaml" >/dev/null
 "$crawlq" worker --queues crawl,long --allow-loopback 2>"$tmp/worker.log" >/dev/null &
 worker=$!
+# Schedule once the worker has registered on the long queue, so schedule finds it live and says
+# nothing of a queue without workers.
+since=$(psql "$DATABASE_URL" -tAXc "SELECT now()")
+for _ in $(seq 300); do
+  [[ $(psql "$DATABASE_URL" -tAXc "SELECT count(*) FROM crawlq_worker WHERE queue = 'long' AND seen_at >= '$since'") != 0 ]] && break
+  kill -0 "$worker" 2>/dev/null || { echo "soak: the worker exited" >&2; tail -20 "$tmp/worker.log" >&2; exit 1; }
+  sleep 0.1
+done
 run=$("$crawlq" schedule --spider js --arg "base_url=http://127.0.0.1:$port")
 echo "soak: run $run, $pages rendered pages, worker pid $worker, Chromium killed at $kill_at items" >&2
 

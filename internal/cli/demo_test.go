@@ -38,7 +38,7 @@ func TestDemoSiteOnATakenAddressSaysWhatToDo(t *testing.T) {
 	}
 	defer l.Close()
 	code, _, errs := run(t, "", "demo-site", "--items", "10", "--addr", l.Addr().String())
-	if code != 1 || !strings.Contains(errs, l.Addr().String()+" is in use") || !strings.Contains(errs, "pkill -f 'crawlq demo-site'") ||
+	if code != 1 || !strings.Contains(errs, l.Addr().String()+" is in use") || !strings.Contains(errs, "jobs -l in the shell that started it") ||
 		!strings.Contains(errs, "--addr") {
 		t.Errorf("demo-site on a taken address: exit %d, %q", code, errs)
 	}
