@@ -334,7 +334,7 @@ plainly and finds no item (spider js_plain). Push it, then schedule it with
 				site := demosite.New(cfg)
 				a, err := site.Serve(ctx, *addr)
 				if errors.Is(err, syscall.EADDRINUSE) {
-					return fmt.Errorf("%s is in use: a demo site started earlier may still serve there (the same flags serve the same catalogue); stop that process (jobs -l in the shell that started it lists it; kill %N stops it) or pass --addr 127.0.0.1:PORT: %w", *addr, err)
+					return fmt.Errorf("%s is in use: a demo site started earlier may still serve there (the same flags serve the same catalogue); stop that process (jobs -l in the shell that started it lists it; kill %%N stops it) or pass --addr 127.0.0.1:PORT: %w", *addr, err)
 				}
 				if err != nil {
 					return err
