@@ -139,6 +139,7 @@ type streamer struct {
 	openC    []*container   // containers still open (or the document)
 	followBy [][]*[]string  // per follow rule with a selector: the hrefs of each match, in match order
 	active   []bool         // item rules that apply to this page
+	name     []byte         // the current tag's lower-cased name (tagName)
 }
 
 // extract reads page data from body, or reports false when the page needs the DOM path.
@@ -204,19 +205,20 @@ func (s *streamer) run() bool {
 				return false
 			}
 		case html.StartTagToken, html.SelfClosingTagToken:
-			name, more := s.z.TagName()
+			name := s.tagName()
 			s.attrs = s.attrs[:0]
-			for more {
+			for more := true; more; {
 				var k, v []byte
-				k, v, more = s.z.TagAttr()
+				if k, v, more = s.z.TagAttr(); k == nil {
+					break // no attributes: the tokenizer keeps none with an empty key
+				}
 				s.attrs = append(s.attrs, tokenAttr{k, v})
 			}
 			if !s.start(name) {
 				return false
 			}
 		case html.EndTagToken:
-			name, _ := s.z.TagName()
-			if !s.end(name) {
+			if !s.end(s.tagName()) {
 				return false
 			}
 		}
@@ -226,6 +228,34 @@ func (s *streamer) run() bool {
 			s.stack[len(s.stack)-1].hasChild = true
 		}
 	}
+}
+
+// tagName returns the current tag token's name, lower-cased, in a buffer reused for every tag.
+// The tokenizer's TagName copies the name to replace NULs, one allocation per tag (an eighth of
+// a page's); a body with a NUL never streams (extract), so the name is read from the raw token
+// as the tokenizer's readTagName delimits it: after "<" or "</", up to white space, "/" or ">".
+func (s *streamer) tagName() []byte {
+	raw := s.z.Raw()
+	i := 1 // "<"
+	if len(raw) > 1 && raw[1] == '/' {
+		i = 2
+	}
+	j := i
+	for j < len(raw) {
+		c := raw[j]
+		if c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == '\f' || c == '/' || c == '>' {
+			break
+		}
+		j++
+	}
+	s.name = s.name[:0]
+	for _, c := range raw[min(i, len(raw)):j] {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		s.name = append(s.name, c)
+	}
+	return s.name
 }
 
 func (s *streamer) top() *openElem {
