@@ -1,23 +1,25 @@
 #!/usr/bin/env bash
-# test.sh runs every test with -race in three go test processes started together: the
-# Terraform stack's package in two (./terraform: TestStackOnEmulator in one,
-# TestStackDeployDestroyCycles and the rest in the other) and everything else.
+# test.sh runs every test with -race: the Terraform stack's package (./terraform) from the start,
+# in one go test whose binary scripts/stack-exec.sh runs as two processes (TestStackOnEmulator in
+# one, TestStackDeployDestroyCycles and the rest in the other), and everything else in a second
+# go test once that binary is built.
 #
 # Why apart: the stack tests spend most of their time in the AWS provider's fixed waits (an RDS
 # instance is polled for about 80 s after each create, modify and delete, even on moto), not on
 # the CPU. One `go test ./...` starts packages in import-path order, so ./terraform, last in
 # that order, only started once most other packages had run, and the run lasted the sum of the
-# two. Within ./terraform the two stack tests each deploy to a moto server of their own, but
-# set the process environment to reach it, so they cannot run in parallel in one process.
-# Side by side the run lasts as long as the longest of the three. Each stack test waits on three
-# RDS operations, TestStackOnEmulator also on the CPU (three plans, the contract tests), so the
-# package's other tests go with the cycles.
+# two. Side by side the run lasts as long as the longest of them, which is the stack's build and
+# then its three RDS waits.
 #
-# VERIFY, when set (make test sets it to `make verify`), runs once the stack's processes have
-# started and before the other packages' tests: the stack waits on those polls meanwhile, so the
-# static checks no longer add to the run. A failed check stops everything at once.
+# What may compete with the stack's build waits for it: its binary needs most of the module and
+# its dependencies compiled with -race, and two go commands started together compile the same
+# packages twice (the build cache holds only what one of them has finished). So the other tests,
+# which need those same packages, start when the stack's binary is built (scripts/stack-exec.sh
+# says so), and VERIFY, when set (make test sets it to `make verify`), runs beside the build at
+# a lower priority: its static checks build nothing the tests share but the CGO_ENABLED=0 set the
+# tests' crawlq binaries use. A failed check stops everything at once.
 #
-# The stack's output goes to build/test-terraform*.log and is printed when all are done, so the
+# The stack's output goes to build/test-terraform.log and is printed when all are done, so the
 # streams never interleave. The exit status is the first failure's. With a -run flag the stack
 # package runs in one process.
 #   scripts/test.sh [go test flags...]   # e.g. scripts/test.sh -run TestX; default -race -count=1 -timeout 40m
@@ -29,7 +31,6 @@ flags=("$@")
 ((${#flags[@]})) || flags=(-race -count=1 -timeout 40m)
 mkdir -p build
 stack=./terraform
-apart='^TestStackOnEmulator$'
 all=$("$go" list ./... | grep -vx "crawlq/terraform") || exit 1
 # The longest packages first (measured, each several minutes with -race): go test starts packages
 # in the order given, -p at a time, so a long one late in import-path order (crawl, local,
@@ -42,38 +43,31 @@ others=$(
 )
 
 start=$(date +%s)
-# Each stack process in a process group of its own (set -m while they start), so stopping one
-# stops its test binary, terraform and moto too.
+built=build/test-terraform.built
+rm -f "$built"
+# The stack in a process group of its own (set -m while it starts), so stopping it stops its
+# test binaries, terraform and moto too.
 set -m
-logs=(build/test-terraform.log)
-pids=()
-if [[ " ${flags[*]}" == *" -run"* ]]; then
-  "$go" test "${flags[@]}" "$stack" >build/test-terraform.log 2>&1 &
-  pids+=($!)
-else
-  "$go" test "${flags[@]}" -skip "$apart" "$stack" >build/test-terraform.log 2>&1 &
-  pids+=($!)
-  "$go" test "${flags[@]}" -run "$apart" "$stack" >build/test-terraform-emulator.log 2>&1 &
-  pids+=($!)
-  logs+=(build/test-terraform-emulator.log)
-fi
+STACK_BUILT=$here/$built "$go" test "${flags[@]}" -exec "$here/scripts/stack-exec.sh" "$stack" >build/test-terraform.log 2>&1 &
+pid=$!
 set +m
-stop() { for p in "${pids[@]}"; do kill -- "-$p" 2>/dev/null; done; }
+stop() { kill -- "-$pid" 2>/dev/null; }
 trap stop EXIT
-if [[ -n ${VERIFY:-} ]] && ! bash -c "$VERIFY"; then
+if [[ -n ${VERIFY:-} ]] && ! nice -n 10 bash -c "$VERIFY"; then
   echo "# $VERIFY failed: the tests are stopped" >&2
   exit 1
 fi
+echo "# verify done: $(($(date +%s) - start)) s"
+while [[ ! -e $built ]] && kill -0 "$pid" 2>/dev/null; do sleep 1; done
+echo "# $stack built: $(($(date +%s) - start)) s"
 # shellcheck disable=SC2086 # one package path a word
 "$go" test "${flags[@]}" $others
 rc=$?
-echo "# everything but $stack: $(($(date +%s) - start)) s; waiting for $stack (${logs[*]})"
-for i in "${!pids[@]}"; do
-  wait "${pids[$i]}"
-  r=$?
-  cat "${logs[$i]}"
-  ((rc)) || rc=$r
-done
+echo "# everything but $stack: $(($(date +%s) - start)) s; waiting for $stack (build/test-terraform.log)"
+wait "$pid"
+r=$?
+cat build/test-terraform.log
+((rc)) || rc=$r
 trap - EXIT
 echo "# make test: $(($(date +%s) - start)) s"
 exit "$rc"

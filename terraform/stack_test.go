@@ -19,9 +19,9 @@ import (
 
 // stack is one emulated account (a moto server of its own) holding the root module's
 // deployment, driven through the CLI as a user drives it. Each test that applies gets its own,
-// so the stack tests can run in separate processes side by side (scripts/test.sh): they spend
-// their time in the AWS provider's fixed RDS polls (about 80 s per create, modify and delete,
-// even on moto), not on the CPU.
+// so the stack tests can run in separate processes side by side (scripts/stack-exec.sh runs the
+// package's one test binary twice): they spend their time in the AWS provider's fixed RDS polls
+// (about 80 s per create, modify and delete, even on moto), not on the CPU.
 //
 // Workarounds for moto, and why:
 //   - emulator_workarounds=true: moto reads back two things differently from AWS (see the
