@@ -76,7 +76,10 @@ func TestDocCommandsRun(t *testing.T) {
 		l.Close()
 	}
 	bin := t.TempDir()
+	// Built as the runner image's binary is (make image), like every crawlq binary the tests
+	// build: they then share one set of compiled packages.
 	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(bin, "crawlq"), "./cmd/crawlq")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -141,7 +144,8 @@ func runDoc(t *testing.T, file string, blocks []Block, crawlq string) {
 	cmd.Env = append(os.Environ(),
 		"DATABASE_URL="+dbURL,
 		"PATH="+filepath.Join(dir, "bin")+":"+os.Getenv("PATH"),
-		"GOFLAGS=-trimpath", // bin/crawlq rebuilt by `make` here reuses the cached packages
+		// bin/crawlq rebuilt by `make` here reuses the packages compiled for the build above.
+		"GOFLAGS=-trimpath", "CGO_ENABLED=0",
 	)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -50,7 +50,10 @@ func repoRoot(t *testing.T) string {
 func buildCrawlq(t *testing.T) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "crawlq")
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/crawlq")
+	// Built as the runner image's binary is (make image), like every crawlq binary the tests
+	// build: they then share one set of compiled packages.
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./cmd/crawlq")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	cmd.Dir = repoRoot(t)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, b)
