@@ -2,8 +2,9 @@
 //
 // It owns how a process reaches the database: a plain URL (local development, tests),
 // or an RDS Proxy endpoint authenticated with an IAM token or a Secrets Manager secret,
-// over TLS that verifies the server's certificate and name (sslmode=verify-full), and the
-// pgx query exec mode. The default exec mode does not rely on server-side
+// over TLS that verifies the server's certificate and name (sslmode=verify-full), the
+// pgx query exec mode, and how array parameters are written in the text format that mode
+// sends (arrays.go). The default exec mode does not rely on server-side
 // prepared statements surviving between transactions, so connections behind RDS Proxy
 // are not pinned.
 package db
@@ -142,6 +143,10 @@ func (c Config) PoolConfig() (*pgxpool.Config, error) {
 	}
 	if c.ExecMode != "" || c.URL == "" || !strings.Contains(c.URL, "default_query_exec_mode=") {
 		pc.ConnConfig.DefaultQueryExecMode = mode
+	}
+	pc.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
+		registerArrayEncoders(conn.TypeMap())
+		return nil
 	}
 	if c.MaxConns > 0 {
 		pc.MaxConns = c.MaxConns
