@@ -55,20 +55,13 @@ type record struct {
 	changes []changeJSON
 }
 
+// touchJSON is a touch as RecordURLStates reads it: a touchRow with what TouchURLStates takes
+// once per statement (encoding/json flattens the embedded row's fields).
 type touchJSON struct {
-	Spider       string  `json:"spider"`
-	Line         string  `json:"line"`
-	URL          string  `json:"url"`
-	RunID        int64   `json:"run_id"`
-	Fetched      bool    `json:"fetched"`
-	KeepS        float64 `json:"keep_s"`
-	ETag         string  `json:"etag"`
-	LastModified string  `json:"last_modified"`
-	IntervalS    int64   `json:"interval_s"`
-	Unchanged    int     `json:"unchanged"`
-	Kind         string  `json:"kind"`
-	Bytes        int64   `json:"bytes"`
-	Walked       bool    `json:"walked"`
+	Spider string `json:"spider"`
+	Line   string `json:"line"`
+	RunID  int64  `json:"run_id"`
+	touchRow
 }
 
 type stateJSON struct {
@@ -106,9 +99,9 @@ func (b *Batch) Add(p *Page) {
 	}
 	var r record
 	if p.Same {
-		r.touch = &touchJSON{Spider: p.Key.Spider, Line: p.Key.Line, URL: p.Key.URL, RunID: p.RunID,
+		r.touch = &touchJSON{Spider: p.Key.Spider, Line: p.Key.Line, RunID: p.RunID, touchRow: touchRow{URL: p.Key.URL,
 			Fetched: p.Fetched, KeepS: p.Keep.Seconds(), ETag: p.ETag, LastModified: p.LastModified,
-			IntervalS: int64(p.Interval / time.Second), Unchanged: p.Counts.Unchanged, Kind: p.Kind, Bytes: p.Bytes, Walked: p.Walked}
+			IntervalS: int64(p.Interval / time.Second), Unchanged: p.Counts.Unchanged, Kind: p.Kind, Bytes: p.Bytes, Walked: p.Walked}}
 	} else {
 		links, items := p.Links, p.Items
 		if links == nil {
@@ -162,8 +155,7 @@ func (b *Batch) Queue(q dbsqlc.Queuer, now time.Time) error {
 		if _, ok := touches[g]; !ok {
 			order = append(order, g)
 		}
-		touches[g] = append(touches[g], touchRow{URL: t.URL, Fetched: t.Fetched, KeepS: t.KeepS, ETag: t.ETag,
-			LastModified: t.LastModified, IntervalS: t.IntervalS, Unchanged: t.Unchanged, Kind: t.Kind, Bytes: t.Bytes, Walked: t.Walked})
+		touches[g] = append(touches[g], t.touchRow)
 	}
 	for _, g := range order {
 		rows, err := json.Marshal(touches[g])
