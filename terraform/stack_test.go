@@ -87,11 +87,17 @@ func newStack(t *testing.T) *stack {
 // fail stops the test with the tail of terraform's output.
 func (s *stack) fail(format string, args ...any) {
 	s.t.Helper()
-	b, _ := os.ReadFile(s.log)
+	failWithLog(s.t, s.log, format, args...)
+}
+
+// failWithLog stops t with the tail of terraform's output in the file log.
+func failWithLog(t *testing.T, log, format string, args ...any) {
+	t.Helper()
+	b, _ := os.ReadFile(log)
 	if len(b) > 20000 {
 		b = b[len(b)-20000:]
 	}
-	s.t.Fatalf(format+"\n--- terraform output (tail) ---\n%s", append(args, b)...)
+	t.Fatalf(format+"\n--- terraform output (tail) ---\n%s", append(args, b)...)
 }
 
 // cli runs crawlq with args and returns its exit code; s.out holds what it printed.

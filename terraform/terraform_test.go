@@ -122,46 +122,37 @@ func TestStackOnEmulator(t *testing.T) {
 	}
 	checkPlan(t, plan)
 
-	// The configuration real AWS gets (no emulator workarounds), planned over the applied state
-	// without refreshing so that every value is known.
+	// The plans that never apply (the configuration real AWS gets, other variables, the refused
+	// connection budget) and the contracts, which need nothing of the stack but the first of those
+	// plans, run beside the refusals, the printed deploy and the destroy below, which wait on
+	// terraform and on the provider's RDS polls (about 80 s each for the modify and the delete).
+	// The plans read a copy of the applied state in a work directory of their own, so the
+	// deploy and destroy changing the stack's own state change nothing they see.
+	// The handlers' contract first: its migrate step gives crawlq_app its login (roles are
+	// cluster-wide, created NOLOGIN), which the runner container then connects with.
 	honest := s.base
+	honest.WorkDir = t.TempDir()
 	honest.Vars = maps.Clone(s.base.Vars)
 	honest.Vars["emulator_workarounds"] = "false"
 	honest.NoRefresh = true
-	plan, _, err = honest.PlanJSON(ctx)
-	if err != nil {
-		s.fail("plan without emulator workarounds: %v", err)
+	if err := copyFile(s.base.StatePath(), honest.StatePath()); err != nil {
+		s.fail("copy the applied state: %v", err)
 	}
-	checkPlan(t, plan)
-	checkCostMatchesPlan(t, plan, honest.Vars)
-	// And the stack with other variables (the defaults of before: a NAT gateway, RDS Proxy, the
-	// runners' items in Postgres, db.t4g.medium, Container Insights, 20 pages a task, metrics per
-	// spider), planned only, as `crawlq cost --var ...` prices it.
-	alt := honest
-	alt.Vars = maps.Clone(honest.Vars)
-	maps.Copy(alt.Vars, map[string]string{"nat": "gateway", "db_proxy": "on", "runner_items_to_s3": "false", "db_instance_class": "db.t4g.medium",
-		"container_insights": "true", "crawl_concurrency": "20", "metrics_per_spider": "true"})
-	if altPlan, _, err := alt.PlanJSON(ctx); err != nil {
-		s.fail("plan with other variables: %v", err)
-	} else {
-		checkCostMatchesPlan(t, altPlan, alt.Vars)
-	}
-	checkConnectionBudgetRefused(t, ctx, honest)
-	pg := resources(plan, "aws_db_parameter_group")
-	if len(pg) != 1 || !strings.Contains(mustJSON(t, pg[0].AttributeValues["parameter"]), "rds.force_ssl") {
-		t.Errorf("the real parameter group must force SSL: %v", pg)
-	}
-
-	// The contracts need nothing of the stack but this plan, so they run while the refusals,
-	// the printed deploy and the destroy below wait on terraform and on the provider's RDS polls.
-	// The handlers first: their migrate step gives crawlq_app its login (roles are cluster-wide,
-	// created NOLOGIN), which the runner container then connects with.
-	var contracts sync.WaitGroup
-	contracts.Go(func() {
-		t.Run("LambdaHandlers", func(t *testing.T) { checkLambdaContracts(t, plan, cdb) })
-		t.Run("RunnerContainer", func(t *testing.T) { checkRunnerContract(t, plan, cdb) })
+	var beside sync.WaitGroup
+	beside.Go(func() {
+		var plan *tfjson.Plan
+		if !t.Run("RealAWSPlan", func(t *testing.T) { plan = checkRealAWSPlans(t, s.ctx, honest, s.log) }) {
+			return
+		}
+		var contracts sync.WaitGroup
+		contracts.Go(func() {
+			t.Run("LambdaHandlers", func(t *testing.T) { checkLambdaContracts(t, plan, cdb) })
+			t.Run("RunnerContainer", func(t *testing.T) { checkRunnerContract(t, plan, cdb) })
+		})
+		t.Run("OtherVariablesPlan", func(t *testing.T) { checkOtherPlans(t, s.ctx, honest, s.log) })
+		contracts.Wait()
 	})
-	defer contracts.Wait() // also when a check below stops the test
+	defer beside.Wait() // also when a check below stops the test
 
 	// Destroy with the defaults: refused up front (deletion protection), nothing deleted, and
 	// the message names the exact command that turns protection off.
@@ -183,6 +174,48 @@ func TestStackOnEmulator(t *testing.T) {
 	// what it keeps.
 	s.deploy("--var", "db_deletion_protection=false")
 	s.destroy("after the printed deploy")
+}
+
+// checkRealAWSPlans plans the configuration real AWS gets (no emulator workarounds) over the
+// applied state without refreshing, so that every value is known, checks it and returns it.
+func checkRealAWSPlans(t *testing.T, ctx context.Context, honest deploy.Config, log string) *tfjson.Plan {
+	plan, _, err := honest.PlanJSON(ctx)
+	if err != nil {
+		failWithLog(t, log, "plan without emulator workarounds: %v", err)
+	}
+	checkPlan(t, plan)
+	checkCostMatchesPlan(t, plan, honest.Vars)
+	pg := resources(plan, "aws_db_parameter_group")
+	if len(pg) != 1 || !strings.Contains(mustJSON(t, pg[0].AttributeValues["parameter"]), "rds.force_ssl") {
+		t.Errorf("the real parameter group must force SSL: %v", pg)
+	}
+	return plan
+}
+
+// checkOtherPlans plans the stack with other variables (the defaults of before: a NAT gateway,
+// RDS Proxy, the runners' items in Postgres, db.t4g.medium, Container Insights, 20 pages a task,
+// metrics per spider), only, as `crawlq cost --var ...` prices it, and checks that a
+// connection budget the instance cannot hold is refused.
+func checkOtherPlans(t *testing.T, ctx context.Context, honest deploy.Config, log string) {
+	alt := honest
+	alt.Vars = maps.Clone(honest.Vars)
+	maps.Copy(alt.Vars, map[string]string{"nat": "gateway", "db_proxy": "on", "runner_items_to_s3": "false", "db_instance_class": "db.t4g.medium",
+		"container_insights": "true", "crawl_concurrency": "20", "metrics_per_spider": "true"})
+	altPlan, _, err := alt.PlanJSON(ctx)
+	if err != nil {
+		failWithLog(t, log, "plan with other variables: %v", err)
+	}
+	checkCostMatchesPlan(t, altPlan, alt.Vars)
+	checkConnectionBudgetRefused(t, ctx, honest)
+}
+
+// copyFile copies the file at from to a new file at to.
+func copyFile(from, to string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, 0o600)
 }
 
 func tail(s string) string {
