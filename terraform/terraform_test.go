@@ -83,6 +83,8 @@ func dummyZips(t *testing.T) string {
 // configuration, runs the contract tests of the runner container and the functions against
 // what that plan renders, and destroys through `crawlq destroy --yes` (which first refuses,
 // since the database has deletion protection by default) after the deploy the refusal names.
+// The plans that never apply and the contracts run beside that deploy and destroy, whose RDS
+// polls make most of the test's time.
 // TestStackDeployDestroyCycles destroys without protection and deploys again; stack says how moto
 // is worked around.
 func TestStackOnEmulator(t *testing.T) {
