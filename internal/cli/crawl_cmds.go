@@ -319,7 +319,7 @@ plainly and finds no item (spider js_plain). Push it, then schedule it with
 			printSpec := fs.String("print-spec", "", "print the spider spec of the script-drawn section, js (rendered) or js-plain, and exit")
 			return func(ctx context.Context, args []string) error {
 				if *printSpec != "" {
-					spec, ok := jsSpecs[*printSpec]
+					spec, ok := jsSpec(*printSpec)
 					if !ok {
 						return usageErr("--print-spec %q: want js or js-plain", *printSpec)
 					}
@@ -352,11 +352,16 @@ plainly and finds no item (spider js_plain). Push it, then schedule it with
 	}
 }
 
-// jsSpecs are the specs --print-spec prints: one source for scripts (scripts/soak-browser.sh)
-// and the tests and benchmarks that call demosite.JSSpec.
-var jsSpecs = map[string]string{
-	"js":       demosite.JSSpec("js", true),
-	"js-plain": demosite.JSSpec("js_plain", false),
+// jsSpec is the spec --print-spec prints for name, js or js-plain: one source for scripts
+// (scripts/soak-browser.sh) and the tests and benchmarks that call demosite.JSSpec.
+func jsSpec(name string) (string, bool) {
+	switch name {
+	case "js":
+		return demosite.JSSpec("js", true), true
+	case "js-plain":
+		return demosite.JSSpec("js_plain", false), true
+	}
+	return "", false
 }
 
 var errDemoMismatch = errors.New("the demo crawl did not yield what the site expects")
