@@ -20,8 +20,9 @@ func didYouMean[V any](key string, known map[string]V) string {
 		names = append(names, name)
 	}
 	sort.Strings(names) // ties go to the first name, the same on every run
+	lower := strings.ToLower(key)
 	for _, name := range names {
-		if d := levenshtein.ComputeDistance(strings.ToLower(key), name); d < bestDist {
+		if d := levenshtein.ComputeDistance(lower, name); d < bestDist {
 			best, bestDist = name, d
 		}
 	}
