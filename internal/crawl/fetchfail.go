@@ -62,7 +62,7 @@ func (c *Crawler) fetchFailed(ctx context.Context, job *queue.Job, ri *runInfo, 
 			return err
 		}
 		if p.started {
-			c.addStat(ctx, ri.id, outcome{kind: KindHostPaused})
+			c.addStat(ctx, ri.id, outcome{hostPauses: 1})
 			c.logHostPaused(ctx, ri.id, host, cause, p.until, limit)
 		}
 		if p.downFor < limit {

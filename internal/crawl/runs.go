@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"crawlq/internal/dbsqlc"
+	"crawlq/internal/runstat"
 	"crawlq/internal/spider"
 	"crawlq/internal/urlstate"
 )
@@ -78,7 +79,8 @@ type Stats struct {
 	Errors  int64 `json:"errors"`
 	Retries int64 `json:"retries"`
 	// HostPauses counts the times a host of the run was found down and paused: a wait, not an
-	// error (its pages were put back without an attempt counted), so it is not in ErrorsByKind.
+	// error (its pages were put back without an attempt counted), so a counter apart from
+	// ErrorsByKind.
 	HostPauses   int64            `json:"host_pauses"`
 	ErrorsByKind map[string]int64 `json:"errors_by_kind"`
 	// Changes counts the run's items new, changed, unchanged and gone against the URL state
@@ -105,7 +107,7 @@ func runFromRow(row dbsqlc.CrawlqRun) (*Run, error) {
 	if err := json.Unmarshal(row.Settings, &r.Settings); err != nil {
 		return nil, fmt.Errorf("run %d settings: %w", r.ID, err)
 	}
-	if err := r.Stats.setKinds(row.ErrorsByKind); err != nil {
+	if err := r.Stats.setKinds(row.HostPauses, row.ErrorsByKind); err != nil {
 		return nil, fmt.Errorf("run %d stats: %w", r.ID, err)
 	}
 	return r, nil
@@ -164,24 +166,19 @@ func (c *Crawler) liveStats(ctx context.Context, r *Run) error {
 		}
 		s.Items = n
 	}
-	if err := s.setKinds(row.ErrorsByKind); err != nil {
+	if err := s.setKinds(row.HostPauses, row.ErrorsByKind); err != nil {
 		return fmt.Errorf("run %d stats: %w", r.ID, err)
 	}
 	return nil
 }
 
-// KindHostPaused is the stat kind a host pause is recorded as (fetchFailed). Stats shows it as
-// HostPauses, apart from the errors.
-const KindHostPaused = "host_paused"
-
-// setKinds reads the run's outcome counts by kind (JSON): the host pauses apart, the rest in
-// ErrorsByKind, and the item changes of a spider that keeps URL state.
-func (s *Stats) setKinds(byKind []byte) error {
+// setKinds reads the run's host pauses and outcome counts by kind (JSON) as runstat reads them,
+// and the item changes of a spider that keeps URL state.
+func (s *Stats) setKinds(hostPauses int64, byKind []byte) error {
 	if err := json.Unmarshal(byKind, &s.ErrorsByKind); err != nil {
 		return err
 	}
-	s.HostPauses = s.ErrorsByKind[KindHostPaused]
-	delete(s.ErrorsByKind, KindHostPaused)
+	s.HostPauses = runstat.HostPauses(hostPauses, s.ErrorsByKind)
 	s.Changes = urlstate.CountsOf(s.ErrorsByKind)
 	return nil
 }

@@ -192,8 +192,17 @@ func TestSiteOutagePausesTheHostAndLosesNothing(t *testing.T) {
 				t.Fatalf("run %s, %d dead pages, %d items stored, %d in stats (%s); want succeeded with %d",
 					r.State, r.DeadPages, stored, r.Stats.Items, r.Error, want)
 			}
-			if _, asError := r.Stats.ErrorsByKind[crawl.KindHostPaused]; r.Stats.HostPauses < 1 || asError {
+			if _, asError := r.Stats.ErrorsByKind["host_paused"]; r.Stats.HostPauses < 1 || asError {
 				t.Errorf("host pauses %d, errors by kind %v: want the host pause recorded, as a wait apart from the errors", r.Stats.HostPauses, r.Stats.ErrorsByKind)
+			}
+			// Stored as what it is: the run's own counter, not an error kind every reader must
+			// take out again.
+			var pauses int64
+			var asKind bool
+			err = pool.QueryRow(context.Background(), `SELECT host_pauses, errors_by_kind ? 'host_paused' FROM crawlq_run WHERE id = $1`,
+				s.RunID).Scan(&pauses, &asKind)
+			if err != nil || pauses != r.Stats.HostPauses || asKind {
+				t.Errorf("stored run: host_pauses %d, host_paused among errors_by_kind %v (%v); want %d and no", pauses, asKind, err, r.Stats.HostPauses)
 			}
 			// A request the site's close cut off mid-exchange (EOF) is one page's failure, as a
 			// truncated answer is, and may cost that page an attempt; a refused connection, which

@@ -220,12 +220,14 @@ func (c *Crawler) finishCheck(ctx context.Context, runID int64) {
 }
 
 // outcome is what one page adds to its run's stats (n: how many page outcomes it sums).
+// hostPauses is set only for a host pause, which finishes no page: addStat records it (a
+// batch of finished pages, commitBatch, carries none).
 type outcome struct {
-	pages, items, errors, retries, n int
-	bytes                            int64
-	kind                             string
-	state                            *urlstate.Page   // the page's URL state, when its spider keeps one (revisit.go)
-	walked                           []*urlstate.Page // the pages it walked (walk.go), recorded with it
+	pages, items, errors, retries, hostPauses, n int
+	bytes                                        int64
+	kind                                         string
+	state                                        *urlstate.Page   // the page's URL state, when its spider keeps one (revisit.go)
+	walked                                       []*urlstate.Page // the pages it walked (walk.go), recorded with it
 }
 
 // workPage fetches, parses and stores one page.
@@ -437,7 +439,7 @@ func (c *Crawler) parsePage(ctx context.Context, p *pageJob, res *fetch.Result) 
 func (c *Crawler) addStat(ctx context.Context, runID int64, o outcome) {
 	err := c.db.AddRunStat(context.WithoutCancel(ctx), dbsqlc.AddRunStatParams{
 		RunID: runID, Pages: int32(o.pages), Items: int32(o.items), Bytes: o.bytes, Errors: int32(o.errors),
-		Retries: int32(o.retries), Kind: o.kind, N: 1,
+		Retries: int32(o.retries), HostPauses: int32(o.hostPauses), Kind: o.kind, N: 1,
 	})
 	if err != nil {
 		c.log.Warn("could not record a page outcome in the run's stats", "run", runID, "kind", o.kind, "err", err)

@@ -1,7 +1,7 @@
 -- Every query on crawlq_run: spider runs (internal/crawl). The table and its indexes are in
--- internal/migrate/migrations/0002_crawl.sql, 0005_run_outcomes.sql and 0008_maintain.sql. A
--- run's counters are not written here per page (crawlq_run_stat.sql); they are folded in when the
--- run finishes (FinishRun).
+-- internal/migrate/migrations/0002_crawl.sql, 0005_run_outcomes.sql, 0008_maintain.sql and
+-- 0021_run_host_pauses.sql. A run's counters are not written here per page (crawlq_run_stat.sql);
+-- they are folded in when the run finishes (FinishRun).
 
 -- name: InsertRun :one
 -- Creates a run, due at run_at, else delay_us (microseconds) from now. With an idempotency key already held by an
@@ -66,7 +66,7 @@ WITH p AS (
 ), s AS (
     SELECT COALESCE(sum(pages), 0)::bigint AS pages, COALESCE(sum(items), 0)::bigint AS items,
            COALESCE(sum(bytes), 0)::bigint AS bytes, COALESCE(sum(errors), 0)::bigint AS errors,
-           COALESCE(sum(retries), 0)::bigint AS retries
+           COALESCE(sum(retries), 0)::bigint AS retries, COALESCE(sum(host_pauses), 0)::bigint AS host_pauses
     FROM crawlq_run_stat WHERE run_id = (SELECT id FROM p)
 ), k AS (
     SELECT COALESCE(jsonb_object_agg(kind, n), '{}'::jsonb) AS by_kind
@@ -91,7 +91,7 @@ SET state = o.state::crawlq_run_state,
         ELSE r.error END,
     finished_at = now(), pages = s.pages,
     items = CASE WHEN p.stored >= 0 THEN p.stored ELSE s.items END,
-    bytes = s.bytes, errors = s.errors, retries = s.retries, errors_by_kind = k.by_kind,
+    bytes = s.bytes, errors = s.errors, retries = s.retries, host_pauses = s.host_pauses, errors_by_kind = k.by_kind,
     dead_pages = p.dead, failed_pages = p.failed
 FROM s, k, o, p
 WHERE r.id = p.id AND r.state IN ('pending', 'running')
@@ -110,11 +110,11 @@ WITH r0 AS (
 ), gone AS (
     DELETE FROM crawlq_run_stat WHERE run_id IN (SELECT id FROM r0)
 ), base AS (
-    INSERT INTO crawlq_run_stat (run_id, pages, items, bytes, errors, retries, kind, n)
-    SELECT r.id, r.pages, r.items, r.bytes, r.errors, r.retries, NULL, 1
+    INSERT INTO crawlq_run_stat (run_id, pages, items, bytes, errors, retries, host_pauses, kind, n)
+    SELECT r.id, r.pages, r.items, r.bytes, r.errors, r.retries, r.host_pauses, NULL, 1
     FROM crawlq_run r JOIN r0 USING (id)
     UNION ALL
-    SELECT r.id, 0, 0, 0, 0, 0, k, v::int
+    SELECT r.id, 0, 0, 0, 0, 0, 0, k, v::int
     FROM crawlq_run r JOIN r0 USING (id), jsonb_each_text(r.errors_by_kind) e(k, v)
 )
 UPDATE crawlq_run r

@@ -17,7 +17,7 @@ WITH p AS (
 ), s AS (
     SELECT COALESCE(sum(pages), 0)::bigint AS pages, COALESCE(sum(items), 0)::bigint AS items,
            COALESCE(sum(bytes), 0)::bigint AS bytes, COALESCE(sum(errors), 0)::bigint AS errors,
-           COALESCE(sum(retries), 0)::bigint AS retries
+           COALESCE(sum(retries), 0)::bigint AS retries, COALESCE(sum(host_pauses), 0)::bigint AS host_pauses
     FROM crawlq_run_stat WHERE run_id = (SELECT id FROM p)
 ), k AS (
     SELECT COALESCE(jsonb_object_agg(kind, n), '{}'::jsonb) AS by_kind
@@ -42,7 +42,7 @@ SET state = o.state::crawlq_run_state,
         ELSE r.error END,
     finished_at = now(), pages = s.pages,
     items = CASE WHEN p.stored >= 0 THEN p.stored ELSE s.items END,
-    bytes = s.bytes, errors = s.errors, retries = s.retries, errors_by_kind = k.by_kind,
+    bytes = s.bytes, errors = s.errors, retries = s.retries, host_pauses = s.host_pauses, errors_by_kind = k.by_kind,
     dead_pages = p.dead, failed_pages = p.failed
 FROM s, k, o, p
 WHERE r.id = p.id AND r.state IN ('pending', 'running')
@@ -78,7 +78,7 @@ func (q *Queries) FinishRun(ctx context.Context, arg FinishRunParams) (CrawlqRun
 }
 
 const GetRun = `-- name: GetRun :one
-SELECT id, spider, args, settings, priority, queue, state, idempotency_key, cancel_requested, error, page_budget, created_at, run_at, started_at, finished_at, pages, items, bytes, errors, retries, errors_by_kind, dead_pages, failed_pages, max_dead_share, purged_at FROM crawlq_run WHERE id = $1
+SELECT id, spider, args, settings, priority, queue, state, idempotency_key, cancel_requested, error, page_budget, created_at, run_at, started_at, finished_at, pages, items, bytes, errors, retries, errors_by_kind, dead_pages, failed_pages, max_dead_share, purged_at, host_pauses FROM crawlq_run WHERE id = $1
 `
 
 // Reads a run. Index: the primary key.
@@ -111,6 +111,7 @@ func (q *Queries) GetRun(ctx context.Context, id int64) (CrawlqRun, error) {
 		&i.FailedPages,
 		&i.MaxDeadShare,
 		&i.PurgedAt,
+		&i.HostPauses,
 	)
 	return i, err
 }
@@ -196,7 +197,7 @@ func (q *Queries) LastGoodRunStart(ctx context.Context, arg LastGoodRunStartPara
 }
 
 const ListRuns = `-- name: ListRuns :many
-SELECT id, spider, args, settings, priority, queue, state, idempotency_key, cancel_requested, error, page_budget, created_at, run_at, started_at, finished_at, pages, items, bytes, errors, retries, errors_by_kind, dead_pages, failed_pages, max_dead_share, purged_at FROM crawlq_run
+SELECT id, spider, args, settings, priority, queue, state, idempotency_key, cancel_requested, error, page_budget, created_at, run_at, started_at, finished_at, pages, items, bytes, errors, retries, errors_by_kind, dead_pages, failed_pages, max_dead_share, purged_at, host_pauses FROM crawlq_run
 WHERE ($1::text = '' OR spider = $1::text)
   AND (cardinality($2::text[]) = 0 OR state::text = ANY($2::text[]))
   AND ($3::bigint = 0 OR id < $3::bigint)
@@ -254,6 +255,7 @@ func (q *Queries) ListRuns(ctx context.Context, arg ListRunsParams) ([]CrawlqRun
 			&i.FailedPages,
 			&i.MaxDeadShare,
 			&i.PurgedAt,
+			&i.HostPauses,
 		); err != nil {
 			return nil, err
 		}
@@ -351,11 +353,11 @@ WITH r0 AS (
 ), gone AS (
     DELETE FROM crawlq_run_stat WHERE run_id IN (SELECT id FROM r0)
 ), base AS (
-    INSERT INTO crawlq_run_stat (run_id, pages, items, bytes, errors, retries, kind, n)
-    SELECT r.id, r.pages, r.items, r.bytes, r.errors, r.retries, NULL, 1
+    INSERT INTO crawlq_run_stat (run_id, pages, items, bytes, errors, retries, host_pauses, kind, n)
+    SELECT r.id, r.pages, r.items, r.bytes, r.errors, r.retries, r.host_pauses, NULL, 1
     FROM crawlq_run r JOIN r0 USING (id)
     UNION ALL
-    SELECT r.id, 0, 0, 0, 0, 0, k, v::int
+    SELECT r.id, 0, 0, 0, 0, 0, 0, k, v::int
     FROM crawlq_run r JOIN r0 USING (id), jsonb_each_text(r.errors_by_kind) e(k, v)
 )
 UPDATE crawlq_run r

@@ -1,14 +1,15 @@
 -- Every query on crawlq_run_stat: what pages added to their run's stats, one row per run and
 -- outcome kind per batch of pages finished together (internal/crawl; the table is in
--- internal/migrate/migrations/0002_crawl.sql). Rows are only inserted while a run lives (an insert
+-- internal/migrate/migrations/0002_crawl.sql and 0021_run_host_pauses.sql). Rows are only inserted while a run lives (an insert
 -- contends with nobody), folded into the run row when it finishes (crawlq_run.sql: FinishRun) and
 -- deleted by maintenance after that.
 
 -- name: AddRunStat :exec
 -- Records a contribution to a run's stats: one page outcome (n 1), or what a command spider
--- reported (n: the outcomes it sums, which errors_by_kind counts). Kind '': not an error row.
-INSERT INTO crawlq_run_stat (run_id, pages, items, bytes, errors, retries, kind, n)
-VALUES (@run_id, @pages, @items, @bytes, @errors, @retries, NULLIF(@kind::text, ''), @n);
+-- reported (n: the outcomes it sums, which errors_by_kind counts), or a host pause (host_pauses
+-- 1: a wait, not an outcome of a page). Kind '': no kind.
+INSERT INTO crawlq_run_stat (run_id, pages, items, bytes, errors, retries, host_pauses, kind, n)
+VALUES (@run_id, @pages, @items, @bytes, @errors, @retries, @host_pauses, NULLIF(@kind::text, ''), @n);
 
 -- name: AddRunStats :many
 -- Records a batch of pages' contributions to their runs' stats, summed per run and kind (n: how
@@ -25,7 +26,7 @@ FROM crawlq_add_run_stats(sqlc.arg(run_ids)::bigint[], sqlc.arg(pages)::int[], s
 -- Sums a live run's stats so far. Index: crawlq_run_stat_run.
 SELECT COALESCE(sum(pages), 0)::bigint AS pages, COALESCE(sum(items), 0)::bigint AS items,
        COALESCE(sum(bytes), 0)::bigint AS bytes, COALESCE(sum(errors), 0)::bigint AS errors,
-       COALESCE(sum(retries), 0)::bigint AS retries,
+       COALESCE(sum(retries), 0)::bigint AS retries, COALESCE(sum(host_pauses), 0)::bigint AS host_pauses,
        COALESCE((SELECT jsonb_object_agg(x.kind, x.n) FROM (SELECT k.kind, sum(k.n) AS n FROM crawlq_run_stat k
                  WHERE k.run_id = sqlc.arg(run_id)::bigint AND k.kind IS NOT NULL GROUP BY k.kind) x), '{}'::jsonb)::jsonb AS errors_by_kind
 FROM crawlq_run_stat s WHERE s.run_id = sqlc.arg(run_id)::bigint;

@@ -11,19 +11,20 @@ import (
 
 const AddRunStat = `-- name: AddRunStat :exec
 
-INSERT INTO crawlq_run_stat (run_id, pages, items, bytes, errors, retries, kind, n)
-VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7::text, ''), $8)
+INSERT INTO crawlq_run_stat (run_id, pages, items, bytes, errors, retries, host_pauses, kind, n)
+VALUES ($1, $2, $3, $4, $5, $6, $7, NULLIF($8::text, ''), $9)
 `
 
 type AddRunStatParams struct {
-	RunID   int64
-	Pages   int32
-	Items   int32
-	Bytes   int64
-	Errors  int32
-	Retries int32
-	Kind    string
-	N       int32
+	RunID      int64
+	Pages      int32
+	Items      int32
+	Bytes      int64
+	Errors     int32
+	Retries    int32
+	HostPauses int32
+	Kind       string
+	N          int32
 }
 
 // Every query on crawlq_run_stat: what pages added to their run's stats, one row per run and
@@ -32,7 +33,8 @@ type AddRunStatParams struct {
 // contends with nobody), folded into the run row when it finishes (crawlq_run.sql: FinishRun) and
 // deleted by maintenance after that.
 // Records a contribution to a run's stats: one page outcome (n 1), or what a command spider
-// reported (n: the outcomes it sums, which errors_by_kind counts). Kind ”: not an error row.
+// reported (n: the outcomes it sums, which errors_by_kind counts), or a host pause (host_pauses
+// 1: a wait, not an outcome of a page). Kind ”: no kind.
 func (q *Queries) AddRunStat(ctx context.Context, arg AddRunStatParams) error {
 	_, err := q.db.Exec(ctx, AddRunStat,
 		arg.RunID,
@@ -41,6 +43,7 @@ func (q *Queries) AddRunStat(ctx context.Context, arg AddRunStatParams) error {
 		arg.Bytes,
 		arg.Errors,
 		arg.Retries,
+		arg.HostPauses,
 		arg.Kind,
 		arg.N,
 	)
@@ -129,7 +132,7 @@ func (q *Queries) DeleteRunStats(ctx context.Context, arg DeleteRunStatsParams) 
 const LiveRunStats = `-- name: LiveRunStats :one
 SELECT COALESCE(sum(pages), 0)::bigint AS pages, COALESCE(sum(items), 0)::bigint AS items,
        COALESCE(sum(bytes), 0)::bigint AS bytes, COALESCE(sum(errors), 0)::bigint AS errors,
-       COALESCE(sum(retries), 0)::bigint AS retries,
+       COALESCE(sum(retries), 0)::bigint AS retries, COALESCE(sum(host_pauses), 0)::bigint AS host_pauses,
        COALESCE((SELECT jsonb_object_agg(x.kind, x.n) FROM (SELECT k.kind, sum(k.n) AS n FROM crawlq_run_stat k
                  WHERE k.run_id = $1::bigint AND k.kind IS NOT NULL GROUP BY k.kind) x), '{}'::jsonb)::jsonb AS errors_by_kind
 FROM crawlq_run_stat s WHERE s.run_id = $1::bigint
@@ -141,6 +144,7 @@ type LiveRunStatsRow struct {
 	Bytes        int64
 	Errors       int64
 	Retries      int64
+	HostPauses   int64
 	ErrorsByKind []byte
 }
 
@@ -154,6 +158,7 @@ func (q *Queries) LiveRunStats(ctx context.Context, runID int64) (LiveRunStatsRo
 		&i.Bytes,
 		&i.Errors,
 		&i.Retries,
+		&i.HostPauses,
 		&i.ErrorsByKind,
 	)
 	return i, err

@@ -241,6 +241,7 @@ type CrawlqRun struct {
 	FailedPages     []byte
 	MaxDeadShare    float32
 	PurgedAt        *time.Time
+	HostPauses      int64
 }
 
 type CrawlqRunArtifact struct {
@@ -294,14 +295,15 @@ type CrawlqRunReport struct {
 }
 
 type CrawlqRunStat struct {
-	RunID   int64
-	Pages   int32
-	Items   int32
-	Bytes   int64
-	Errors  int32
-	Retries int32
-	Kind    pgtype.Text
-	N       int32
+	RunID      int64
+	Pages      int32
+	Items      int32
+	Bytes      int64
+	Errors     int32
+	Retries    int32
+	Kind       pgtype.Text
+	N          int32
+	HostPauses int32
 }
 
 type CrawlqSchedule struct {

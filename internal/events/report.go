@@ -14,6 +14,7 @@ import (
 
 	"crawlq/internal/dbsqlc"
 	"crawlq/internal/monitor"
+	"crawlq/internal/runstat"
 	"crawlq/internal/spider"
 	"crawlq/internal/urlstate"
 )
@@ -34,7 +35,7 @@ type Stats struct {
 	Retries   int64  `json:"retries"`
 	DeadPages *int64 `json:"dead_pages,omitempty"` // when the run records them
 	// HostPauses counts the times a host of the run was found down and paused: a wait, not an
-	// error, so not in ErrorsByKind (where the crawl records it, as hostPaused).
+	// error, so a counter apart from ErrorsByKind.
 	HostPauses   int64            `json:"host_pauses"`
 	ErrorsByKind map[string]int64 `json:"errors_by_kind,omitempty"`
 	// PagesByStatus splits Pages by the answer each page got, and sums to Pages: "304" the pages
@@ -49,8 +50,8 @@ type Stats struct {
 }
 
 // snapshot is the run row a state change left (crawlq_run_event.run, to_jsonb of the row): only
-// the columns events use are read, and a column another migration adds (version, dead_pages)
-// is picked up when it is there.
+// the columns events use are read, and a column another migration adds (version, dead_pages,
+// host_pauses) is picked up when it is there.
 type snapshot struct {
 	ID           int64            `json:"id"`
 	Spider       string           `json:"spider"`
@@ -65,13 +66,13 @@ type snapshot struct {
 	Errors       int64            `json:"errors"`
 	Retries      int64            `json:"retries"`
 	DeadPages    *int64           `json:"dead_pages"`
+	HostPauses   int64            `json:"host_pauses"`
 	ErrorsByKind map[string]int64 `json:"errors_by_kind"`
 }
 
 func (s *snapshot) stats() Stats {
 	byKind := maps.Clone(s.ErrorsByKind)
-	hostPauses := byKind[hostPaused]
-	delete(byKind, hostPaused)
+	hostPauses := runstat.HostPauses(s.HostPauses, byKind)
 	st := Stats{Pages: s.Pages, Items: s.Items, Bytes: s.Bytes, Errors: s.Errors, Retries: s.Retries,
 		DeadPages: s.DeadPages, HostPauses: hostPauses, ErrorsByKind: byKind}
 	if s.StartedAt != nil && s.FinishedAt != nil {
@@ -90,11 +91,9 @@ func (s *snapshot) stats() Stats {
 	return st
 }
 
-// The crawl's stat kinds (internal/crawl) that Stats reads apart: a host pause (a wait, not an
-// error), and pages a revisit found not modified (a 304 answer) or did not ask for (not due),
-// both counted in pages.
+// The crawl's stat kinds (internal/crawl) that Stats reads apart: pages a revisit found not
+// modified (a 304 answer) or did not ask for (not due), both counted in pages.
 const (
-	hostPaused  = "host_paused"
 	notModified = "not_modified"
 	notDue      = "not_due"
 )
