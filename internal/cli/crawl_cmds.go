@@ -118,7 +118,8 @@ func scheduleCmd() *Command {
 it starts (the newest stored one, else the spec loaded in-process), or with --version the stored
 version given (crawlq spider versions NAME); every page of the run runs that one version, and the
 run records it. With --key, scheduling is idempotent: while a run of the spider with that key is
-unfinished, the same run is returned (with --replace, its start time moves if it has not started).
+unfinished, the same run is returned: its id printed, and a note on standard error (with --replace,
+its start time moves if it has not started).
 
 A running crawlq local on the same database acts on it at once (the command sends NOTIFY
 crawlq_wake); for a deployed stack, set CRAWLQ_DISPATCH_FUNCTION to its dispatch function and the
@@ -167,10 +168,11 @@ standard error and in the run's log.`,
 						return err
 					}
 					wakeDispatch(ctx, env, wenv, n.Queue.Pool(), s.RunID)
+					// Standard output is the id alone, for id=$(crawlq schedule ...); a duplicate is said on
+					// standard error.
+					fmt.Fprintln(env.Stdout, s.RunID)
 					if s.Duplicate {
-						fmt.Fprintf(env.Stdout, "%d (existing %s run with key %q)\n", s.RunID, s.State, p.IdempotencyKey)
-					} else {
-						fmt.Fprintln(env.Stdout, s.RunID)
+						fmt.Fprintf(env.Stderr, "run %d is the existing %s run with key %q (not scheduled again)\n", s.RunID, s.State, p.IdempotencyKey)
 					}
 					// A run on a queue nobody works (an ecs spider's long queue, beside a crawlq
 					// worker of crawl) would wait silently: said on standard error.

@@ -269,10 +269,11 @@ func remoteSchedule(ctx context.Context, c *apiClient, env *Env, fs *flag.FlagSe
 	if err := c.call(ctx, req, &ans); err != nil {
 		return err
 	}
+	// Standard output is the id alone, for id=$(crawlq schedule ...); a duplicate is said on
+	// standard error.
+	fmt.Fprintln(env.Stdout, ans.RunID)
 	if ans.Duplicate {
-		fmt.Fprintf(env.Stdout, "%d (existing %s run with key %q)\n", ans.RunID, ans.State, key)
-	} else {
-		fmt.Fprintln(env.Stdout, ans.RunID)
+		fmt.Fprintf(env.Stderr, "run %d is the existing %s run with key %q (not scheduled again)\n", ans.RunID, ans.State, key)
 	}
 	return nil
 }

@@ -109,10 +109,14 @@ func TestCommandsThroughTheAPIFunction(t *testing.T) {
 	}
 
 	// A pending run cancelled through the api ends cancelled: run --wait exits 5.
-	code, out, errs = api("schedule", "--spider", "demo", "--delay", "1h", "--arg", "base_url=http://"+siteAddr.String())
+	code, out, errs = api("schedule", "--spider", "demo", "--delay", "1h", "--key", "later", "--arg", "base_url=http://"+siteAddr.String())
 	later := strings.TrimSpace(out)
 	if code != 0 {
 		t.Fatalf("delayed schedule: exit %d %q", code, errs)
+	}
+	// The same key again: standard output is the id alone, the duplicate said on standard error.
+	if code, out, errs = api("schedule", "--spider", "demo", "--delay", "1h", "--key", "later", "--arg", "base_url=http://"+siteAddr.String()); code != 0 || out != later+"\n" || !strings.Contains(errs, "existing pending run") {
+		t.Errorf("schedule with a pending run's key through the api: exit %d, stdout %q, stderr %q; want %s alone and the note on stderr", code, out, errs, later)
 	}
 	if code, out, errs = api("cancel-run", later); code != 0 || out != "run "+later+": cancel requested (was pending)\n" {
 		t.Fatalf("cancel-run through the api: exit %d %q %q", code, out, errs)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -160,6 +161,13 @@ func TestScheduleFlagCombinations(t *testing.T) {
 		if code, out, errs := run(t, url, append([]string{"schedule", "--spider", "demo"}, args...)...); code != 0 {
 			t.Errorf("schedule %q: exit %d, %q %q; want 0", args, code, out, errs)
 		}
+	}
+	// Scheduled again with the same key, standard output is still the id alone (for
+	// id=$(crawlq schedule ...)); the duplicate is said on standard error.
+	first, _, _ := run(t, url, "schedule", "--spider", "demo", "--key", "k2", "--delay", "1h")
+	code, out, errs := run(t, url, "schedule", "--spider", "demo", "--key", "k2", "--delay", "1h")
+	if _, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64); code != 0 || err != nil || !strings.Contains(errs, `existing pending run with key "k2"`) {
+		t.Errorf("schedule --key k2 twice: exit %d (first %d), stdout %q, stderr %q; want the id alone and the note on stderr", code, first, out, errs)
 	}
 }
 
