@@ -16,6 +16,20 @@ CROSS JOIN LATERAL (
     LIMIT 1
 ) AS u;
 
+-- name: GetURLDue :many
+-- When each of urls was last fetched, what it answered and its adaptive interval: what orders the
+-- page jobs of an adaptive run by how likely each page changed (internal/crawl, priority.go),
+-- without the links and items GetURLStates reads. Index: the primary key, one lookup per URL (the
+-- lateral LIMIT, as in GetURLStates).
+SELECT u.url, u.fetched_at, u.status, u.interval_s
+FROM unnest(sqlc.arg(urls)::text[]) AS k(url)
+CROSS JOIN LATERAL (
+    SELECT s.url, s.fetched_at, s.status, s.interval_s
+    FROM crawlq_url_state s
+    WHERE s.spider = @spider AND s.line = @line AND s.url = k.url
+    LIMIT 1
+) AS u;
+
 -- name: RecordURLStates :exec
 -- Records, in the transaction that finishes a batch of pages, what each page saw (states), the
 -- items it found new, changed or gone (changes) and the counts of each (added to the runs' stats

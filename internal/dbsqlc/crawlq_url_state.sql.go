@@ -30,6 +30,59 @@ func (q *Queries) DeleteExpiredURLStates(ctx context.Context, arg DeleteExpiredU
 	return result.RowsAffected(), nil
 }
 
+const GetURLDue = `-- name: GetURLDue :many
+SELECT u.url, u.fetched_at, u.status, u.interval_s
+FROM unnest($1::text[]) AS k(url)
+CROSS JOIN LATERAL (
+    SELECT s.url, s.fetched_at, s.status, s.interval_s
+    FROM crawlq_url_state s
+    WHERE s.spider = $2 AND s.line = $3 AND s.url = k.url
+    LIMIT 1
+) AS u
+`
+
+type GetURLDueParams struct {
+	Urls   []string
+	Spider string
+	Line   string
+}
+
+type GetURLDueRow struct {
+	Url       string
+	FetchedAt time.Time
+	Status    int32
+	IntervalS int32
+}
+
+// When each of urls was last fetched, what it answered and its adaptive interval: what orders the
+// page jobs of an adaptive run by how likely each page changed (internal/crawl, priority.go),
+// without the links and items GetURLStates reads. Index: the primary key, one lookup per URL (the
+// lateral LIMIT, as in GetURLStates).
+func (q *Queries) GetURLDue(ctx context.Context, arg GetURLDueParams) ([]GetURLDueRow, error) {
+	rows, err := q.db.Query(ctx, GetURLDue, arg.Urls, arg.Spider, arg.Line)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []GetURLDueRow{}
+	for rows.Next() {
+		var i GetURLDueRow
+		if err := rows.Scan(
+			&i.Url,
+			&i.FetchedAt,
+			&i.Status,
+			&i.IntervalS,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const GetURLStates = `-- name: GetURLStates :many
 
 SELECT u.url, u.run_id, u.fetched_at, u.status, u.etag, u.last_modified, u.body_hash, u.links, u.items, u.interval_s
