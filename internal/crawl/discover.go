@@ -13,7 +13,8 @@ import (
 
 // Discovery: the pages a page found become page jobs of its run before that page is finished (see
 // finish.go), each with its URL as once key so that a URL the run has already queued is skipped in
-// the same statement. As many as this process has room for (queue.Reservation: idle handlers,
+// the same statement, and with its run's priority (an adaptive run's pages: by expected change,
+// priority.go). As many as this process has room for (queue.Reservation: idle handlers,
 // and those its workers hold ahead) go to its own workers, already leased; the rest wait in the
 // queue for any worker. A run with a page budget (max_pages) takes its new pages from the budget
 // in a transaction that locks the budget row.
@@ -26,10 +27,14 @@ func (c *Crawler) discover(ctx context.Context, ri *runInfo, found []pageArgs) e
 		return nil
 	}
 	pages, keys := distinctPages(ri.id, found)
+	prios, err := c.rankPages(ctx, c.db, ri, pages)
+	if err != nil {
+		return fmt.Errorf("add pages: %w", err)
+	}
 	var added addedPages
 	if ri.settings.MaxPages > 0 {
 		err := c.inTx(ctx, func(tx pgx.Tx) (err error) {
-			added, err = c.addBudgeted(ctx, tx, ri, pages)
+			added, err = c.addBudgeted(ctx, tx, ri, pages, prios)
 			return err
 		})
 		if err != nil {
@@ -42,7 +47,7 @@ func (c *Crawler) discover(ctx context.Context, ri *runInfo, found []pageArgs) e
 		// restarted server's new WAL, while the pages it found were lost with the old, so the run
 		// succeeded without them; make chaos's database restart caught one.)
 		tx := c.cfg.Queue.NewTx()
-		count, err := c.queuePages(tx, ri, pages)
+		count, err := c.queuePages(tx, ri, pages, prios)
 		if err != nil {
 			tx.Discard()
 			return fmt.Errorf("add pages: %w", err)
@@ -67,11 +72,13 @@ type addedPages struct {
 	queued bool // some wait in the queue (not all were handed to this process)
 }
 
-// queuePages queues on tx the page jobs of run ri's new links: as many as this process has room
-// for, already leased to it (reservations, which tx ends when it is sent or discarded), the
-// others for any worker to claim. The returned function reports what was inserted once tx has been sent.
-func (c *Crawler) queuePages(tx *queue.Tx, ri *runInfo, pages []pageArgs) (func(*addedPages), error) {
-	ps := c.pageJobs(ri, pages)
+// queuePages queues on tx the page jobs of run ri's new links (prios: their priorities, see
+// pageJobs): as many as this process has room for, already leased to it (reservations, which tx
+// ends when it is sent or discarded), the others for any worker to claim. The pages come first to
+// the reservations, so ranked pages (rankPages) hand this process's workers the likeliest to have
+// changed. The returned function reports what was inserted once tx has been sent.
+func (c *Crawler) queuePages(tx *queue.Tx, ri *runInfo, pages []pageArgs, prios []int) (func(*addedPages), error) {
+	ps := c.pageJobs(ri, pages, prios)
 	var rs []*queue.Reservation
 	mine := 0
 	if c.cfg.Reserve != nil {
@@ -135,21 +142,28 @@ func distinctPages(run int64, found []pageArgs) ([]pageArgs, []seenKey) {
 	return pages, keys
 }
 
-// pageJobs returns the page jobs of run ri for pages, each with its URL as once key.
-func (c *Crawler) pageJobs(ri *runInfo, pages []pageArgs) []queue.EnqueueParams {
+// pageJobs returns the page jobs of run ri for pages, each with its URL as once key, and with the
+// priority prios gives it (rankPages), or the run's when prios is nil.
+func (c *Crawler) pageJobs(ri *runInfo, pages []pageArgs, prios []int) []queue.EnqueueParams {
 	ps := make([]queue.EnqueueParams, len(pages))
 	for i, p := range pages {
 		args, _ := json.Marshal(p)
-		ps[i] = queue.EnqueueParams{Queue: ri.queue, Kind: KindPage, Args: args, Priority: ri.priority,
+		prio := ri.priority
+		if prios != nil {
+			prio = prios[i]
+		}
+		ps[i] = queue.EnqueueParams{Queue: ri.queue, Kind: KindPage, Args: args, Priority: prio,
 			ParentID: ri.id, MaxAttempts: ri.settings.Retry.Attempts, OnceKey: p.URL}
 	}
 	return ps
 }
 
-// addBudgeted adds pages of run ri within tx, at most what the run's page budget has left: the
-// budget row is locked until commit, so concurrent pages of the run take from it one after the
-// other, and only the pages actually added (not those already queued) are taken from it.
-func (c *Crawler) addBudgeted(ctx context.Context, tx pgx.Tx, ri *runInfo, pages []pageArgs) (addedPages, error) {
+// addBudgeted adds pages of run ri within tx (prios: their priorities, see pageJobs), at most what
+// the run's page budget has left, the first pages first (ranked pages: the likeliest to have
+// changed): the budget row is locked until commit, so concurrent pages of the run take from it
+// one after the other, and only the pages actually added (not those already queued) are taken
+// from it.
+func (c *Crawler) addBudgeted(ctx context.Context, tx pgx.Tx, ri *runInfo, pages []pageArgs, prios []int) (addedPages, error) {
 	var added addedPages
 	left, err := dbsqlc.New(tx).LockRunBudget(ctx, ri.id)
 	if err != nil {
@@ -161,7 +175,7 @@ func (c *Crawler) addBudgeted(ctx context.Context, tx pgx.Tx, ri *runInfo, pages
 	if left < 0 || left > int64(len(pages)) {
 		left = int64(len(pages))
 	}
-	out, err := c.cfg.Queue.EnqueueLimitedTx(ctx, tx, c.pageJobs(ri, pages), int(left))
+	out, err := c.cfg.Queue.EnqueueLimitedTx(ctx, tx, c.pageJobs(ri, pages, prios), int(left))
 	if err != nil {
 		return added, fmt.Errorf("add pages: %w", err)
 	}
@@ -183,11 +197,15 @@ func (c *Crawler) addPages(ctx context.Context, tx pgx.Tx, ri *runInfo, pages []
 	if len(list) == 0 {
 		return 0, nil
 	}
+	prios, err := c.rankPages(ctx, dbsqlc.New(tx), ri, list)
+	if err != nil {
+		return 0, err
+	}
 	if ri.settings.MaxPages > 0 {
-		added, err := c.addBudgeted(ctx, tx, ri, list)
+		added, err := c.addBudgeted(ctx, tx, ri, list, prios)
 		return added.n, err
 	}
-	if _, err := c.cfg.Queue.EnqueueManyTx(ctx, tx, c.pageJobs(ri, list)); err != nil {
+	if _, err := c.cfg.Queue.EnqueueManyTx(ctx, tx, c.pageJobs(ri, list, prios)); err != nil {
 		return 0, err
 	}
 	return len(list), nil

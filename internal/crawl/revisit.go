@@ -245,7 +245,7 @@ func queueStates(tx *queue.Tx, batch []*finishReq, now time.Time) error {
 
 // sweepGone records, before run ri finishes, the items of its line's URLs it no longer reached as
 // gone, when its spider keeps URL state and the run reached all it could (no dead page, no
-// cancel, no error).
+// cancel, no error, a page budget not spent: a spent one may have left pages out).
 func (c *Crawler) sweepGone(ctx context.Context, runID int64, dead int64) error {
 	ri, err := c.runInfo(ctx, runID)
 	if err != nil || ri.spider == nil || !ri.settings.KeepsState() || dead > 0 || c.isCancelled(runID) {
@@ -254,11 +254,15 @@ func (c *Crawler) sweepGone(ctx context.Context, runID int64, dead int64) error 
 	if ri.settings.SitemapSince != "" {
 		return nil // it schedules only what its sitemaps say changed: the rest was not looked for
 	}
-	r, err := c.getRun(ctx, runID)
+	row, err := c.db.GetRun(ctx, runID)
 	if err != nil {
-		return err
+		return fmt.Errorf("finish run %d: %w", runID, err)
 	}
-	if r.CancelRequested || r.Error != "" || r.StartedAt == nil {
+	if row.CancelRequested || row.Error.String != "" || row.StartedAt == nil {
+		return nil
+	}
+	if row.PageBudget.Valid && row.PageBudget.Int64 == 0 {
+		c.log.Info("items gone not counted: the run spent its page budget, and may not have reached every page", "run", runID)
 		return nil
 	}
 	n, err := urlstate.SweepGone(ctx, c.db, ri.name, spider.StateLine(ri.spider), runID)
