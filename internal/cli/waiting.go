@@ -23,8 +23,8 @@ const waitSample = 200
 const liveHorizon = time.Minute
 
 // waitingFor says what a live run that has nothing running waits for, for --watch: its start
-// time, the next page due (a retry's backoff or a host pause, with the last error that put it
-// off), a worker of its queue, room among the live ones, or a claim that is late. Empty when it
+// time, the next page due (its host's delay turn, a retry's backoff with the error that put it
+// off, or a host pause), a worker of its queue, room among the live ones, or a claim that is late. Empty when it
 // waits for nothing (something of it runs, it has no waiting job, or its due job was due only a
 // moment ago: claimGrace).
 func waitingFor(ctx context.Context, n *node.Node, r *crawl.Run, waiting, running int64, now time.Time) (string, error) {
@@ -59,11 +59,7 @@ func waitingFor(ctx context.Context, n *node.Node, r *crawl.Run, waiting, runnin
 				hd.Host, hd.Since.Local().Format("15:04:05"), hd.Probes, hd.PausedUntil.Local().Format("15:04:05"),
 				hd.PausedUntil.Sub(now).Round(time.Second), givesUp(hd, now)), nil
 		}
-		why := "a retry's backoff"
-		if k := len(next.Errors); k > 0 {
-			why = clipMsg(next.Errors[k-1].Error, 80)
-		}
-		return fmt.Sprintf("waits: next page due at %s (in %s; %s)", at, in, why), nil
+		return fmt.Sprintf("waits: next page due at %s (in %s; %s)", at, in, putOff(ctx, n, r, next)), nil
 	}
 	if due == nil {
 		return "", nil
@@ -76,6 +72,20 @@ func waitingFor(ctx context.Context, n *node.Node, r *crawl.Run, waiting, runnin
 		return "waits for a worker of queue " + due.Queue + ": none alive " + startOne(due.Queue), nil
 	}
 	return waitsOnLiveWorkers(ctx, n, due, alive, now)
+}
+
+// putOff says why page job j of run r waits for a later time: a retry's backoff when an attempt
+// of it failed (with the error); else its host's turn, which is the spider's delay between
+// requests to one host when it has one (a busy host, proxy or item sink, and a first soft failure
+// also put a page back without recording an error).
+func putOff(ctx context.Context, n *node.Node, r *crawl.Run, j *queue.Job) string {
+	if k := len(j.Errors); k > 0 {
+		return "a retry's backoff after: " + clipMsg(j.Errors[k-1].Error, 80)
+	}
+	if s, err := n.Crawler.RunSettings(ctx, r.ID); err == nil && s.Delay > 0 {
+		return fmt.Sprintf("its host's turn: the spider waits %s between requests to a host", s.Delay)
+	}
+	return "put back without an error: its host, proxy or item sink was busy, or a first soft failure is retried"
 }
 
 // claimGrace is how long a due job may go unclaimed by live workers before a run is said to wait

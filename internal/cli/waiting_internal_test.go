@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -124,6 +126,47 @@ func TestWaitingForNamesAPausedHost(t *testing.T) {
 	st := shown.Stats
 	if string(st["host_pauses"]) != "1" || string(st["errors"]) != "0" || strings.Contains(string(st["errors_by_kind"]), "host_paused") {
 		t.Errorf("crawlq run's stats of a run whose one host is paused: %s; want host_pauses 1, errors 0, and no host_paused among the errors", b)
+	}
+}
+
+// A page put off for its host's turn (the spider's delay) is said to wait for that, not for a
+// retry's backoff: a newcomer's run with delay 100ms and no retries read "a retry's backoff".
+func TestWaitingForNamesTheHostsDelayTurn(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, "<html><body>a page</body></html>")
+	}))
+	defer site.Close()
+	reg := spider.NewRegistry()
+	spec := "name: polite\nstart_urls: [" + site.URL + "/a, " + site.URL + "/b]\nobey_robots: false\ndelay: 1h\n"
+	if err := reg.LoadFS(fstest.MapFS{"polite.yaml": {Data: []byte(spec)}}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.New(node.Config{Pool: dbtest.Pool(t), Spiders: reg, Workers: 1, Fetch: fetch.Config{AllowLoopback: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); n.Run(nctx) }()
+	defer func() { stop(); <-done }()
+	s, err := n.Crawler.Schedule(ctx, crawl.ScheduleParams{Spider: "polite"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := testwait.For(t, "--watch says the second page waits", func() (string, bool) {
+		r, waiting, running := runDepth(t, n, s.RunID)
+		line, err := waitingFor(ctx, n, r, waiting, running, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return line, strings.Contains(line, "next page due")
+	})
+	t.Log(line)
+	if !strings.Contains(line, "its host's turn: the spider waits 1h0m0s between requests to a host") || strings.Contains(line, "backoff") {
+		t.Errorf("--watch of a page waiting for its host's delay: %q", line)
 	}
 }
 

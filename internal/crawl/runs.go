@@ -270,6 +270,16 @@ type runInfo struct {
 	fetched atomic.Bool
 }
 
+// RunSettings returns the settings run id crawls with: its spider version's, with its arguments
+// and per-run overrides applied.
+func (c *Crawler) RunSettings(ctx context.Context, id int64) (spider.Settings, error) {
+	ri, err := c.runInfo(ctx, id)
+	if err != nil {
+		return spider.Settings{}, err
+	}
+	return ri.settings, nil
+}
+
 // runInfo returns the facts of a run, cached for the life of the run in this process. The spider
 // is the version the run has on record (crawlq_spider_run: pinned at schedule, or recorded when
 // the run started), so every page of a run, in whichever process, runs one version; a run with
