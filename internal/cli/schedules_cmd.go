@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -34,7 +35,9 @@ schedules in EventBridge Scheduler instead (use the api there).
 
 --cron takes a classic 5-field cron or a descriptor (@daily), EventBridge's cron(...) or
 rate(...), and here also rate(N seconds). A tick missed by more than an hour (no crawlq local was
-running) is skipped, and list says so; a tick that fails (an unknown spider) shows its error.`,
+running) is skipped, and list says so; a tick that fails (an unknown spider) shows its error.
+crawlq worker fires none: add and list say so on standard error when no crawlq local has looked
+for due schedules on the database in the last minute.`,
 		Subcommands: []*Command{
 			schedulesListCmd(), schedulesAddCmd(), schedulesDelCmd(),
 		},
@@ -69,6 +72,9 @@ func schedulesListCmd() *Command {
 							break
 						}
 						after = page[len(page)-1].Name
+					}
+					if err := noteFirer(ctx, env.Stderr, st, len(all)); err != nil {
+						return err
 					}
 					if *asJSON {
 						return writeJSON(env.Stdout, scheduleViews(all))
@@ -147,7 +153,7 @@ func schedulesAddCmd() *Command {
 						return err
 					}
 					fmt.Fprintf(env.Stdout, "%s: %s (%s), first tick %s\n", e.Name, e.Expression, e.Timezone, e.NextAt.UTC().Format(time.RFC3339))
-					return nil
+					return noteFirer(ctx, env.Stderr, st, 1)
 				})
 			}
 		}}
@@ -173,6 +179,27 @@ func schedulesDelCmd() *Command {
 				})
 			}
 		}}
+}
+
+// noteFirer says on w, when there are schedules, that none fires while no crawlq local has looked
+// for due ones lately: crawlq worker, the README's first process, fires none, and a schedule that
+// never fires would otherwise show only "LAST TICK -".
+func noteFirer(ctx context.Context, w io.Writer, st *cronstore.Store, schedules int) error {
+	if schedules == 0 {
+		return nil
+	}
+	ago, ok, err := st.LastLook(ctx)
+	if err != nil || ok && ago < cronstore.FirerHorizon {
+		return err
+	}
+	last := "none ever has"
+	if ok {
+		last = fmt.Sprintf("the last look was %s ago", ago.Round(time.Second))
+	}
+	fmt.Fprintf(w, "note: no crawlq local has looked for due schedules on this database in the last %s (%s): "+
+		"the schedules kept here fire only under crawlq local, not crawlq worker; a deployed stack keeps its own in EventBridge Scheduler\n",
+		cronstore.FirerHorizon, last)
+	return nil
 }
 
 // withScheduleAPI runs f with an api whose schedules are the database's, as crawlq local's are.

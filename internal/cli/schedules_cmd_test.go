@@ -1,11 +1,13 @@
 package cli_test
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
+	"crawlq/internal/cronstore"
 	"crawlq/internal/dbtest"
 )
 
@@ -18,6 +20,26 @@ func TestSchedulesCommand(t *testing.T) {
 		"--timezone", "Europe/Paris", "--arg", "base_url=http://127.0.0.1:8088")
 	if code != 0 || !strings.Contains(out, "nightly: cron(30 3 ? * 2-6 *) (Europe/Paris), first tick") {
 		t.Fatalf("add: exit %d, %q %q", code, out, errs)
+	}
+	// No crawlq local looks for due schedules on this database: add and list say the schedule
+	// will not fire (crawlq worker, the README's first process, fires none).
+	const noFirer = "no crawlq local has looked for due schedules on this database in the last 1m0s (none ever has)"
+	if !strings.Contains(errs, noFirer) {
+		t.Errorf("add with no crawlq local: stderr %q; want %q", errs, noFirer)
+	}
+	if code, _, errs := run(t, url, "schedules", "list"); code != 0 || !strings.Contains(errs, noFirer) {
+		t.Errorf("list with no crawlq local: exit %d, stderr %q; want %q", code, errs, noFirer)
+	}
+	// A look for due schedules, as crawlq local's makes every second: no note any more.
+	st, err := cronstore.New(cronstore.Config{Pool: dbtest.Open(t, url, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.FireDue(context.Background(), 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := run(t, url, "schedules", "list"); code != 0 || errs != "" {
+		t.Errorf("list with a crawlq local looking: exit %d, stderr %q; want nothing", code, errs)
 	}
 	if code, _, errs := run(t, url, "schedules", "add", "--spider", "demo", "--cron", "30 3 * * 1-5", "--name", "nightly"); code != 1 ||
 		!strings.Contains(errs, "already exists") {

@@ -4,8 +4,9 @@
 // the schedules whose tick has come, each exactly once: the firing transaction holds the
 // schedule's row and advances its next tick before it commits.
 //
-// Its SQL lives here, beside the one table it touches, rather than in internal/dbsqlc: the table
-// has no other reader.
+// Its SQL lives here, beside the tables it touches (crawlq_schedule, and crawlq_schedule_firer:
+// when a process last looked for due schedules), rather than in internal/dbsqlc: they have no
+// other reader.
 package cronstore
 
 import (
@@ -15,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -43,6 +45,9 @@ type Config struct {
 type Store struct {
 	cfg Config
 	log *slog.Logger
+
+	mu     sync.Mutex
+	marked time.Time // when markLooked last recorded a look
 }
 
 // New returns a Store.
@@ -257,8 +262,13 @@ type Fire func(ctx context.Context, e Entry, tick time.Time) (string, error)
 // ticks it fired. Each is fired in its own transaction, which holds the schedule's row (others
 // skip it) and advances its next tick before committing: a tick fires once across processes and
 // restarts. A tick older than MaxAge is skipped and recorded. A failed fire is recorded on the
-// schedule (LastError) and logged; its tick is not retried.
+// schedule (LastError) and logged; its tick is not retried. It also records that a process looks
+// (LastLook).
 func (s *Store) FireDue(ctx context.Context, limit int, fire Fire) (int, error) {
+	if err := s.markLooked(ctx); err != nil {
+		// Only what crawlq schedules says of the firer depends on it; firing goes on.
+		s.log.Warn("cronstore: crawlq schedules may say no crawlq local fires them", "err", err)
+	}
 	n := 0
 	for i := 0; i < limit; i++ {
 		fired, ok, err := s.fireOne(ctx, fire)
