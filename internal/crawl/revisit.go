@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"crawlq/internal/dbsqlc"
 	"crawlq/internal/fetch"
 	"crawlq/internal/items"
 	"crawlq/internal/proxy"
@@ -82,10 +83,12 @@ func (rv *revisit) unchanged(res *fetch.Result) bool {
 	return res.Status == http.StatusNotModified || (rv.prev.BodyHash != 0 && urlstate.BodyHash(res.Body) == rv.prev.BodyHash)
 }
 
-// ended reports whether a failed fetch ends the page for good with an answer (a 404, a 410):
-// its items are gone.
+// ended reports whether a failed fetch ends the page for good with an answer that says it is
+// gone (a 404, a 410): its items are gone. Another refusal (a 401, a 403: perhaps a ban) says
+// nothing of the page, and fails it as in a full crawl.
 func (rv *revisit) ended(ferr error) bool {
-	return rv != nil && fetch.IsStatus(ferr) && !fetch.Retryable(ferr)
+	var se *fetch.StatusError
+	return rv != nil && errors.As(ferr, &se) && (se.Code == http.StatusNotFound || se.Code == http.StatusGone)
 }
 
 // page starts the state the page records; fetched: it was requested now.
@@ -244,8 +247,9 @@ func queueStates(tx *queue.Tx, batch []*finishReq, now time.Time) error {
 }
 
 // sweepGone records, before run ri finishes, the items of its line's URLs it no longer reached as
-// gone, when its spider keeps URL state and the run reached all it could (no dead page, no
-// cancel, no error, a page budget not spent: a spent one may have left pages out).
+// gone, when its spider keeps URL state and the run reached all it could: no dead page, no
+// cancel, no error of the run, a page budget not spent (a spent one may have left pages out), a
+// page fetched, and no page that failed for another reason than being gone (reachedAll).
 func (c *Crawler) sweepGone(ctx context.Context, runID int64, dead int64) error {
 	ri, err := c.runInfo(ctx, runID)
 	if err != nil || ri.spider == nil || !ri.settings.KeepsState() || dead > 0 || c.isCancelled(runID) {
@@ -262,10 +266,14 @@ func (c *Crawler) sweepGone(ctx context.Context, runID int64, dead int64) error 
 		return nil
 	}
 	if row.PageBudget.Valid && row.PageBudget.Int64 == 0 {
-		c.log.Info("items gone not counted: the run spent its page budget, and may not have reached every page", "run", runID)
+		c.goneNotCounted(ctx, runID, "the run spent its page budget (max_pages), and may not have reached every page")
 		return nil
 	}
-	n, err := urlstate.SweepGone(ctx, c.db, ri.name, spider.StateLine(ri.spider), runID)
+	line := spider.StateLine(ri.spider)
+	if ok, err := c.reachedAll(ctx, ri, line); err != nil || !ok {
+		return err
+	}
+	n, err := urlstate.SweepGone(ctx, c.db, ri.name, line, runID)
 	if err != nil {
 		return fmt.Errorf("finish run %d: %w", runID, err)
 	}
@@ -273,4 +281,39 @@ func (c *Crawler) sweepGone(ctx context.Context, runID int64, dead int64) error 
 		c.log.Info("items gone: their pages were not reached", "run", runID, "items", n)
 	}
 	return nil
+}
+
+// reachedAll reports whether run ri reached every page it could: it fetched a page, and each of
+// its pages that failed (each error) answered that it is gone, a 404 or a 410 its state records.
+// A page that failed otherwise (refused, banned, unparseable) did not yield its links, so the
+// pages behind it were not looked for: their items are not gone, and the run's log says so.
+func (c *Crawler) reachedAll(ctx context.Context, ri *runInfo, line string) (bool, error) {
+	st, err := c.db.LiveRunStats(ctx, ri.id)
+	if err != nil {
+		return false, fmt.Errorf("finish run %d: %w", ri.id, err)
+	}
+	var gone int64
+	if st.Errors > 0 {
+		if gone, err = c.db.CountRunGonePages(ctx, dbsqlc.CountRunGonePagesParams{Spider: ri.name, Line: line, RunID: ri.id}); err != nil {
+			return false, fmt.Errorf("finish run %d: %w", ri.id, err)
+		}
+	}
+	why := ""
+	switch {
+	case st.Pages == 0:
+		why = "it fetched no page"
+	case st.Errors > gone:
+		why = fmt.Sprintf("%d of its pages failed (not a 404 or a 410), so the pages behind them were not looked for", st.Errors-gone)
+	default:
+		return true, nil
+	}
+	c.goneNotCounted(ctx, ri.id, why)
+	return false, nil
+}
+
+// goneNotCounted says in the process log and run runID's log that the run did not count the items
+// of the pages it did not reach as gone, and why.
+func (c *Crawler) goneNotCounted(ctx context.Context, runID int64, why string) {
+	c.log.Info("items of pages not reached are not counted gone", "run", runID, "why", why)
+	c.pageLog().GoneNotCounted(ctx, runID, c.clk.Now(), why)
 }

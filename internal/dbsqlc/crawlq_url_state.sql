@@ -158,13 +158,16 @@ CROSS JOIN LATERAL (
 -- At the end of a run that reached all it could, the items of the line's URLs no run reached
 -- since an earlier one are gone: recorded as such for the run, counted (items_gone), and cleared
 -- from the state so no later run counts them again. Run again, it finds nothing: exactly once.
+-- The validators and body hash go with the items (and an adaptive page is due at once): the state
+-- no longer says what the body yielded, so when a later run reaches the URL again it fetches and
+-- parses it, and its items come back as new instead of a 304 that would keep them gone.
 -- Index: the primary key, a range scan of the line.
 WITH old AS (
     SELECT u.url, u.items FROM crawlq_url_state u
     WHERE u.spider = @spider AND u.line = @line AND u.run_id < @run_id AND u.items <> '{}'::jsonb
     FOR UPDATE
 ), cleared AS (
-    UPDATE crawlq_url_state u SET items = '{}'::jsonb
+    UPDATE crawlq_url_state u SET items = '{}'::jsonb, etag = '', last_modified = '', body_hash = 0, interval_s = 0
     FROM old WHERE u.spider = @spider AND u.line = @line AND u.url = old.url
     RETURNING 1
 ), c AS (
@@ -178,6 +181,12 @@ WITH old AS (
     RETURNING n
 )
 SELECT COALESCE((SELECT sum(n) FROM st), 0)::bigint AS gone, (SELECT count(*) FROM cleared)::bigint AS urls;
+
+-- name: CountRunGonePages :one
+-- The pages of the line that run found gone (a 404 or a 410 recorded in their state by that run).
+-- Index: the primary key, a range scan of the line.
+SELECT count(*)::bigint FROM crawlq_url_state
+WHERE spider = @spider AND line = @line AND run_id = @run_id AND status IN (404, 410);
 
 -- name: ListItemChanges :many
 -- A run's new, changed and gone items, by change then key, after (change, key) for the next

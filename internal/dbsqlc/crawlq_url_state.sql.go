@@ -10,6 +10,26 @@ import (
 	"time"
 )
 
+const CountRunGonePages = `-- name: CountRunGonePages :one
+SELECT count(*)::bigint FROM crawlq_url_state
+WHERE spider = $1 AND line = $2 AND run_id = $3 AND status IN (404, 410)
+`
+
+type CountRunGonePagesParams struct {
+	Spider string
+	Line   string
+	RunID  int64
+}
+
+// The pages of the line that run found gone (a 404 or a 410 recorded in their state by that run).
+// Index: the primary key, a range scan of the line.
+func (q *Queries) CountRunGonePages(ctx context.Context, arg CountRunGonePagesParams) (int64, error) {
+	row := q.db.QueryRow(ctx, CountRunGonePages, arg.Spider, arg.Line, arg.RunID)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const DeleteExpiredURLStates = `-- name: DeleteExpiredURLStates :execrows
 DELETE FROM crawlq_url_state
 WHERE ctid = ANY (ARRAY(SELECT u.ctid FROM crawlq_url_state u WHERE u.keep_until < $1 LIMIT $2::int))
@@ -306,7 +326,7 @@ WITH old AS (
     WHERE u.spider = $1 AND u.line = $2 AND u.run_id < $3 AND u.items <> '{}'::jsonb
     FOR UPDATE
 ), cleared AS (
-    UPDATE crawlq_url_state u SET items = '{}'::jsonb
+    UPDATE crawlq_url_state u SET items = '{}'::jsonb, etag = '', last_modified = '', body_hash = 0, interval_s = 0
     FROM old WHERE u.spider = $1 AND u.line = $2 AND u.url = old.url
     RETURNING 1
 ), c AS (
@@ -336,6 +356,9 @@ type SweepGoneItemsRow struct {
 // At the end of a run that reached all it could, the items of the line's URLs no run reached
 // since an earlier one are gone: recorded as such for the run, counted (items_gone), and cleared
 // from the state so no later run counts them again. Run again, it finds nothing: exactly once.
+// The validators and body hash go with the items (and an adaptive page is due at once): the state
+// no longer says what the body yielded, so when a later run reaches the URL again it fetches and
+// parses it, and its items come back as new instead of a 304 that would keep them gone.
 // Index: the primary key, a range scan of the line.
 func (q *Queries) SweepGoneItems(ctx context.Context, arg SweepGoneItemsParams) (SweepGoneItemsRow, error) {
 	row := q.db.QueryRow(ctx, SweepGoneItems, arg.Spider, arg.Line, arg.RunID)

@@ -113,6 +113,12 @@ func (p Pages) HostResumed(ctx context.Context, runID int64, at time.Time, host 
 	p.write(ctx, runID, at, HostResumedLine(host))
 }
 
+// GoneNotCounted says, at at, that the run did not count the items of the pages it did not reach
+// as gone, and why (it did not reach all it could).
+func (p Pages) GoneNotCounted(ctx context.Context, runID int64, at time.Time, why string) {
+	p.write(ctx, runID, at, "items of pages not reached are not counted gone: "+why)
+}
+
 // ProxyRested says a spider's proxy (its URL, password redacted) was rested at at for d,
 // because of cause (it failed, or a page through it was banned).
 func (p Pages) ProxyRested(ctx context.Context, runID int64, at time.Time, proxy, cause string, d time.Duration) {
