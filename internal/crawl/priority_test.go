@@ -52,8 +52,7 @@ func TestAdaptiveAsksLikelyChangedPagesFirst(t *testing.T) {
 	runDemo(t, n, base)
 	changed := map[int]bool{}
 	for _, sku := range site.Advance().Changed {
-		k, _ := strconv.Atoi(strings.TrimLeft(strings.TrimPrefix(sku, "CQ-"), "0"))
-		changed[k] = true
+		changed[skuItem(sku)] = true
 	}
 	ahead.Add(int64(time.Hour))
 	runDemo(t, n, base)
@@ -111,6 +110,12 @@ func itemNumber(path string) (int, bool) {
 	}
 	k, err := strconv.Atoi(strings.TrimSuffix(s, ".html"))
 	return k, err == nil
+}
+
+// skuItem returns k of a demo item's SKU (CQ-00000k).
+func skuItem(sku string) int {
+	k, _ := strconv.Atoi(strings.TrimLeft(strings.TrimPrefix(sku, "CQ-"), "0"))
+	return k
 }
 
 // pagePriorities returns the lowest and highest priority of a run's page jobs.

@@ -200,7 +200,7 @@ func (rv *revisit) changed(runID int64, res *fetch.Result, follow []spider.Reque
 	}
 	p.Items = now
 	p.Changes, p.Counts = urlstate.Diff(old, now)
-	p.Interval = rv.interval(p.Counts.New+p.Counts.Changed+p.Counts.Gone > 0 || rv.prev == nil)
+	p.Interval = rv.interval(p.Counts.New+p.Counts.Changed+p.Counts.Gone > 0 || rv.prev == nil || linksChanged(rv.prev.Links, p.Links))
 	emit := its[:0:0]
 	for _, it := range its {
 		if old[it.Key] != now[it.Key] {
@@ -208,6 +208,23 @@ func (rv *revisit) changed(runID int64, res *fetch.Result, follow []spider.Reque
 		}
 	}
 	return emit, p
+}
+
+// linksChanged reports whether a page links another set of URLs than it did (in any order): a
+// page that lists others (a listing, a hub) changed when its links did, though it has no item.
+func linksChanged(old, now []string) bool {
+	had := make(map[string]bool, len(old))
+	for _, u := range old {
+		had[u] = true
+	}
+	has := make(map[string]bool, len(now))
+	for _, u := range now {
+		if !had[u] {
+			return true
+		}
+		has[u] = true
+	}
+	return len(has) != len(had)
 }
 
 // revisitEnded finishes a page whose fetch ended it with an answer that is not retried (a 404, a

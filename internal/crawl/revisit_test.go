@@ -3,12 +3,15 @@ package crawl_test
 import (
 	"context"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"crawlq/internal/clock"
 	"crawlq/internal/crawl"
 	"crawlq/internal/dbsqlc"
 	"crawlq/internal/dbtest"
@@ -137,6 +140,44 @@ func TestAdaptiveSkipsPagesNotDue(t *testing.T) {
 	for p, h := range site.Hits() {
 		if strings.HasPrefix(p, "/catalogue/") && p != demosite.NotFoundPath && p != demosite.RedirectPath && p != demosite.FeaturedPath {
 			t.Errorf("second run requested %s %d times; it was not due", p, h)
+		}
+	}
+}
+
+// With revisit: adaptive, a page that yields no item but links others (a listing) changed when its
+// links did: after the demo site deletes some items, the listings that no longer link them keep
+// the shortest interval, where one whose links stayed (the home page) has its interval doubled.
+func TestAdaptiveListingWithOtherLinksChanged(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	site, base := serveDemo(t, demosite.Config{Items: 48, PerPage: 24, SlowDelay: time.Millisecond, DeletePercent: 10, Seed: 3})
+	var ahead atomic.Int64 // how far the crawl's clock is ahead of the wall
+	clk := clock.Func(func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) })
+	spec := strings.Replace(revisitSpec("adaptive"), "revisit: adaptive\n", "revisit: adaptive\nrevisit_interval: {min: 1h, max: 24h}\n", 1)
+	n, _ := startNode(t, pool, node.Config{Clock: clk, Spiders: registry(t, spec), Workers: 1, Worker: queue.WorkerConfig{Concurrency: 8}})
+	runDemo(t, n, base)
+	deleted := site.Advance().Deleted
+	ahead.Add(int64(time.Hour))
+	runDemo(t, n, base)
+	listing := func(k int) string { return base + "/catalogue/page-" + strconv.Itoa((k-1)/24+1) + ".html" }
+	lost := map[string]bool{} // the listings that no longer link a deleted item
+	for _, sku := range deleted {
+		lost[listing(skuItem(sku))] = true
+	}
+	if len(lost) == 0 {
+		t.Fatal("the site deleted no item")
+	}
+	for _, u := range []string{base + "/", listing(1), listing(48)} {
+		want := 2 * time.Hour
+		if lost[u] {
+			want = time.Hour
+		}
+		var s int64
+		if err := pool.QueryRow(context.Background(), `SELECT interval_s FROM crawlq_url_state WHERE spider = 'demo' AND url = $1`, u).Scan(&s); err != nil {
+			t.Fatalf("%s: %v", u, err)
+		}
+		if got := time.Duration(s) * time.Second; got != want {
+			t.Errorf("%s (links a deleted item: %v): revisit interval %s after the second run; want %s", u, lost[u], got, want)
 		}
 	}
 }
