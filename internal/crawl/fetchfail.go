@@ -73,8 +73,9 @@ func (c *Crawler) fetchFailed(ctx context.Context, job *queue.Job, ri *runInfo, 
 			return queue.Snooze(backoff.Spread(wait))
 		}
 		// Down for longer than the spider allows: the page dies now rather than at the end of
-		// attempts that would each wait out a pause.
-		c.addStat(ctx, ri.id, outcome{errors: 1, kind: kind})
+		// attempts that would each wait out a pause. Its attempt is counted by kind; the run
+		// counts it among its errors while it is dead (see pageDied).
+		c.addStat(ctx, ri.id, pageDied(kind))
 		err = fmt.Errorf("host %s down for %s, past its down limit of %s: %w", host, p.downFor.Round(time.Millisecond), limit, ferr)
 		c.log.Warn("page died: its host is down past its limit", "run", ri.id, "url", pageURL(job), "err", err)
 		c.logPageDied(ctx, ri.id, pageURL(job), job.Attempt, err)
@@ -94,7 +95,7 @@ func (c *Crawler) fetchFailed(ctx context.Context, job *queue.Job, ri *runInfo, 
 	}
 	o := outcome{retries: 1, kind: kind}
 	if job.Attempt >= job.MaxAttempts {
-		o = outcome{errors: 1, kind: kind}
+		o = pageDied(kind)
 		c.log.Warn("page died: its retries are exhausted", "run", ri.id, "url", pageURL(job), "attempts", job.Attempt, "err", ferr)
 		c.logPageDied(ctx, ri.id, pageURL(job), job.Attempt, ferr)
 	}
@@ -104,3 +105,10 @@ func (c *Crawler) fetchFailed(ctx context.Context, job *queue.Job, ri *runInfo, 
 	}
 	return queue.RetryIn(ferr, r.PageBackoff(job.Attempt))
 }
+
+// pageDied is what the last attempt of a page that dies adds to its run's stats: its kind, and
+// neither an error nor a retry. A dead page is counted among the run's errors from the queue,
+// as long as it is dead (FinishRun, liveStats): a redrive that makes it live again takes it out
+// (RetryRedriven), and one that dies by another path than this (a worker's crash, a failure
+// to store it) is counted as well.
+func pageDied(kind string) outcome { return outcome{kind: kind} }

@@ -281,7 +281,7 @@ func (c *Crawler) bannedPage(ctx context.Context, job *queue.Job, ri *runInfo, v
 	err := fmt.Errorf("%w (%s) %d times", errBanned, why, n)
 	o := outcome{retries: 1, kind: "banned"}
 	if job.Attempt >= job.MaxAttempts {
-		o = outcome{errors: 1, kind: "banned"}
+		o = pageDied("banned")
 		c.logPageDied(ctx, ri.id, pageURL(job), job.Attempt, err)
 	}
 	c.addStat(ctx, ri.id, o)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"crawlq/internal/dbsqlc"
 )
 
 // ErrNothingToRedrive is returned by Redrive for a run that has no dead page to retry.
@@ -15,7 +17,9 @@ var ErrNothingToRedrive = errors.New("crawl: run has no dead pages to redrive")
 var ErrRunLive = errors.New("crawl: run has not finished")
 
 // Redrive retries the dead pages of a run that ended incomplete or failed: in one transaction the
-// pages are queued again with a fresh attempt budget and the run reopens (running). The run then
+// pages are queued again with a fresh attempt budget, the run reopens (running), and its stats
+// count the pages' last attempts as retries rather than errors (a page that then succeeds is no
+// error; one that dies again is counted again when the run finishes). The run then
 // finishes again, exactly once, when they and the pages they find are done. URLs the run already
 // fetched are not fetched again: their once keys stay used. It returns how many pages it queued.
 func (c *Crawler) Redrive(ctx context.Context, runID int64) (int, error) {
@@ -46,6 +50,9 @@ func (c *Crawler) Redrive(ctx context.Context, runID int64) (int, error) {
 	}
 	if n == 0 {
 		return 0, fmt.Errorf("redrive run %d (%s): %w", runID, prev, ErrNothingToRedrive)
+	}
+	if err := db.RetryRedriven(ctx, dbsqlc.RetryRedrivenParams{RunID: runID, Redriven: int64(n)}); err != nil {
+		return 0, fmt.Errorf("redrive run %d: %w", runID, err)
 	}
 	q, err := db.RunQueue(ctx, runID)
 	if err != nil {

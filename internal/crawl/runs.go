@@ -34,8 +34,9 @@ type Run struct {
 	StartedAt       *time.Time        `json:"started_at,omitempty"`
 	FinishedAt      *time.Time        `json:"finished_at,omitempty"`
 	Stats           Stats             `json:"stats"`
-	// DeadPages counts the run's pages that died (their retries exhausted); FailedPages lists a
-	// few of them with their last error. Both are set when the run finishes.
+	// DeadPages counts the run's pages that are dead (their retries exhausted, and not redriven
+	// since), so far while it runs; FailedPages lists a few of them with their last error, set
+	// when the run finishes.
 	DeadPages   int64        `json:"dead_pages"`
 	FailedPages []FailedPage `json:"failed_pages"`
 }
@@ -157,8 +158,14 @@ func (c *Crawler) liveStats(ctx context.Context, r *Run) error {
 	if err != nil {
 		return fmt.Errorf("run %d stats: %w", r.ID, err)
 	}
+	// The run's pages dead so far are among its errors (FinishRun counts them so at the end).
+	dead, _, err := c.cfg.Queue.DeadChildrenTx(ctx, c.cfg.Pool, r.ID, KindPage, 0)
+	if err != nil {
+		return fmt.Errorf("run %d stats: %w", r.ID, err)
+	}
 	s := &r.Stats
-	s.Pages, s.Items, s.Bytes, s.Errors, s.Retries = row.Pages, row.Items, row.Bytes, row.Errors, row.Retries
+	s.Pages, s.Items, s.Bytes, s.Errors, s.Retries = row.Pages, row.Items, row.Bytes, row.Errors+dead, row.Retries
+	r.DeadPages = dead
 	if c.cfg.CountItems != nil {
 		n, err := c.cfg.CountItems(ctx, r.ID)
 		if err != nil {

@@ -42,7 +42,7 @@ SET state = o.state::crawlq_run_state,
         ELSE r.error END,
     finished_at = now(), pages = s.pages,
     items = CASE WHEN p.stored >= 0 THEN p.stored ELSE s.items END,
-    bytes = s.bytes, errors = s.errors, retries = s.retries, host_pauses = s.host_pauses, errors_by_kind = k.by_kind,
+    bytes = s.bytes, errors = s.errors + p.dead, retries = s.retries, host_pauses = s.host_pauses, errors_by_kind = k.by_kind,
     dead_pages = p.dead, failed_pages = p.failed
 FROM s, k, o, p
 WHERE r.id = p.id AND r.state IN ('pending', 'running')
@@ -60,7 +60,8 @@ type FinishRunParams struct {
 // back). Stats are folded from crawlq_run_stat. The caller has checked, through the queue, that
 // the run has no unfinished job; none can appear afterwards, because only a running job of the
 // run adds more. dead_pages is the number of the run's dead pages and failed_pages a sample of
-// them (JSON); stored_items the items its sink holds (-1: unknown, use the items its pages
+// them (JSON); errors counts them beside the failures its pages recorded as they ended (a dead
+// page's stat rows count no error: it is an error while it is dead); stored_items the items its sink holds (-1: unknown, use the items its pages
 // yielded). The outcome (see crawl's Run states): cancelled when asked; failed when the run job
 // failed, when nothing was fetched but pages died or erred, or when the dead share passes
 // max_dead_share; incomplete when any page died; else succeeded. Indexes: crawlq_run_stat_run
@@ -148,9 +149,9 @@ type InsertRunRow struct {
 }
 
 // Every query on crawlq_run: spider runs (internal/crawl). The table and its indexes are in
-// internal/migrate/migrations/0002_crawl.sql, 0005_run_outcomes.sql and 0008_maintain.sql. A
-// run's counters are not written here per page (crawlq_run_stat.sql); they are folded in when the
-// run finishes (FinishRun).
+// internal/migrate/migrations/0002_crawl.sql, 0005_run_outcomes.sql, 0008_maintain.sql and
+// 0021_run_host_pauses.sql. A run's counters are not written here per page (crawlq_run_stat.sql);
+// they are folded in when the run finishes (FinishRun).
 // Creates a run, due at run_at, else delay_us (microseconds) from now. With an idempotency key already held by an
 // unfinished run of the same spider it returns that run instead: (xmax <> 0) marks the conflict
 // path. Index: crawlq_run_idempotency (the conflict target).

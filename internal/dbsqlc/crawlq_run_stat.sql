@@ -22,6 +22,15 @@ FROM crawlq_add_run_stats(sqlc.arg(run_ids)::bigint[], sqlc.arg(pages)::int[], s
                           sqlc.arg(bytes)::bigint[], sqlc.arg(errors)::int[], sqlc.arg(retries)::int[],
                           sqlc.arg(kinds)::text[], sqlc.arg(counts)::int[]) AS s;
 
+-- name: RetryRedriven :exec
+-- Counts the dead pages a redrive has just queued again (redriven) as retries, no longer as errors:
+-- in the transaction that reopened the run (crawlq_run.sql: ReopenRun), whose folded errors count
+-- them, each page's last attempt is now retried. The errors never go below 0 (a run an earlier
+-- release finished counted only some deaths among them). Index: the primary key of crawlq_run.
+INSERT INTO crawlq_run_stat (run_id, errors, retries, kind, n)
+SELECT r.id, -least(r.errors, sqlc.arg(redriven)::bigint)::int, sqlc.arg(redriven)::int, NULL, 1
+FROM crawlq_run r WHERE r.id = sqlc.arg(run_id)::bigint;
+
 -- name: LiveRunStats :one
 -- Sums a live run's stats so far. Index: crawlq_run_stat_run.
 SELECT COALESCE(sum(pages), 0)::bigint AS pages, COALESCE(sum(items), 0)::bigint AS items,

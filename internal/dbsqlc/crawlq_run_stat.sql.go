@@ -29,7 +29,7 @@ type AddRunStatParams struct {
 
 // Every query on crawlq_run_stat: what pages added to their run's stats, one row per run and
 // outcome kind per batch of pages finished together (internal/crawl; the table is in
-// internal/migrate/migrations/0002_crawl.sql). Rows are only inserted while a run lives (an insert
+// internal/migrate/migrations/0002_crawl.sql and 0021_run_host_pauses.sql). Rows are only inserted while a run lives (an insert
 // contends with nobody), folded into the run row when it finishes (crawlq_run.sql: FinishRun) and
 // deleted by maintenance after that.
 // Records a contribution to a run's stats: one page outcome (n 1), or what a command spider
@@ -162,4 +162,24 @@ func (q *Queries) LiveRunStats(ctx context.Context, runID int64) (LiveRunStatsRo
 		&i.ErrorsByKind,
 	)
 	return i, err
+}
+
+const RetryRedriven = `-- name: RetryRedriven :exec
+INSERT INTO crawlq_run_stat (run_id, errors, retries, kind, n)
+SELECT r.id, -least(r.errors, $1::bigint)::int, $1::int, NULL, 1
+FROM crawlq_run r WHERE r.id = $2::bigint
+`
+
+type RetryRedrivenParams struct {
+	Redriven int64
+	RunID    int64
+}
+
+// Counts the dead pages a redrive has just queued again (redriven) as retries, no longer as errors:
+// in the transaction that reopened the run (crawlq_run.sql: ReopenRun), whose folded errors count
+// them, each page's last attempt is now retried. The errors never go below 0 (a run an earlier
+// release finished counted only some deaths among them). Index: the primary key of crawlq_run.
+func (q *Queries) RetryRedriven(ctx context.Context, arg RetryRedrivenParams) error {
+	_, err := q.db.Exec(ctx, RetryRedriven, arg.Redriven, arg.RunID)
+	return err
 }
