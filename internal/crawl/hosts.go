@@ -19,7 +19,8 @@ import (
 // (as Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN does per process). A page waits a while for a slot,
 // holding its lease, since slots free up within a request's time; past hostWait it is put back
 // (snoozed) so one slow site cannot hold every handler. A delay, when set, is enforced across
-// every worker through Postgres as well (see reserve), which makes a domain's requests serial.
+// every worker through Postgres as well (see reserve), which makes a domain's requests serial; a
+// page waits for its turn here too (awaitTurn), within hostWait.
 
 // hostWait is how long a page waits here for one of its domain's slots before it is put back.
 const hostWait = 5 * time.Second
@@ -92,6 +93,11 @@ func (c *Crawler) takeHost(ctx context.Context, host string, s spider.Settings) 
 // is busy.
 func (c *Crawler) take(ctx context.Context, key string, limit int, delay time.Duration) (release func(), err error) {
 	free := func() {}
+	if delay > 0 && limit > 1 {
+		// With a delay the host's requests are serial anyway (reserve): its pages queue here, one
+		// at a time asking Postgres for the host's turn, rather than each polling it.
+		limit = 1
+	}
 	if limit > 0 {
 		var ok bool
 		free, ok = c.hosts.acquire(ctx, key, limit, hostWait)
@@ -105,15 +111,40 @@ func (c *Crawler) take(ctx context.Context, key string, limit int, delay time.Du
 	if delay <= 0 {
 		return free, nil
 	}
-	r, wait, err := c.reserve(ctx, key, delay)
-	if err != nil || wait > 0 {
+	r, err := c.awaitTurn(ctx, key, delay)
+	if err != nil {
 		free()
-		if err != nil {
-			return nil, err
-		}
-		return nil, queue.Snooze(wait)
+		return nil, err
 	}
 	return func() { free(); r() }, nil
+}
+
+// awaitTurn reserves key's politeness slot (reserve), waiting here for key's turn while the waits
+// add up to at most hostWait, and returns the function that frees the slot after the request.
+// A page put back (snoozed) for its turn is claimed again only at its worker's next claim, which
+// made a delay cost about twice what it says; past hostWait (another process holds the host for
+// long, or many pages queue for it) the page is put back with the wait.
+func (c *Crawler) awaitTurn(ctx context.Context, key string, delay time.Duration) (func(), error) {
+	budget := hostWait
+	for {
+		r, wait, err := c.reserve(ctx, key, delay)
+		switch {
+		case err != nil:
+			return nil, err
+		case wait == 0:
+			return r, nil
+		case wait > budget:
+			return nil, queue.Snooze(wait)
+		}
+		budget -= wait
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+	}
 }
 
 // reserve takes key (a host, or a proxy's row) for one request. It returns the function that
