@@ -55,6 +55,11 @@ func (c *Crawler) policy(ctx context.Context, ri *runInfo, f *fetch.Fetcher, v *
 	if err != nil {
 		return nil, 0, nil // the fetch will report the bad URL
 	}
+	return c.policyAt(ctx, ri, f, v, origin, pageURL)
+}
+
+// policyAt is policy for a page whose robots.txt URL (origin) the caller has worked out.
+func (c *Crawler) policyAt(ctx context.Context, ri *runInfo, f *fetch.Fetcher, v *via, origin, pageURL string) (*robots.Policy, time.Duration, error) {
 	p, wait, claimed, err := c.knownPolicy(ctx, ri, origin)
 	if !claimed {
 		return p, wait, err

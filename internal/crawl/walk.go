@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"crawlq/internal/fetch"
+	"crawlq/internal/robots"
 	"crawlq/internal/spider"
 	"crawlq/internal/urlstate"
 )
@@ -53,11 +54,13 @@ func (c *Crawler) walkFrom(ctx context.Context, ri *runInfo, self string, links 
 	w := &walk{}
 	line := spider.StateLine(ri.spider)
 	deadline := c.clk.Now().Add(walkFor)
+	ask := c.walkAskers(ctx, ri)
+	defer ask.stop()
 	frontier := c.walkMark(ri, self, links)
 	for len(frontier) > 0 && len(w.pages) < walkMax && c.clk.Now().Before(deadline) && ctx.Err() == nil && !c.isCancelled(ri.id) {
 		level := frontier[:min(len(frontier), walkMax-len(w.pages))]
 		rest := frontier[len(level):]
-		next, left := c.walkLevel(ctx, ri, line, level, w)
+		next, left := c.walkLevel(ctx, ri, line, level, w, ask)
 		w.follow = append(w.follow, left...)
 		frontier = append(rest, c.walkMark(ri, self, next)...)
 	}
@@ -90,14 +93,14 @@ func (c *Crawler) walkMark(ri *runInfo, self string, links []pageArgs) []pageArg
 			keep = append(keep, l)
 		}
 	}
-	links, _ = distinctPages(ri.id, keep)
-	return c.seen.mark(ri.id, links)
+	// mark keeps a link once however often it repeats (it marks the first it returns).
+	return c.seen.mark(ri.id, keep)
 }
 
 // walkLevel asks the pages of one level: their states in one statement, then each with its
 // validators. It records those found as they were in w and returns their stored links (the next
 // level) and the pages left to jobs.
-func (c *Crawler) walkLevel(ctx context.Context, ri *runInfo, line string, level []pageArgs, w *walk) (next, left []pageArgs) {
+func (c *Crawler) walkLevel(ctx context.Context, ri *runInfo, line string, level []pageArgs, w *walk, ask *walkAskers) (next, left []pageArgs) {
 	urls := make([]string, len(level))
 	for i, p := range level {
 		urls[i] = p.URL
@@ -107,30 +110,18 @@ func (c *Crawler) walkLevel(ctx context.Context, ri *runInfo, line string, level
 		c.log.Warn("walk: read url states; the pages become jobs", "run", ri.id, "pages", len(level), "err", err)
 		return nil, level
 	}
-	type asked struct {
-		a    pageArgs
-		page *urlstate.Page
-		prev *urlstate.State
-	}
-	results := make([]asked, len(level))
-	sem := make(chan struct{}, max(1, min(walkFetch, ri.settings.Concurrency)))
-	var wg sync.WaitGroup
+	results := make([]walkReq, len(level))
+	var done sync.WaitGroup
 	for i, a := range level {
-		results[i].a = a
-		rv := &revisit{key: urlstate.Key{Spider: ri.name, Line: line, URL: a.URL}, prev: states[a.URL], s: ri.settings}
-		if !rv.conditional() {
-			continue // no state, or its last answer was not a page: its job fetches and parses it
-		}
-		results[i].prev = rv.prev
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			results[i].page = c.walkAsk(ctx, ri, a, rv)
-		}()
+		r := &results[i]
+		r.a, r.prev, r.done = a, states[a.URL], &done
+		if (&revisit{prev: r.prev, s: ri.settings}).conditional() {
+			r.key = urlstate.Key{Spider: ri.name, Line: line, URL: a.URL}
+			done.Add(1)
+			ask.ask(r)
+		} // else no state, or its last answer was not a page: its job fetches and parses it
 	}
-	wg.Wait()
+	done.Wait()
 	for _, r := range results {
 		if r.page == nil {
 			left = append(left, r.a)
@@ -142,6 +133,58 @@ func (c *Crawler) walkLevel(ctx context.Context, ri *runInfo, line string, level
 		}
 	}
 	return next, left
+}
+
+// walkReq is a page of a walk to ask, and what asking it found (page nil: left to a page job).
+type walkReq struct {
+	a    pageArgs
+	key  urlstate.Key
+	prev *urlstate.State
+	page *urlstate.Page
+	done *sync.WaitGroup
+}
+
+// walkAskers are the goroutines that ask a walk's pages, up to walkFetch (and the spider's
+// concurrency) at once. They live as long as the walk and ask page after page, started as the
+// pages wait for one, rather than a goroutine a page: each grows its stack through net/http
+// once a walk, not once a page (7% of a recrawl's CPU).
+type walkAskers struct {
+	c       *Crawler
+	ctx     context.Context
+	ri      *runInfo
+	reqs    chan *walkReq
+	started int
+	max     int
+	wg      sync.WaitGroup
+}
+
+func (c *Crawler) walkAskers(ctx context.Context, ri *runInfo) *walkAskers {
+	return &walkAskers{c: c, ctx: ctx, ri: ri, reqs: make(chan *walkReq), max: max(1, min(walkFetch, ri.settings.Concurrency))}
+}
+
+// ask hands r to an idle asker, or to a new one while fewer than max run, or else waits for one.
+func (w *walkAskers) ask(r *walkReq) {
+	select {
+	case w.reqs <- r:
+		return
+	default:
+	}
+	if w.started < w.max {
+		w.started++
+		w.wg.Go(func() {
+			for r := range w.reqs {
+				r.page = w.c.walkAsk(w.ctx, w.ri, r.a, &revisit{key: r.key, prev: r.prev, s: w.ri.settings})
+				r.done.Done()
+			}
+		})
+	}
+	w.reqs <- r
+}
+
+// stop ends the askers (none is asking: every level waits for its pages).
+func (w *walkAskers) stop() {
+	close(w.reqs)
+	w.wg.Wait()
 }
 
 // walkAsk asks one page of a walk as its job would (robots.txt, its host's health and slots, its
@@ -157,7 +200,8 @@ func (c *Crawler) walkAsk(ctx context.Context, ri *runInfo, a pageArgs, rv *revi
 		return nil
 	}
 	// A walked URL is a stored link, canonical already, so its parsed host is urlx.Host's
-	// (which canonicalises and parses it again: 6% of a recrawl's CPU in this process).
+	// (which canonicalises and parses it again: 6% of a recrawl's CPU in this process); the
+	// request is sent from this parse too.
 	u, err := url.Parse(a.URL)
 	if err != nil {
 		return nil
@@ -171,7 +215,11 @@ func (c *Crawler) walkAsk(ctx context.Context, ri *runInfo, a pageArgs, rv *revi
 		return nil
 	}
 	if s.ObeyRobots {
-		pol, wait, err := c.policy(ctx, ri, f, nil, a.URL)
+		origin, err := robots.RobotsURLOf(u)
+		if err != nil {
+			return nil
+		}
+		pol, wait, err := c.policyAt(ctx, ri, f, nil, origin, a.URL)
 		if err != nil || wait > 0 {
 			return nil
 		}
@@ -184,7 +232,7 @@ func (c *Crawler) walkAsk(ctx context.Context, ri *runInfo, a pageArgs, rv *revi
 		return nil // busy: its job waits its turn
 	}
 	start := c.clk.Now()
-	res, ferr := f.FetchWith(ctx, a.URL, fetch.Validators{ETag: rv.prev.ETag, LastModified: rv.prev.LastModified}, nil)
+	res, ferr := f.FetchURL(ctx, u, fetch.Validators{ETag: rv.prev.ETag, LastModified: rv.prev.LastModified}, nil)
 	release()
 	if ferr != nil || res.Location != "" || !rv.unchanged(res) {
 		return nil // changed, moved or failed: its job handles it (and retries it)

@@ -146,7 +146,8 @@ type Result struct {
 	// (invalid bytes become U+FFFD); other content types are left as received.
 	Body []byte
 	// ContentType is the lower-cased media type without parameters (the charset no
-	// longer applies to Body), sniffed from the body when the server sent none.
+	// longer applies to Body), sniffed from the body when the server sent none (empty
+	// when it sent none and no body either: a 304, a 204).
 	ContentType string
 	// Bytes is the number of body bytes read off the wire (compressed size).
 	Bytes int64
@@ -267,6 +268,24 @@ func (f *Fetcher) FetchWith(ctx context.Context, rawURL string, v Validators, co
 	return f.fetch(ctx, rawURL, v, cookies)
 }
 
+// FetchURL is FetchWith for a URL the caller has parsed already (a crawler that read its host
+// and path for robots.txt), which it does not parse again. u is not modified, and must not be
+// while the fetch runs.
+func (f *Fetcher) FetchURL(ctx context.Context, u *url.URL, v Validators, cookies []*http.Cookie) (*Result, error) {
+	took := clock.StartStopwatch()
+	reqCtx, cancel := context.WithTimeoutCause(ctx, f.cfg.ReadTimeout, ErrTimeout)
+	defer cancel()
+	if strings.HasSuffix(u.Host, ":") {
+		// As NewRequest does: "host:" is the host with its default port.
+		c := *u
+		c.Host = strings.TrimSuffix(c.Host, ":")
+		u = &c
+	}
+	req := (&http.Request{Method: http.MethodGet, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: make(http.Header, 6), Host: u.Host}).WithContext(reqCtx)
+	return f.do(ctx, reqCtx, req, took, v, cookies)
+}
+
 func (f *Fetcher) fetch(ctx context.Context, rawURL string, v Validators, cookies []*http.Cookie) (*Result, error) {
 	took := clock.StartStopwatch()
 	reqCtx, cancel := context.WithTimeoutCause(ctx, f.cfg.ReadTimeout, ErrTimeout)
@@ -276,11 +295,17 @@ func (f *Fetcher) fetch(ctx context.Context, rawURL string, v Validators, cookie
 	if err != nil {
 		return nil, fmt.Errorf("parse url: %w: %w", ErrInvalidURL, err)
 	}
+	return f.do(ctx, reqCtx, req, took, v, cookies)
+}
+
+// do sends req (its context reqCtx: ctx with the read timeout) with the fetcher's headers, v and
+// cookies, and reads its answer; took started with the fetch.
+func (f *Fetcher) do(ctx, reqCtx context.Context, req *http.Request, took clock.Stopwatch, v Validators, cookies []*http.Cookie) (*Result, error) {
 	if err := checkScheme(req.URL); err != nil {
 		return nil, err
 	}
 	if req.URL.Host == "" {
-		return nil, fmt.Errorf("parse url %q: %w: no host", rawURL, ErrInvalidURL)
+		return nil, fmt.Errorf("parse url %q: %w: no host", req.URL.Redacted(), ErrInvalidURL)
 	}
 	// The header values are shared by every request: net/http only reads them (a redirect
 	// copies them first), and Set would allocate a slice per header per page.
@@ -334,6 +359,15 @@ func (f *Fetcher) fetch(ctx context.Context, rawURL string, v Validators, cookie
 		// Checked before reading: a compressed body this large decodes to at least
 		// about as much.
 		return nil, fmt.Errorf("read body of %s: %w: Content-Length %d > %d", res.URL, ErrBodyTooLarge, resp.ContentLength, f.cfg.MaxBodyBytes)
+	}
+	if resp.Body == http.NoBody {
+		// An answer without a body (a 304, a 204): nothing to read, decode or sniff, which a
+		// recrawl's every page would pay for nothing.
+		if ct := resp.Header.Get("Content-Type"); ct != "" {
+			res.ContentType, _ = decodeText(nil, ct)
+		}
+		res.Elapsed = took.Elapsed()
+		return res, nil
 	}
 	raw, wire, err := readBody(resp, f.cfg.MaxBodyBytes)
 	if err != nil {

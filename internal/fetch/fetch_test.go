@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -810,11 +811,80 @@ func TestFetchIfSendsValidators(t *testing.T) {
 	if err != nil || res.Status != http.StatusNotModified || len(res.Body) != 0 {
 		t.Fatalf("FetchIf = %+v, %v; want a 304 without body or error", res, err)
 	}
+	// No body is read or sniffed for it: no content type is made up.
+	if res.ContentType != "" {
+		t.Errorf("a 304 without Content-Type: ContentType %q, want none", res.ContentType)
+	}
 	if got.Get("If-None-Match") != `"v1"` || got.Get("If-Modified-Since") != "Thu, 01 Jan 2026 00:00:00 GMT" {
 		t.Errorf("sent If-None-Match %q, If-Modified-Since %q", got.Get("If-None-Match"), got.Get("If-Modified-Since"))
 	}
 	res, err = f.Fetch(context.Background(), srv.URL)
 	if err != nil || res.Status != 200 || got.Get("If-None-Match") != "" {
 		t.Errorf("Fetch = %v, %v, sent If-None-Match %q; want 200 and no validator", res.Status, err, got.Get("If-None-Match"))
+	}
+}
+
+// FetchURL fetches a URL parsed already as Fetch fetches its text: the same request (validators,
+// headers, "host:" as the host), the same answer, and the caller's URL left as it was.
+func TestFetchURLSendsTheParsedURL(t *testing.T) {
+	var got *http.Request
+	srv := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Clone(context.Background())
+		if r.Header.Get("If-None-Match") == `"v1"` {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, "<html>page</html>")
+	}))
+	f := newFetcher(t, Config{NoFollow: true, UserAgent: "ua/1"})
+	u, err := url.Parse(srv.URL + "/a/b?c=d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := *u
+	res, err := f.FetchURL(context.Background(), u, Validators{}, []*http.Cookie{{Name: "s", Value: "1"}})
+	if err != nil || res.Status != 200 || string(res.Body) != "<html>page</html>" || res.ContentType != "text/html" || res.URL != srv.URL+"/a/b?c=d" {
+		t.Fatalf("FetchURL = %+v, %v; want the page", res, err)
+	}
+	if got.URL.RequestURI() != "/a/b?c=d" || got.Host != u.Host || got.UserAgent() != "ua/1" || got.Header.Get("Cookie") != "s=1" || got.Header.Get("Accept-Encoding") != "gzip, deflate" {
+		t.Errorf("sent %s %s, Host %q, headers %v", got.Method, got.URL, got.Host, got.Header)
+	}
+	res, err = f.FetchURL(context.Background(), u, Validators{ETag: `"v1"`}, nil)
+	if err != nil || res.Status != http.StatusNotModified || len(res.Body) != 0 {
+		t.Errorf("FetchURL with validators = %+v, %v; want a 304", res, err)
+	}
+	colon := *u
+	colon.Host += ":"
+	if res, err := f.FetchURL(context.Background(), &colon, Validators{}, nil); err != nil || res.Status != 200 || got.Host != u.Host {
+		t.Errorf("FetchURL of %q = %v, %v, sent Host %q; want the page from %q", colon.Host, res, err, got.Host, u.Host)
+	}
+	if *u != before || colon.Host != u.Host+":" {
+		t.Errorf("FetchURL changed the caller's URL: %v, %v", u, &colon)
+	}
+	if _, err := f.FetchURL(context.Background(), &url.URL{Scheme: "ftp", Host: "example.com"}, Validators{}, nil); !errors.Is(err, ErrScheme) {
+		t.Errorf("FetchURL of an ftp URL: %v, want ErrScheme", err)
+	}
+	if _, err := f.FetchURL(context.Background(), &url.URL{Scheme: "http", Path: "/x"}, Validators{}, nil); !errors.Is(err, ErrInvalidURL) {
+		t.Errorf("FetchURL of a URL without host: %v, want ErrInvalidURL", err)
+	}
+}
+
+// BenchmarkFetchNotModified is a recrawl's request: a conditional GET answered 304.
+func BenchmarkFetchNotModified(b *testing.B) {
+	srv := serve(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("ETag", `"v1"`)
+		w.WriteHeader(http.StatusNotModified)
+	}))
+	f := newFetcher(b, Config{NoFollow: true})
+	u, err := url.Parse(srv.URL + "/page")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if res, err := f.FetchURL(context.Background(), u, Validators{ETag: `"v1"`}, nil); err != nil || res.Status != http.StatusNotModified {
+			b.Fatalf("FetchURL = %v, %v", res, err)
+		}
 	}
 }

@@ -212,13 +212,19 @@ func RobotsURL(pageURL string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("parse page url: %w: %w", ErrInvalidURL, err)
 	}
+	return RobotsURLOf(u)
+}
+
+// RobotsURLOf is RobotsURL of a page URL parsed already (a crawler that parsed it for its host
+// and path does not parse it again).
+func RobotsURLOf(u *url.URL) (string, error) {
 	scheme := strings.ToLower(u.Scheme)
 	if scheme != "http" && scheme != "https" {
-		return "", fmt.Errorf("parse page url %q: %w: scheme must be http or https", pageURL, ErrInvalidURL)
+		return "", fmt.Errorf("parse page url %q: %w: scheme must be http or https", u.Redacted(), ErrInvalidURL)
 	}
 	host := strings.ToLower(u.Hostname())
 	if host == "" {
-		return "", fmt.Errorf("parse page url %q: %w: no host", pageURL, ErrInvalidURL)
+		return "", fmt.Errorf("parse page url %q: %w: no host", u.Redacted(), ErrInvalidURL)
 	}
 	port := u.Port()
 	if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {

@@ -234,6 +234,10 @@ func TestRobotsURL(t *testing.T) {
 			t.Errorf("RobotsURL(%q) = %q, %v; want ErrInvalidURL", in, got, err)
 		}
 	}
+	// The error names the URL without its password.
+	if _, err := RobotsURL("ftp://user:s3cret@example.com/"); err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("RobotsURL of an ftp URL with a password: %v; want an error without it", err)
+	}
 }
 
 func TestCache(t *testing.T) {
