@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -189,8 +188,10 @@ standard error and in the run's log.`,
 
 func runsCmd() *Command {
 	return &Command{
-		Name: "runs", Synopsis: "list spider runs", Usage: "[--spider NAME] [--state S,...] [--limit N] [--json]",
-		Help: `Lists runs newest first with their stats. With --spider, a history: each run's figures (a
+		Name: "runs", Synopsis: "list spider runs", Usage: "[--spider NAME] [--state S|monitors_failed,...] [--limit N] [--json]",
+		Help: `Lists runs newest first with their stats; a run judged with a failed monitor shows its state as
+"succeeded (monitors failed)" (crawlq run's outcome monitors_failed), and --state monitors_failed
+selects those runs. With --spider, a history: each run's figures (a
 succeeded run's with their change against the last succeeded run before it: a cancelled or failed
 run stopped part way, so it is not a baseline), its monitors' verdict (and which failed) and its field
 coverage (each field's share of the run's items). --json adds each run's report.`,
@@ -198,7 +199,7 @@ coverage (each field's share of the run's items). --json adds each run's report.
 			pg := dbFlag(fs, env)
 			var p crawl.ListParams
 			fs.StringVar(&p.Spider, "spider", "", "only this spider")
-			states := fs.String("state", "", "only these states: "+strings.Join(crawl.States, ", "))
+			states := fs.String("state", "", "only these states: "+strings.Join(crawl.States, ", ")+"; or the outcome "+outcomeMonitorsFailed+" (a run judged with a failed monitor)")
 			fs.IntVar(&p.Limit, "limit", 20, "at most this many (1..1000)")
 			asJSON := fs.Bool("json", false, "print JSON")
 			return func(ctx context.Context, args []string) error {
@@ -206,11 +207,7 @@ coverage (each field's share of the run's items). --json adds each run's report.
 					p.States = strings.Split(*states, ",")
 				}
 				return pg.withNode(ctx, "", func(n *node.Node) error {
-					runs, err := n.Crawler.List(ctx, p)
-					if err != nil {
-						return err
-					}
-					views, err := withReports(ctx, n, runs)
+					views, err := listRuns(ctx, n, p)
 					if err != nil {
 						return err
 					}
@@ -220,13 +217,7 @@ coverage (each field's share of the run's items). --json adds each run's report.
 					if p.Spider != "" {
 						return printHistory(env.Stdout, views)
 					}
-					tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-					fmt.Fprintln(tw, "ID\tSPIDER\tSTATE\tPAGES\tITEMS\tERRORS\tDEAD\tSECONDS\tCREATED")
-					for _, r := range runs {
-						fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%.1f\t%s\n", r.ID, r.Spider, r.State, r.Stats.Pages, r.Stats.Items,
-							r.Stats.Errors, r.DeadPages, r.Stats.Duration, r.CreatedAt.Format(time.RFC3339))
-					}
-					return tw.Flush()
+					return printRunTable(env.Stdout, views)
 				})
 			}
 		},

@@ -319,8 +319,8 @@ func remoteRuns(ctx context.Context, c *apiClient, env *Env, fs *flag.FlagSet, _
 	var states []string
 	if s := flagString(fs, "state"); s != "" {
 		for _, st := range strings.Split(s, ",") {
-			if !slices.Contains(crawl.States, st) {
-				return usageErr("--state %q: want some of %s", st, strings.Join(crawl.States, ", "))
+			if !slices.Contains(crawl.States, st) && st != outcomeMonitorsFailed {
+				return usageErr("--state %q: want some of %s, %s", st, strings.Join(crawl.States, ", "), outcomeMonitorsFailed)
 			}
 			states = append(states, st)
 		}
@@ -344,7 +344,7 @@ func remoteRuns(ctx context.Context, c *apiClient, env *Env, fs *flag.FlagSet, _
 	var runs []view.Run
 	for _, g := range [][]apiJob{ans.Pending, ans.Running, ans.Finished} {
 		for _, j := range g {
-			if r := j.run(); len(states) == 0 || slices.Contains(states, r.State) {
+			if r := j.run(); len(states) == 0 || slices.Contains(states, r.State) || slices.Contains(states, r.Outcome) {
 				runs = append(runs, r)
 			}
 		}
@@ -370,7 +370,7 @@ func printRunTable(w io.Writer, runs []view.Run) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSPIDER\tSTATE\tPAGES\tITEMS\tERRORS\tDEAD\tSECONDS\tCREATED")
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%.1f\t%s\n", r.ID, r.Spider, r.State, r.Stats.Pages, r.Stats.Items,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%.1f\t%s\n", r.ID, r.Spider, stateShown(r), r.Stats.Pages, r.Stats.Items,
 			r.Stats.Errors, r.DeadPages, r.Stats.DurationSeconds, r.CreatedAt.Format(time.RFC3339))
 	}
 	return tw.Flush()

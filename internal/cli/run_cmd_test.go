@@ -244,4 +244,22 @@ func TestRunExitMonitorsFailed(t *testing.T) {
 	if code, _, _ := run(t, url, "run", id, "--fail-on", "monitors_failed"); code != 6 {
 		t.Errorf("run --fail-on monitors_failed: exit %d; want 6", code)
 	}
+	// crawlq runs shows the outcome beside the state, and --state monitors_failed selects the run;
+	// a run still pending is not among them.
+	if code, _, errs := run(t, url, "schedule", "--spiders", dir, "--spider", "strict", "--delay", "1h"); code != 0 {
+		t.Fatalf("schedule: %d %q", code, errs)
+	}
+	if code, out, errs := run(t, url, "runs"); code != 0 || !regexp.MustCompile(`(?m)^`+id+` +strict +succeeded \(monitors failed\) `).MatchString(out) {
+		t.Errorf("runs: exit %d, %q %q; want run %s shown succeeded (monitors failed)", code, out, errs, id)
+	}
+	for _, states := range []string{"monitors_failed", "monitors_failed,cancelled"} {
+		code, out, errs := run(t, url, "runs", "--state", states, "--json")
+		var runs []struct {
+			ID      int64
+			Outcome string
+		}
+		if err := json.Unmarshal([]byte(out), &runs); code != 0 || err != nil || len(runs) != 1 || strconv.FormatInt(runs[0].ID, 10) != id || runs[0].Outcome != "monitors_failed" {
+			t.Errorf("runs --state %s: exit %d, %q %q; want run %s alone", states, code, out, errs, id)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -30,6 +31,65 @@ func withReports(ctx context.Context, n *node.Node, runs []*crawl.Run) ([]view.R
 		out[i] = view.NewRun(r, reps[r.ID])
 	}
 	return out, nil
+}
+
+// listRuns lists runs as p asks, with their reports. p.States may hold the outcome
+// monitors_failed besides the run states: a succeeded or incomplete run judged with a failed
+// monitor, a verdict kept in the run's report, not its state, so those are read page by page
+// until p.Limit of them are found.
+func listRuns(ctx context.Context, n *node.Node, p crawl.ListParams) ([]view.Run, error) {
+	if !slices.Contains(p.States, outcomeMonitorsFailed) {
+		runs, err := n.Crawler.List(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		return withReports(ctx, n, runs)
+	}
+	limit := p.Limit
+	if limit == 0 {
+		limit = 100
+	}
+	var asked []string // states asked for besides the outcome
+	for _, s := range p.States {
+		if s != outcomeMonitorsFailed {
+			asked = append(asked, s)
+		}
+	}
+	q := p
+	q.States = slices.Concat(asked, []string{crawl.StateSucceeded, crawl.StateIncomplete})
+	q.Limit = 1000
+	var out []view.Run
+	for {
+		runs, err := n.Crawler.List(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		views, err := withReports(ctx, n, runs)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range views {
+			if v.Outcome == outcomeMonitorsFailed || slices.Contains(asked, v.State) {
+				out = append(out, v)
+				if len(out) == limit {
+					return out, nil
+				}
+			}
+		}
+		if len(runs) < q.Limit {
+			return out, nil
+		}
+		q.Before = runs[len(runs)-1].ID
+	}
+}
+
+// stateShown is a run's state as runs prints it: with "(monitors failed)" for a run whose outcome
+// is monitors_failed, which its state alone (succeeded, incomplete) does not say.
+func stateShown(r view.Run) string {
+	if r.Outcome == outcomeMonitorsFailed {
+		return r.State + " (monitors failed)"
+	}
+	return r.State
 }
 
 // printHistory prints one spider's runs, newest first, each succeeded run with its figures and
