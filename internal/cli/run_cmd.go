@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"crawlq/internal/crawl"
 	"crawlq/internal/events"
 	"crawlq/internal/node"
+	"crawlq/internal/spiderstore"
 	"crawlq/internal/view"
 )
 
@@ -126,6 +128,11 @@ func showRun(ctx context.Context, env *Env, n *node.Node, id int64, wait bool, f
 	if v.Events, err = events.RunEvents(ctx, n.Queue.Pool(), id); err != nil {
 		return err
 	}
+	if rec, err := n.Store.Run(ctx, id); err == nil {
+		v.Version = rec.Version
+	} else if !errors.Is(err, spiderstore.ErrNotFound) {
+		return err
+	}
 	if err := writeJSON(env.Stdout, v); err != nil {
 		return err
 	}
@@ -202,7 +209,8 @@ Without --wait or --watch, a finished run not judged yet exits by its state.`
 func runCmd() *Command {
 	return &Command{
 		Name: "run", Synopsis: "show one spider run", Usage: "ID [--wait | --watch] [--fail-on OUTCOMES]", Args: one("run ID"),
-		Help: `Prints a run with its stats (so far, while it runs) as JSON: its state, dead_pages and a
+		Help: `Prints a run with its stats (so far, while it runs) as JSON: the spider version it pinned or
+ran (version, for a stored spider: crawlq spider versions NAME), its state, dead_pages and a
 sample of failed_pages with their last error once it has finished, its outcome and report
 (monitors' verdict and results, field coverage) once it has been judged, and its state-change
 events, each with when it was published (published_at) or why it was not (not_published:

@@ -88,6 +88,11 @@ func TestScheduleVersion(t *testing.T) {
 	if err := p.QueryRow(context.Background(), "SELECT version FROM crawlq_spider_run WHERE run_id = $1", strings.TrimSpace(out)).Scan(&version); err != nil || version != "1" {
 		t.Fatalf("the run's record: version %q (%v), want 1", version, err)
 	}
+	// crawlq run shows the version the run pinned (or ran).
+	code, shown, errs := run(t, url, "run", strings.TrimSpace(out))
+	if code != 0 || !strings.Contains(shown, `"version": "1"`) {
+		t.Errorf("crawlq run of a run pinned to version 1: exit %d, %s %q; want \"version\": \"1\"", code, shown, errs)
+	}
 	code, _, errs = run(t, url, "schedule", "--spider", "shop", "--version", "7")
 	if code != 1 || !strings.Contains(errs, `unknown version "7" of spider "shop" (its versions: 1, 2)`) {
 		t.Fatalf("schedule --version 7: %d %q", code, errs)

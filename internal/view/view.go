@@ -20,8 +20,12 @@ import (
 // Run is a spider run: `crawlq run`, `crawlq runs --json`, and the core of the api's status and
 // listjobs jobs (api.Job adds Scrapyd's fields).
 type Run struct {
-	ID              int64             `json:"id"`
-	Spider          string            `json:"spider"`
+	ID     int64  `json:"id"`
+	Spider string `json:"spider"`
+	// Version is the spider version the run pinned or ran ("" when none is recorded: a spec
+	// loaded in-process, or a run not started). It is the spider store's record of the run, which
+	// its reader sets (crawlq run; the api's Job has it as its own version).
+	Version         string            `json:"version,omitempty"`
 	Args            map[string]string `json:"args"`
 	Settings        crawl.Overrides   `json:"settings"`
 	Priority        int               `json:"priority"`
