@@ -157,9 +157,7 @@ emulator (AWS_ENDPOINT_URL set, LocalStack or moto) it only warns.`,
 					}
 					return nil
 				}
-				if err := cfg.Init(ctx); err != nil {
-					return err
-				}
+				// No init before: Apply runs it (a second one would cost seconds).
 				out, err := cfg.Apply(ctx)
 				if err != nil {
 					return err
@@ -188,10 +186,7 @@ there are changes, and says which.`,
 				if err != nil {
 					return err
 				}
-				if err := cfg.Init(ctx); err != nil {
-					return err
-				}
-				changes, err := cfg.Plan(ctx)
+				changes, err := cfg.Plan(ctx) // runs init
 				if err != nil {
 					return err
 				}
@@ -235,14 +230,8 @@ snapshot gets a name of its own.`,
 				if err != nil {
 					return err
 				}
-				if err := cfg.Init(ctx); err != nil {
-					return err
-				}
-				kept, err := cfg.Kept(ctx)
+				kept, err := cfg.Destroy(ctx)
 				if err != nil {
-					return err
-				}
-				if err := cfg.Destroy(ctx); err != nil {
 					if errors.Is(err, deploy.ErrDeletionProtected) {
 						return usageErr("%v; nothing was deleted. Turn protection off, then destroy:\n  %s\n  %s",
 							err, d.command("deploy", "db_deletion_protection=false"), d.command("destroy --yes", ""))

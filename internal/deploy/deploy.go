@@ -384,7 +384,7 @@ type Kept struct {
 }
 
 // Kept returns what destroying the current state keeps: the final snapshot of each RDS
-// instance that takes one. An empty or missing state keeps nothing.
+// instance that takes one. An empty or missing state keeps nothing. (Destroy returns the same.)
 func (c Config) Kept(ctx context.Context) ([]Kept, error) {
 	f, err := c.facts(ctx)
 	return f.kept, err
@@ -442,24 +442,26 @@ func (c Config) facts(ctx context.Context) (stateFacts, error) {
 	return f, nil
 }
 
-// Destroy runs init, checks that nothing in the state refuses deletion (ErrDeletionProtected,
-// before deleting anything), then runs `terraform destroy`. Call Kept first to learn what it
-// will leave behind. Neither the state nor the destroy plan (every resource's attributes) is
-// written to Stdout: terraform's output goes to DestroyLog in WorkDir.
-func (c Config) Destroy(ctx context.Context) error {
+// Destroy runs init, reads the state once, refuses (ErrDeletionProtected, before deleting
+// anything) when something in it refuses deletion, then runs `terraform destroy` and returns what
+// the destroy kept (Kept, as read before it ran). Neither the state nor the destroy plan (every
+// resource's attributes) is written to Stdout: terraform's output goes to DestroyLog in WorkDir.
+// One init and one read of the state: each terraform command that reads the state starts the AWS
+// provider to load its schema, seconds of CPU.
+func (c Config) Destroy(ctx context.Context) (kept []Kept, err error) {
 	tf, err := c.terraform()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := c.init(ctx, tf); err != nil {
-		return err
+		return nil, err
 	}
 	f, err := c.facts(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(f.protected) > 0 {
-		return fmt.Errorf("%w: %s", ErrDeletionProtected, strings.Join(f.protected, ", "))
+		return nil, fmt.Errorf("%w: %s", ErrDeletionProtected, strings.Join(f.protected, ", "))
 	}
 	var opts []tfexec.DestroyOption
 	for _, v := range c.VarArgs(c.base()) {
@@ -470,7 +472,7 @@ func (c Config) Destroy(ctx context.Context) error {
 	logPath := filepath.Join(c.workDir(), DestroyLog)
 	logFile, err := os.Create(logPath)
 	if err != nil {
-		return fmt.Errorf("create destroy log: %w", err)
+		return nil, fmt.Errorf("create destroy log: %w", err)
 	}
 	defer logFile.Close()
 	lw := &lockedWriter{w: logFile}
@@ -482,12 +484,12 @@ func (c Config) Destroy(ctx context.Context) error {
 	}
 	fmt.Fprintf(out, "terraform destroy: running (its full output goes to %s)\n", logPath)
 	if err := tf.Destroy(ctx, opts...); err != nil {
-		return fmt.Errorf("destroy terraform (full output in %s): %w", logPath, err)
+		return nil, fmt.Errorf("destroy terraform (full output in %s): %w", logPath, err)
 	}
 	if line := lastLine(logPath, "Destroy complete!"); line != "" {
 		fmt.Fprintf(out, "terraform destroy: %s\n", line)
 	}
-	return nil
+	return f.kept, nil
 }
 
 // DestroyLog is the file in WorkDir that receives terraform destroy's output.

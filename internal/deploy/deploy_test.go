@@ -142,7 +142,7 @@ func TestDestroyPrintsNoState(t *testing.T) {
 		t.Fatal(err)
 	}
 	out.Reset()
-	err = c.Destroy(ctx)
+	_, err = c.Destroy(ctx)
 	if !errors.Is(err, deploy.ErrDeletionProtected) || !strings.Contains(err.Error(), "module.database.aws_db_instance.this") {
 		t.Fatalf("Destroy: %v, want ErrDeletionProtected naming the instance", err)
 	}
