@@ -60,50 +60,54 @@ func runAWS(ctx context.Context, out any, args []string) error {
 	return nil
 }
 
-// pushImage puts an image into the stack's repository through the ECR API, as a push does
-// (the emulator has no registry to push layers to): a manifest naming a config and a layer.
-func pushImage(t *testing.T, ctx context.Context, repo, tag string) {
+// fill leaves in the account what a default deploy and a crawl leave: an image in the
+// repository repo and items, in several versions, in the versioned bucket.
+//
+// The image goes in through the ECR API, as a push does (the emulator has no registry to push
+// layers to): a manifest naming a config and a layer. The items are written as a crawl does,
+// one of them twice (so the bucket holds an old version too). moto evaluates the bucket's
+// TLS-only policy, and its endpoint is plain HTTP, so the policy is lifted for the writes (as
+// if they came over TLS) and put back as it was.
+//
+// Calls that do not depend on each other run side by side (each aws CLI call spends most of
+// its time starting Python): five rounds instead of nine calls one after the other.
+func fill(t *testing.T, ctx context.Context, repo, bucket string) {
 	t.Helper()
+	dir := t.TempDir()
 	digest := func(s string) string { return fmt.Sprintf("sha256:%x", sha256.Sum256([]byte(s))) }
 	manifest, _ := json.Marshal(map[string]any{
 		"schemaVersion": 2,
 		"mediaType":     "application/vnd.docker.distribution.manifest.v2+json",
-		"config":        map[string]any{"mediaType": "application/vnd.docker.container.image.v1+json", "size": 6, "digest": digest("config" + tag)},
-		"layers":        []any{map[string]any{"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip", "size": 5, "digest": digest("layer" + tag)}},
+		"config":        map[string]any{"mediaType": "application/vnd.docker.container.image.v1+json", "size": 6, "digest": digest("config")},
+		"layers":        []any{map[string]any{"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip", "size": 5, "digest": digest("layer")}},
 	})
-	f := filepath.Join(t.TempDir(), "manifest.json")
-	if err := os.WriteFile(f, manifest, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	awsCLI(t, ctx, nil, "ecr", "put-image", "--repository-name", repo, "--image-tag", tag, "--image-manifest", "file://"+f)
-	var imgs struct{ ImageIds []any }
-	awsCLI(t, ctx, &imgs, "ecr", "list-images", "--repository-name", repo)
-	if len(imgs.ImageIds) == 0 {
-		t.Fatalf("no image in %s after put-image", repo)
-	}
-}
-
-// putItems writes items into the versioned bucket, one of them twice (so it holds an old
-// version too), as a crawl does. moto evaluates the bucket's TLS-only policy, and its endpoint
-// is plain HTTP, so the policy is lifted for the writes (as if they came over TLS) and put back
-// as it was.
-func putItems(t *testing.T, ctx context.Context, bucket string) {
-	t.Helper()
-	dir := t.TempDir()
-	f := filepath.Join(dir, "items.jl")
-	if err := os.WriteFile(f, []byte(`{"title":"a"}`+"\n"), 0o600); err != nil {
+	mf := filepath.Join(dir, "manifest.json")
+	items := filepath.Join(dir, "items.jl")
+	if err := errors.Join(os.WriteFile(mf, manifest, 0o600), os.WriteFile(items, []byte(`{"title":"a"}`+"\n"), 0o600)); err != nil {
 		t.Fatal(err)
 	}
 	var pol struct{ Policy string }
-	awsCLI(t, ctx, &pol, "s3api", "get-bucket-policy", "--bucket", bucket)
+	awsCLIs(t, ctx, []awsCall{
+		{nil, []string{"ecr", "put-image", "--repository-name", repo, "--image-tag", "latest", "--image-manifest", "file://" + mf}},
+		{&pol, []string{"s3api", "get-bucket-policy", "--bucket", bucket}},
+	})
 	pf := filepath.Join(dir, "policy.json")
 	if err := os.WriteFile(pf, []byte(pol.Policy), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	awsCLI(t, ctx, nil, "s3api", "delete-bucket-policy", "--bucket", bucket)
-	for _, key := range []string{"items/demo/1/part-0001.jl", "items/demo/1/part-0002.jl", "items/demo/1/part-0001.jl"} {
-		awsCLI(t, ctx, nil, "s3api", "put-object", "--bucket", bucket, "--key", key, "--body", f)
+	var imgs struct{ ImageIds []any }
+	awsCLIs(t, ctx, []awsCall{
+		{&imgs, []string{"ecr", "list-images", "--repository-name", repo}},
+		{nil, []string{"s3api", "delete-bucket-policy", "--bucket", bucket}},
+	})
+	if len(imgs.ImageIds) == 0 {
+		t.Fatalf("no image in %s after put-image", repo)
 	}
+	var puts []awsCall
+	for _, key := range []string{"items/demo/1/part-0001.jl", "items/demo/1/part-0002.jl", "items/demo/1/part-0001.jl"} {
+		puts = append(puts, awsCall{nil, []string{"s3api", "put-object", "--bucket", bucket, "--key", key, "--body", items}})
+	}
+	awsCLIs(t, ctx, puts)
 	var v struct{ Versions []any }
 	awsCLI(t, ctx, &v, "s3api", "list-object-versions", "--bucket", bucket)
 	if len(v.Versions) < 3 {
@@ -112,9 +116,10 @@ func putItems(t *testing.T, ctx context.Context, bucket string) {
 	awsCLI(t, ctx, nil, "s3api", "put-bucket-policy", "--bucket", bucket, "--policy", "file://"+pf)
 }
 
-// leftovers lists what the emulated account still holds of the kinds the stack creates. The
-// aws CLI calls run side by side: each one spends a second or more starting Python.
-func leftovers(t *testing.T, ctx context.Context) []string {
+// afterDestroy lists what the emulated account still holds of the kinds the stack creates, and
+// the names of its manual DB snapshots. The aws CLI calls run side by side: each one spends a
+// second or more starting Python.
+func afterDestroy(t *testing.T, ctx context.Context) (left, snaps []string) {
 	t.Helper()
 	var (
 		repos   struct{ Repositories []any }
@@ -124,6 +129,7 @@ func leftovers(t *testing.T, ctx context.Context) []string {
 		secrets struct{ SecretList []any }
 		topics  struct{ Topics []any }
 		vpcs    struct{ Vpcs []struct{ IsDefault bool } }
+		s       dbSnapshots
 	)
 	awsCLIs(t, ctx, []awsCall{
 		{&repos, []string{"ecr", "describe-repositories"}},
@@ -133,11 +139,11 @@ func leftovers(t *testing.T, ctx context.Context) []string {
 		{&secrets, []string{"secretsmanager", "list-secrets"}},
 		{&topics, []string{"sns", "list-topics"}},
 		{&vpcs, []string{"ec2", "describe-vpcs"}},
+		{&s, []string{"rds", "describe-db-snapshots"}},
 	})
-	var out []string
 	count := func(what string, n int) {
 		if n > 0 {
-			out = append(out, fmt.Sprintf("%d %s", n, what))
+			left = append(left, fmt.Sprintf("%d %s", n, what))
 		}
 	}
 	count("ECR repositories", len(repos.Repositories))
@@ -153,19 +159,26 @@ func leftovers(t *testing.T, ctx context.Context) []string {
 		}
 	}
 	count("VPCs", n)
+	return left, s.names()
+}
+
+// dbSnapshots is the answer of aws rds describe-db-snapshots.
+type dbSnapshots struct {
+	DBSnapshots []struct{ DBSnapshotIdentifier string }
+}
+
+func (s dbSnapshots) names() []string {
+	var out []string
+	for _, x := range s.DBSnapshots {
+		out = append(out, x.DBSnapshotIdentifier)
+	}
 	return out
 }
 
 // snapshots returns the names of the account's manual DB snapshots.
 func snapshots(t *testing.T, ctx context.Context) []string {
 	t.Helper()
-	var s struct {
-		DBSnapshots []struct{ DBSnapshotIdentifier string }
-	}
+	var s dbSnapshots
 	awsCLI(t, ctx, &s, "rds", "describe-db-snapshots")
-	var out []string
-	for _, x := range s.DBSnapshots {
-		out = append(out, x.DBSnapshotIdentifier)
-	}
-	return out
+	return s.names()
 }

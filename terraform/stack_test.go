@@ -107,13 +107,37 @@ func (s *stack) cli(args ...string) int {
 }
 
 // deploy runs `crawlq deploy` with the shared flags, extra and --push-image=false (the
-// emulator has no registry), and fails the test unless it succeeds.
-func (s *stack) deploy(extra ...string) {
+// emulator has no registry), fails the test unless it succeeds, and returns the outputs it
+// printed (read from the state right after the apply, `terraform output`).
+func (s *stack) deploy(extra ...string) map[string]string {
 	s.t.Helper()
 	args := append(append([]string{"deploy"}, s.flags...), "--push-image=false")
 	if code := s.cli(append(args, extra...)...); code != 0 {
 		s.fail("crawlq %s exited %d", strings.Join(append(args, extra...), " "), code)
 	}
+	out := printedOutputs(s.out.String())
+	if len(out) == 0 {
+		s.fail("crawlq deploy printed no outputs:\n%s", tail(s.out.String()))
+	}
+	return out
+}
+
+// printedOutputs reads the outputs block `crawlq deploy` ends with ("outputs:", then
+// "  name = value" lines).
+func printedOutputs(printed string) map[string]string {
+	_, block, ok := strings.Cut(printed, "\noutputs:\n")
+	if !ok {
+		return nil
+	}
+	out := map[string]string{}
+	for line := range strings.Lines(block) {
+		k, v, ok := strings.Cut(strings.TrimSuffix(line, "\n"), " = ")
+		if !ok || !strings.HasPrefix(k, "  ") {
+			break
+		}
+		out[strings.TrimSpace(k)] = v
+	}
+	return out
 }
 
 // outputs returns the outputs of the deployed state.
@@ -132,17 +156,15 @@ func (s *stack) outputs() map[string]string {
 func (s *stack) fill(outputs map[string]string) {
 	s.t.Helper()
 	url := outputs["ecr_repository_url"]
-	pushImage(s.t, s.ctx, url[strings.LastIndex(url, "/")+1:], "latest")
-	putItems(s.t, s.ctx, outputs["items_bucket"])
+	fill(s.t, s.ctx, url[strings.LastIndex(url, "/")+1:], outputs["items_bucket"])
 }
 
-// destroy runs `crawlq destroy --yes` on a stack without deletion protection and checks what a
-// user sees: it finishes, prints neither the state nor the plan, names the final snapshot it
-// keeps, and the account holds nothing of the stack's afterwards but that snapshot, which it
-// returns.
-func (s *stack) destroy(what string) string {
+// destroy runs `crawlq destroy --yes` on a stack without deletion protection whose
+// final_snapshot output is snap, and checks what a user sees: it finishes, prints neither the
+// state nor the plan, names the final snapshot it keeps, and the account holds nothing of the
+// stack's afterwards but that snapshot, which it returns.
+func (s *stack) destroy(what, snap string) string {
 	s.t.Helper()
-	snap := s.outputs()["final_snapshot"]
 	if !strings.HasPrefix(snap, "crawlq-final-") {
 		s.fail("%s: final_snapshot output %q", what, snap)
 	}
@@ -160,11 +182,12 @@ func (s *stack) destroy(what string) string {
 	if !strings.Contains(s.out.String(), "kept: final DB snapshot "+snap) {
 		s.t.Errorf("%s: destroy does not say it keeps %s:\n%s", what, snap, tail(s.out.String()))
 	}
-	if left := leftovers(s.t, s.ctx); len(left) > 0 {
+	left, snaps := afterDestroy(s.t, s.ctx)
+	if len(left) > 0 {
 		s.t.Errorf("%s: destroy left %v", what, left)
 	}
-	if got := snapshots(s.t, s.ctx); !slices.Contains(got, snap) {
-		s.t.Errorf("%s: snapshots after the destroy: %v, want %s among them", what, got, snap)
+	if !slices.Contains(snaps, snap) {
+		s.t.Errorf("%s: snapshots after the destroy: %v, want %s among them", what, snaps, snap)
 	}
 	return snap
 }
@@ -177,12 +200,11 @@ func (s *stack) destroy(what string) string {
 // a second one would add only the provider's ~80 s RDS poll.
 func TestStackDeployDestroyCycles(t *testing.T) {
 	s := newStack(t)
-	s.deploy("--var", "db_deletion_protection=false")
-	s.fill(s.outputs())
-	kept := s.destroy("first cycle")
+	first := s.deploy("--var", "db_deletion_protection=false")
+	s.fill(first)
+	kept := s.destroy("first cycle", first["final_snapshot"])
 
-	s.deploy("--var", "db_deletion_protection=false")
-	next := s.outputs()["final_snapshot"]
+	next := s.deploy("--var", "db_deletion_protection=false")["final_snapshot"]
 	if !strings.HasPrefix(next, "crawlq-final-") || next == kept {
 		t.Errorf("the second deploy's final snapshot is %q, the first one's %q: want a name of its own", next, kept)
 	}

@@ -93,12 +93,11 @@ func TestStackOnEmulator(t *testing.T) {
 	cdb := newContractDB(t)
 
 	// Deploy through the CLI, as a user would: `crawlq deploy` (prebuilt zips, no image push
-	// against the emulator), then read the outputs it left in the state.
-	s.deploy()
+	// against the emulator), and the outputs it printed (read from the state after the apply).
+	outputs := s.deploy()
 	if !strings.Contains(s.out.String(), "WARNING: alarm_email is empty") {
 		t.Errorf("deploy without alarm_email did not warn; output:\n%s", s.out.String())
 	}
-	outputs := s.outputs()
 	if outputs["ecs_cluster"] != "crawlq" || !strings.Contains(outputs["function_names"], `"worker":"crawlq-worker"`) ||
 		!strings.Contains(outputs["function_names"], `"migrate":"crawlq-migrate"`) ||
 		outputs["items_bucket"] == "" || outputs["database_endpoint"] == "" || outputs["ecr_repository_url"] == "" ||
@@ -174,8 +173,8 @@ func TestStackOnEmulator(t *testing.T) {
 	}
 	// The two-step: the printed deploy, then destroy; it finishes, prints no state, and says
 	// what it keeps.
-	s.deploy("--var", "db_deletion_protection=false")
-	s.destroy("after the printed deploy")
+	printed := s.deploy("--var", "db_deletion_protection=false")
+	s.destroy("after the printed deploy", printed["final_snapshot"])
 }
 
 // checkRealAWSPlans plans the configuration real AWS gets (no emulator workarounds) over the
