@@ -46,7 +46,7 @@ func TestAdaptiveAsksLikelyChangedPagesFirst(t *testing.T) {
 	}))
 	var ahead atomic.Int64 // how far the crawl's clock is ahead of the wall
 	clk := clock.Func(func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) })
-	spec := strings.Replace(revisitSpec("adaptive"), "revisit: adaptive\n", "revisit: adaptive\nrevisit_interval: {min: 1h, max: 64h}\n", 1)
+	spec := adaptiveSpec("64h")
 	// One handler: the jobs run one after the other, in the order they are claimed.
 	n, _ := startNode(t, pool, node.Config{Clock: clk, Spiders: registry(t, spec), Workers: 1, Worker: queue.WorkerConfig{Concurrency: 1}})
 	runDemo(t, n, base)

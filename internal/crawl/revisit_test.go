@@ -27,6 +27,11 @@ func revisitSpec(policy string) string {
 	return strings.Replace(demoWithRetry("  attempts: 2\n"), "concurrency: 8\n", "concurrency: 8\nrevisit: "+policy+"\n", 1)
 }
 
+// adaptiveSpec is the demo spider revisiting adaptive, its interval between 1h and longest.
+func adaptiveSpec(longest string) string {
+	return strings.Replace(revisitSpec("adaptive"), "revisit: adaptive\n", "revisit: adaptive\nrevisit_interval: {min: 1h, max: "+longest+"}\n", 1)
+}
+
 // runDemo runs the spider "demo" against base and waits for its end.
 func runDemo(t *testing.T, n *node.Node, base string) *crawl.Run {
 	t.Helper()
@@ -126,7 +131,7 @@ func TestAdaptiveSkipsPagesNotDue(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.Pool(t)
 	site, base := serveDemo(t, demosite.Config{Items: 60, SlowDelay: time.Millisecond})
-	spec := strings.Replace(revisitSpec("adaptive"), "revisit: adaptive\n", "revisit: adaptive\nrevisit_interval: {min: 1h, max: 24h}\n", 1)
+	spec := adaptiveSpec("24h")
 	n, _ := startNode(t, pool, node.Config{Spiders: registry(t, spec), Workers: 1, Worker: queue.WorkerConfig{Concurrency: 8}})
 	first := runDemo(t, n, base)
 	site.ResetHits()
@@ -153,7 +158,7 @@ func TestAdaptiveListingWithOtherLinksChanged(t *testing.T) {
 	site, base := serveDemo(t, demosite.Config{Items: 48, PerPage: 24, SlowDelay: time.Millisecond, DeletePercent: 10, Seed: 3})
 	var ahead atomic.Int64 // how far the crawl's clock is ahead of the wall
 	clk := clock.Func(func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) })
-	spec := strings.Replace(revisitSpec("adaptive"), "revisit: adaptive\n", "revisit: adaptive\nrevisit_interval: {min: 1h, max: 24h}\n", 1)
+	spec := adaptiveSpec("24h")
 	n, _ := startNode(t, pool, node.Config{Clock: clk, Spiders: registry(t, spec), Workers: 1, Worker: queue.WorkerConfig{Concurrency: 8}})
 	runDemo(t, n, base)
 	deleted := site.Advance().Deleted
