@@ -155,6 +155,20 @@ func (h *hostHealth) pause(host string, until time.Time) {
 	s.pausedUntil, s.failing, s.lastFail = until, true, h.clk.Now()
 }
 
+// pausedTill sets host's pause to end at until, as its shared row says.
+func (h *hostHealth) pausedTill(host string, until time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.state(host).pausedUntil = until
+}
+
+// forget drops what this process learnt of host's failing: its pause was ended in the shared row.
+func (h *hostHealth) forget(host string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.hosts, host)
+}
+
 // isFailing reports whether this process has seen host fail since it last answered.
 func (h *hostHealth) isFailing(host string) bool {
 	h.mu.Lock()
@@ -340,4 +354,40 @@ func (c *Crawler) hostPaused(host string) error {
 		return queue.Snooze(backoff.Spread(d))
 	}
 	return nil
+}
+
+// pagePaused is hostPaused for page job, except that a redriven page (queue.Job.Redriven) trusts
+// the host's shared row over what this process learnt: the redrive cleared the pause there
+// (Redrive), and another process may have done it, so the page is fetched at once rather than
+// wait out a pause the operator ended. A pause in the row (the host failed again since) still
+// holds; a failed lookup keeps this process's view.
+func (c *Crawler) pagePaused(ctx context.Context, host string, job *queue.Job) error {
+	now := c.clk.Now()
+	if c.health.paused(host, now) <= 0 || !job.Redriven() {
+		return c.hostPaused(host)
+	}
+	row, err := c.db.HostPauseOf(ctx, dbsqlc.HostPauseOfParams{Host: host, Now: c.now()})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		c.health.forget(host)
+		return nil
+	case err != nil:
+		c.log.Warn("could not read a host's pause for a redriven page; it waits out the pause this process knows", "host", host, "err", err)
+		return c.hostPaused(host)
+	}
+	c.health.pausedTill(host, row.PausedUntil)
+	return queue.Snooze(backoff.Spread(row.PausedUntil.Sub(now)))
+}
+
+// clearPauses ends the pauses of hosts in the shared rows (through db, the redrive's
+// transaction) and returns those that were paused.
+func clearPauses(ctx context.Context, db *dbsqlc.Queries, hosts []string) ([]dbsqlc.ClearHostPausesRow, error) {
+	if len(hosts) == 0 {
+		return nil, nil
+	}
+	rows, err := db.ClearHostPauses(ctx, hosts)
+	if err != nil {
+		return nil, fmt.Errorf("clear host pauses: %w", err)
+	}
+	return rows, nil
 }

@@ -362,7 +362,7 @@ func (c *Crawler) preparePage(ctx context.Context, job *queue.Job, ri *runInfo, 
 		return nil, err
 	}
 	host := urlx.Host(a.URL)
-	if err := c.hostPaused(host); err != nil {
+	if err := c.pagePaused(ctx, host, job); err != nil {
 		return nil, err
 	}
 	v, err := c.session(ctx, ri, &a)

@@ -73,6 +73,18 @@ RETURNING d.paused_until::timestamptz AS paused_until, d.fail_streak,
 UPDATE crawlq_domain SET paused_until = NULL, fail_streak = 0, down_since = NULL
 WHERE host = @host AND (down_since IS NOT NULL OR paused_until IS NOT NULL);
 
+-- name: ClearHostPauses :many
+-- Ends the failing streaks of the given hosts, as an operator's redrive asks ("try again now"):
+-- their pages are fetched at once, and a host still down starts a new streak with its full down
+-- limit. Returns the hosts that were in a streak, with since when and until when. Index: the
+-- primary key.
+UPDATE crawlq_domain d SET paused_until = NULL, fail_streak = 0, down_since = NULL
+FROM (SELECT o.host, o.paused_until, o.down_since FROM crawlq_domain o
+      WHERE o.host = ANY(@hosts::text[]) AND (o.down_since IS NOT NULL OR o.paused_until IS NOT NULL)
+      ORDER BY o.host FOR UPDATE) old
+WHERE d.host = old.host
+RETURNING d.host, old.paused_until::timestamptz AS was_paused_until, COALESCE(old.down_since, old.paused_until)::timestamptz AS was_down_since;
+
 -- name: PruneDomains :one
 -- Walks the rows in host order, max_hosts at a time from after a host, and deletes those idle
 -- since before a time: no request in flight, none due to wait (a host in its delay has next_at in

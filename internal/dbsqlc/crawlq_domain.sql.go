@@ -10,6 +10,45 @@ import (
 	"time"
 )
 
+const ClearHostPauses = `-- name: ClearHostPauses :many
+UPDATE crawlq_domain d SET paused_until = NULL, fail_streak = 0, down_since = NULL
+FROM (SELECT o.host, o.paused_until, o.down_since FROM crawlq_domain o
+      WHERE o.host = ANY($1::text[]) AND (o.down_since IS NOT NULL OR o.paused_until IS NOT NULL)
+      ORDER BY o.host FOR UPDATE) old
+WHERE d.host = old.host
+RETURNING d.host, old.paused_until::timestamptz AS was_paused_until, COALESCE(old.down_since, old.paused_until)::timestamptz AS was_down_since
+`
+
+type ClearHostPausesRow struct {
+	Host           string
+	WasPausedUntil time.Time
+	WasDownSince   time.Time
+}
+
+// Ends the failing streaks of the given hosts, as an operator's redrive asks ("try again now"):
+// their pages are fetched at once, and a host still down starts a new streak with its full down
+// limit. Returns the hosts that were in a streak, with since when and until when. Index: the
+// primary key.
+func (q *Queries) ClearHostPauses(ctx context.Context, hosts []string) ([]ClearHostPausesRow, error) {
+	rows, err := q.db.Query(ctx, ClearHostPauses, hosts)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ClearHostPausesRow{}
+	for rows.Next() {
+		var i ClearHostPausesRow
+		if err := rows.Scan(&i.Host, &i.WasPausedUntil, &i.WasDownSince); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const HostFailed = `-- name: HostFailed :one
 WITH old AS (SELECT o.paused_until FROM crawlq_domain o WHERE o.host = $1::text)
 INSERT INTO crawlq_domain AS d (host, paused_until, fail_streak, down_since)

@@ -123,6 +123,13 @@ SET state = 'running', finished_at = NULL, error = NULL, dead_pages = 0, failed_
 FROM r0 WHERE r.id = r0.id
 RETURNING r0.state;
 
+-- name: RunDeadPageOrigins :many
+-- The origins (scheme and authority) of run @run_id's dead page jobs, each once: whose hosts a
+-- redrive clears the pauses of (crawl's redrive.go makes them hosts). Index: crawlq_job_parent_dead.
+SELECT DISTINCT substring(j.args ->> 'url' from '^[^:/?#]+://[^/?#]*')::text AS origin
+FROM crawlq_job j
+WHERE j.parent_id = @run_id::bigint AND j.state = 'dead' AND j.kind = @kind::text AND j.args ? 'url';
+
 -- name: RunQueue :one
 -- The queue of a run's jobs. Index: the primary key.
 SELECT queue FROM crawlq_run WHERE id = @id;

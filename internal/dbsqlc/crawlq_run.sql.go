@@ -394,6 +394,39 @@ func (q *Queries) RequestRunCancel(ctx context.Context, id int64) (int64, error)
 	return id_2, err
 }
 
+const RunDeadPageOrigins = `-- name: RunDeadPageOrigins :many
+SELECT DISTINCT substring(j.args ->> 'url' from '^[^:/?#]+://[^/?#]*')::text AS origin
+FROM crawlq_job j
+WHERE j.parent_id = $1::bigint AND j.state = 'dead' AND j.kind = $2::text AND j.args ? 'url'
+`
+
+type RunDeadPageOriginsParams struct {
+	RunID int64
+	Kind  string
+}
+
+// The origins (scheme and authority) of run @run_id's dead page jobs, each once: whose hosts a
+// redrive clears the pauses of (crawl's redrive.go makes them hosts). Index: crawlq_job_parent_dead.
+func (q *Queries) RunDeadPageOrigins(ctx context.Context, arg RunDeadPageOriginsParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, RunDeadPageOrigins, arg.RunID, arg.Kind)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var origin string
+		if err := rows.Scan(&origin); err != nil {
+			return nil, err
+		}
+		items = append(items, origin)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const RunFetchedAny = `-- name: RunFetchedAny :one
 SELECT EXISTS (SELECT 1 FROM crawlq_run_stat WHERE run_id = $1 AND pages > 0) AS fetched
 `

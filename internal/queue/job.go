@@ -268,6 +268,14 @@ type Job struct {
 // Lease returns the job's current lease.
 func (j *Job) Lease() Lease { return Lease{ID: j.ID, Token: j.LeaseToken} }
 
+// Redriven reports whether a claimed job was redriven (made available again after it died, with
+// a fresh attempt budget) and has failed no attempt since: its last recorded error is of an
+// attempt it has already counted again. Any other claimed job is on a later attempt than its last
+// error's (a snooze takes back the attempt its claim counted).
+func (j *Job) Redriven() bool {
+	return len(j.Errors) > 0 && j.Attempt <= j.Errors[len(j.Errors)-1].Attempt
+}
+
 // AttemptError is one failed attempt in a job's error history.
 type AttemptError struct {
 	Attempt int       `json:"attempt"`

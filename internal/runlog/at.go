@@ -119,6 +119,18 @@ func (p Pages) GoneNotCounted(ctx context.Context, runID int64, at time.Time, wh
 	p.write(ctx, runID, at, "items of pages not reached are not counted gone: "+why)
 }
 
+// HostPauseCleared says a redrive at at ended host's pause (it had been down since since):
+// its pages are fetched at once and, if it is still down, it has its whole down limit again.
+func (p Pages) HostPauseCleared(ctx context.Context, runID int64, at time.Time, host string, since time.Time) {
+	p.write(ctx, runID, at, HostPauseClearedLine(host, at, since))
+}
+
+// HostPauseClearedLine is the log line of a host's pause a redrive cleared.
+func HostPauseClearedLine(host string, at, since time.Time) string {
+	return fmt.Sprintf("redrive: host %s's pause cleared (down since %s, %s before): its pages are fetched now; if it still fails, its down limit starts again",
+		host, since.UTC().Format("15:04:05.000"), at.Sub(since).Round(time.Millisecond))
+}
+
 // ProxyRested says a spider's proxy (its URL, password redacted) was rested at at for d,
 // because of cause (it failed, or a page through it was banned).
 func (p Pages) ProxyRested(ctx context.Context, runID int64, at time.Time, proxy, cause string, d time.Duration) {
