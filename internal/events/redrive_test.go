@@ -139,14 +139,14 @@ func TestRedriveRejudgesTheRun(t *testing.T) {
 		fin.Monitors.Status != monitor.StatusPassed || fin.Stats.Items != 30 || fin.Monitors.Results[0].Message != "30 items, at least 30 wanted" {
 		t.Fatalf("final event after the redrive: %+v monitors %+v; want succeeded, monitors passed with 30 items", fin, fin.Monitors)
 	}
-	// The mended host's pause is lifted, in the log of the run whose page found it answering.
+	// The host's pause is lifted by the redrive ("try again now"), in the log of the redriven run.
 	testwait.Until(t, "the host's lifted pause in the run log", func() bool {
 		log, err := runlog.ReadAll(ctx, runlog.Postgres{Pool: e.pool}, s.RunID, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, l := range log {
-			if strings.HasPrefix(l.Text, runlog.OwnPrefix+"host 127.0.0.1:") && strings.HasSuffix(l.Text, "answers again: its pause is lifted, its pages go on") {
+			if strings.HasPrefix(l.Text, runlog.OwnPrefix+"redrive: host 127.0.0.1:") && strings.Contains(l.Text, "'s pause cleared") {
 				return true
 			}
 		}
