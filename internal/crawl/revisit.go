@@ -162,7 +162,7 @@ func (rv *revisit) same(runID int64, res *fetch.Result) (*urlstate.Page, string)
 	p := rv.page(runID, res != nil)
 	p.Same = true // its links and items stay as stored
 	p.ETag, p.LastModified, p.Interval = prev.ETag, prev.LastModified, prev.Interval
-	p.Counts.Unchanged = len(prev.Items)
+	p.Counts.Unchanged = prev.NItems // a walk's state has the number, not the items
 	if res == nil {
 		return p, "not_due"
 	}

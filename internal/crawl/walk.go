@@ -105,7 +105,7 @@ func (c *Crawler) walkLevel(ctx context.Context, ri *runInfo, line string, level
 	for i, p := range level {
 		urls[i] = p.URL
 	}
-	states, err := urlstate.LoadMany(ctx, c.db, ri.name, line, urls)
+	states, err := urlstate.LoadWalk(ctx, c.db, ri.name, line, urls)
 	if err != nil {
 		c.log.Warn("walk: read url states; the pages become jobs", "run", ri.id, "pages", len(level), "err", err)
 		return nil, level

@@ -35,7 +35,8 @@ type State struct {
 	LastModified string
 	BodyHash     int64
 	Links        []string
-	Items        map[string]string // item key -> DataHash of its fields
+	Items        map[string]string // item key -> DataHash of its fields (nil from LoadWalk)
+	NItems       int               // how many items: len(Items), or LoadWalk's count
 	Interval     time.Duration     // adaptive: how long after FetchedAt it is due again
 }
 
@@ -56,6 +57,7 @@ func LoadMany(ctx context.Context, q *dbsqlc.Queries, spider, line string, urls 
 		if err := json.Unmarshal(row.Items, &st.Items); err != nil {
 			return nil, fmt.Errorf("load url state of %s: items: %w", row.Url, err)
 		}
+		st.NItems = len(st.Items)
 		out[row.Url] = st
 	}
 	return out, nil
