@@ -126,11 +126,14 @@ func (s *site) count() map[string]int {
 	return out
 }
 
+// The retry backoff is milliseconds, not the default 1 s doubling: /flaky's five attempts then
+// take milliseconds rather than 15 s, and what these tests check is what maintenance deletes.
 const spec = `
 name: m
 start_urls: [http://127.0.0.1/]
 follow: [{css: a}]
 delay: 1ms
+retry: {backoff: 10ms, max_backoff: 20ms}
 items:
   - match: '/p/'
     key: title
