@@ -129,6 +129,7 @@ func opener(u *url.URL, proxyAddr string, attempts *atomic.Int32) func(context.C
 // for the first 20 s of real time (issue 32), against the function's own deploy settings
 // (deployRetry: 1 s doubling to 10 s), so the test takes about 20-25 s.
 func TestMigrateWaitsForTheProxy(t *testing.T) {
+	t.Parallel()
 	u := freshDB(t)
 	p := newRefusingProxy(t, u.Host)
 	// Control: what the function did before (one envconfig.DBSetup at init, log.Fatalf on its
@@ -179,6 +180,7 @@ func TestMigrateWaitsForTheProxy(t *testing.T) {
 // TestMigrateGivesUp: a proxy that never comes up fails the invocation after the bounded wait,
 // with a message that says what happened.
 func TestMigrateGivesUp(t *testing.T) {
+	t.Parallel()
 	u := freshDB(t)
 	p := newRefusingProxy(t, u.Host)
 	var attempts atomic.Int32
