@@ -35,7 +35,7 @@ as they come, so memory stays bounded for a run of millions of items.
 --format jsonl (the default) prints one JSON object per line: {"key","url","data"}.
 --format csv prints a header, then a row per item: key, url, then each field found in the
 run's items (sorted by name; a string as it is, another value as JSON, a missing or null
-field empty).
+field empty). A field named key or url is headed data.key or data.url.
 --output FILE writes to FILE instead of standard output: to FILE.partial first, renamed to
 FILE once every item is written, so FILE is never a cut-short export (on an error the partial
 file is removed and the exit status is 1).
@@ -135,7 +135,7 @@ func exportItems(ctx context.Context, n *node.Node, w io.Writer, id int64, forma
 			return err
 		}
 		cw = csv.NewWriter(w)
-		if err := cw.Write(append([]string{"key", "url"}, fields...)); err != nil {
+		if err := cw.Write(csvHeader(fields)); err != nil {
 			return err
 		}
 		rec := make([]string, 2+len(fields))
@@ -250,6 +250,20 @@ func itemFields(ctx context.Context, n *node.Node, id int64) ([]string, error) {
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// csvHeader is the CSV header of items with fields: key, url, then the fields, one column per
+// name: a field named like a column before it (an item's own url field) is data.NAME, its path in
+// the JSON Lines export ({"key","url","data"}).
+func csvHeader(fields []string) []string {
+	head := []string{"key", "url"}
+	for _, f := range fields {
+		for slices.Contains(head, f) {
+			f = "data." + f
+		}
+		head = append(head, f)
+	}
+	return head
 }
 
 // csvValue is a field's CSV cell: a string as it is, null or missing empty, anything else as JSON.

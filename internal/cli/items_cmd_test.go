@@ -26,7 +26,8 @@ func TestItemsExportsEveryItem(t *testing.T) {
 	const n = 12000
 	if _, err := pool.Exec(context.Background(), `INSERT INTO crawlq_item (run_id, key, spider, url, data)
 		SELECT $1, 'k' || lpad(i::text, 6, '0'), 'demo', 'http://x/' || i,
-		       jsonb_build_object('title', 'Item, "' || i || '"', 'price', i, 'tags', CASE WHEN i % 2 = 0 THEN '["a"]'::jsonb END)
+		       jsonb_build_object('title', 'Item, "' || i || '"', 'price', i, 'tags', CASE WHEN i % 2 = 0 THEN '["a"]'::jsonb END,
+		                          'url', 'http://own/' || i)
 		FROM generate_series(1, $2::int) i`, id, n); err != nil {
 		t.Fatal(err)
 	}
@@ -53,13 +54,14 @@ func TestItemsExportsEveryItem(t *testing.T) {
 	if code != 0 || err != nil || len(recs) != n+1 {
 		t.Fatalf("items --format csv: exit %d, %d records, %v %q; want a header and %d rows", code, len(recs), err, errs, n)
 	}
-	if strings.Join(recs[0], ",") != "key,url,price,tags,title" {
+	// The item's own url field is a column of its own (data.url), not a second "url".
+	if strings.Join(recs[0], ",") != "key,url,price,tags,title,data.url" {
 		t.Fatalf("csv header %q", recs[0])
 	}
-	if got := strings.Join(recs[2], "|"); got != `k000002|http://x/2|2|["a"]|Item, "2"` {
+	if got := strings.Join(recs[2], "|"); got != `k000002|http://x/2|2|["a"]|Item, "2"|http://own/2` {
 		t.Errorf("csv row %q", got)
 	}
-	if got := strings.Join(recs[1], "|"); got != `k000001|http://x/1|1||Item, "1"` {
+	if got := strings.Join(recs[1], "|"); got != `k000001|http://x/1|1||Item, "1"|http://own/1` {
 		t.Errorf("csv row of an item whose tags are null: %q", got)
 	}
 
