@@ -242,7 +242,8 @@ func (a *API) knownSpider(name string) error {
 	case !errors.Is(err, spider.ErrUnknownSpider):
 		return err // the spider store failed, and the name is known nowhere else
 	}
-	return badf("unknown spider %q: known spiders are %v", clip(name), a.cfg.Spiders.Names())
+	names := a.cfg.Spiders.Names()
+	return badf("unknown spider %q%s: known spiders are %v", clip(name), spider.Suggest(name, names...), names)
 }
 
 func (a *API) scheduleParams(ctx context.Context, r *Request) (crawl.ScheduleParams, error) {

@@ -205,6 +205,13 @@ func decodeObject(data []byte) (map[string]json.RawMessage, *wire, error) {
 	if keys == nil {
 		return nil, nil, badf("request must be a JSON object, not null")
 	}
+	if raw := bytes.TrimSpace(keys["settings"]); len(raw) > 0 && raw[0] == '{' {
+		// Checked here for its errors, which name the setting (settings.delay) and the one
+		// nearest a typo; the strict decode below would say only "unknown field".
+		if _, err := crawl.DecodeOverrides(raw, "settings"); err != nil {
+			return nil, nil, badf("%v", err)
+		}
+	}
 	var w wire
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -501,11 +508,9 @@ func validJobID(s string) bool {
 // of "NAME=VALUE" Scrapy settings.
 func decodeSetting(raw json.RawMessage, r *Request) error {
 	if raw[0] == '{' {
-		var o crawl.Overrides
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&o); err != nil {
-			return jsonErr(err)
+		o, err := crawl.DecodeOverrides(raw, "setting")
+		if err != nil {
+			return badf("%v", err)
 		}
 		r.Settings = &o
 		return nil

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -253,6 +255,17 @@ func TestScheduleUnknownSpiderSaysWhatToDo(t *testing.T) {
 	if code != 1 || out != "" || !strings.Contains(errs, `spider "nope": unknown spider`) ||
 		!strings.Contains(errs, "crawlq spider list") || !strings.Contains(errs, "crawlq spider push FILE") {
 		t.Errorf("schedule --spider nope: exit %d, stdout %q, stderr %q; want 1 naming the spider, spider list and spider push", code, out, errs)
+	}
+	// A name a letter off a pushed spider's is said with that spider's.
+	spec := filepath.Join(t.TempDir(), "recipes.yaml")
+	if err := os.WriteFile(spec, []byte("name: recipes\nstart_urls: [http://127.0.0.1:9/]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := run(t, url, "spider", "push", spec); code != 0 {
+		t.Fatalf("push: %d %q %q", code, out, errs)
+	}
+	if code, _, errs := run(t, url, "schedule", "--spider", "recipe"); code != 1 || !strings.Contains(errs, `spider "recipe": unknown spider; did you mean "recipes"?`) {
+		t.Errorf("schedule --spider recipe: exit %d, stderr %q; want 1 and did you mean \"recipes\"", code, errs)
 	}
 }
 

@@ -112,11 +112,12 @@ Spiders: the built-in specs plus those in --spiders.`,
 
 func scheduleCmd() *Command {
 	return &Command{
-		Name: "schedule", Synopsis: "schedule a spider run", Usage: "--spider NAME [--version V] [--arg k=v]... [--delay D | --at T] [--key K]",
+		Name: "schedule", Synopsis: "schedule a spider run", Usage: "--spider NAME [--version V] [--arg k=v]... [--settings JSON] [--delay D | --at T] [--key K]",
 		Help: `Schedules a run of a spider and prints its id. The run runs the spider's newest version when
 it starts (the newest stored one, else the spec loaded in-process), or with --version the stored
 version given (crawlq spider versions NAME); every page of the run runs that one version, and the
-run records it. With --key, scheduling is idempotent: while a run of the spider with that key is
+run records it. --settings overrides the spider's settings for this run (delay, concurrency,
+max_pages, max_depth, user_agent, obey_robots), as schedules add --settings does. With --key, scheduling is idempotent: while a run of the spider with that key is
 unfinished, the same run is returned: its id printed, and a note on standard error (with --replace,
 its start time moves if it has not started).
 
@@ -138,6 +139,7 @@ standard error and in the run's log.`,
 			at := fs.String("at", "", "start at this time (RFC 3339; not more than a day in the past)")
 			fs.StringVar(&p.IdempotencyKey, "key", "", "idempotency key")
 			fs.BoolVar(&p.Replace, "replace", false, "with --key: move the pending run's start time")
+			settings := fs.String("settings", "", `crawlq setting overrides for this run as JSON, e.g. {"max_pages":100,"delay":"500ms"}`)
 			dir := fs.String("spiders", "", "directory of extra spider specs")
 			return func(ctx context.Context, rest []string) error {
 				wenv, err := readWakeEnv(env)
@@ -146,6 +148,11 @@ standard error and in the run's log.`,
 				}
 				if p.Spider == "" {
 					return usageErr("--spider is required")
+				}
+				if *settings != "" {
+					if p.Settings, err = crawl.DecodeOverrides([]byte(*settings), "settings"); err != nil {
+						return usageErr("--settings: %v", err)
+					}
 				}
 				if p.Replace && p.IdempotencyKey == "" {
 					return usageErr("--replace needs --key (it moves the start of the pending run with that key)")
@@ -161,7 +168,8 @@ standard error and in the run's log.`,
 				return pg.withNode(ctx, *dir, func(n *node.Node) error {
 					s, err := n.Crawler.Schedule(ctx, p)
 					if errors.Is(err, spider.ErrUnknownSpider) {
-						return fmt.Errorf("%w (crawlq spider list shows the stored spiders; crawlq spider push FILE adds one)", err)
+						return fmt.Errorf("%w%s (crawlq spider list shows the stored spiders; crawlq spider push FILE adds one)",
+							err, spider.Suggest(p.Spider, n.Spiders.Names()...))
 					}
 					if err != nil {
 						return err

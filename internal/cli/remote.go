@@ -230,6 +230,13 @@ func remoteSchedule(ctx context.Context, c *apiClient, env *Env, fs *flag.FlagSe
 	if args, _ := fs.Lookup("arg").Value.(kvFlag); len(args) > 0 {
 		req["args"] = map[string]string(args)
 	}
+	if s := flagString(fs, "settings"); s != "" {
+		// Checked here too, so a mistake reads as it does on the database.
+		if _, err := crawl.DecodeOverrides([]byte(s), "settings"); err != nil {
+			return usageErr("--settings: %v", err)
+		}
+		req["settings"] = json.RawMessage(s)
+	}
 	if set(fs, "priority") {
 		p, err := strconv.Atoi(flagString(fs, "priority"))
 		if err != nil {

@@ -145,6 +145,9 @@ func TestScheduleFlagCombinations(t *testing.T) {
 		{[]string{"--replace"}, []string{"--replace", "--key"}},
 		{[]string{"--replace", "--delay", "1m"}, []string{"--replace", "--key"}},
 		{[]string{"--at", "1900-01-01T00:00:00Z"}, []string{"--at", "past"}},
+		{[]string{"--settings", `{"dealy":"1s"}`}, []string{"--settings", `settings.dealy: unknown setting; did you mean "delay"?`}},
+		{[]string{"--settings", `{"max_pages":"x"}`}, []string{"--settings", "settings.max_pages"}},
+		{[]string{"--settings", `[1]`}, []string{"--settings", "want a JSON object"}},
 	} {
 		code, _, errs := run(t, url, append([]string{"schedule", "--spider", "demo"}, c.args...)...)
 		for _, w := range c.want {
@@ -162,10 +165,22 @@ func TestScheduleFlagCombinations(t *testing.T) {
 			t.Errorf("schedule %q: exit %d, %q %q; want 0", args, code, out, errs)
 		}
 	}
+	// --settings overrides the spider's settings for the run, as schedules add --settings does;
+	// a value out of range names its setting.
+	code, out, errs := run(t, url, "schedule", "--spider", "demo", "--delay", "1h", "--settings", `{"max_pages":5,"delay":"250ms"}`)
+	if code != 0 {
+		t.Fatalf("schedule --settings: exit %d, %q %q", code, out, errs)
+	}
+	if code, shown, errs := run(t, url, "run", strings.TrimSpace(out)); code != 0 || !strings.Contains(shown, `"max_pages": 5`) || !strings.Contains(shown, `"delay": "250ms"`) {
+		t.Errorf("run of a run scheduled with --settings: exit %d, %s %q; want max_pages 5 and delay 250ms among its settings", code, shown, errs)
+	}
+	if code, _, errs := run(t, url, "schedule", "--spider", "demo", "--settings", `{"max_pages":-1}`); code == 0 || !strings.Contains(errs, "max_pages") {
+		t.Errorf("schedule --settings max_pages -1: exit %d, %q; want an error naming max_pages", code, errs)
+	}
 	// Scheduled again with the same key, standard output is still the id alone (for
 	// id=$(crawlq schedule ...)); the duplicate is said on standard error.
 	first, _, _ := run(t, url, "schedule", "--spider", "demo", "--key", "k2", "--delay", "1h")
-	code, out, errs := run(t, url, "schedule", "--spider", "demo", "--key", "k2", "--delay", "1h")
+	code, out, errs = run(t, url, "schedule", "--spider", "demo", "--key", "k2", "--delay", "1h")
 	if _, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64); code != 0 || err != nil || !strings.Contains(errs, `existing pending run with key "k2"`) {
 		t.Errorf("schedule --key k2 twice: exit %d (first %d), stdout %q, stderr %q; want the id alone and the note on stderr", code, first, out, errs)
 	}

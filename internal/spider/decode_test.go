@@ -48,3 +48,18 @@ func TestSyntaxErrorNamesItsLine(t *testing.T) {
 		}
 	}
 }
+
+// Two letters swapped are one slip: "dealy" is taken for delay, as a letter left out would be.
+func TestSuggestTakesASwapForOneSlip(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ key, want string }{
+		{"dealy", `; did you mean "delay"?`},
+		{"max_pgaes", `; did you mean "max_pages"?`},
+		{"delay", `; did you mean "delay"?`},
+		{"flavour", ""},
+	} {
+		if got := Suggest(c.key, "delay", "max_pages", "concurrency"); got != c.want {
+			t.Errorf("Suggest(%q) = %q, want %q", c.key, got, c.want)
+		}
+	}
+}

@@ -22,7 +22,11 @@ func didYouMean[V any](key string, known map[string]V) string {
 	sort.Strings(names) // ties go to the first name, the same on every run
 	lower := strings.ToLower(key)
 	for _, name := range names {
-		if d := levenshtein.ComputeDistance(lower, name); d < bestDist {
+		d := levenshtein.ComputeDistance(lower, name)
+		if swapped(lower, name) {
+			d = 1 // two letters typed in the wrong order are one slip ("dealy"), not two edits
+		}
+		if d < bestDist {
 			best, bestDist = name, d
 		}
 	}
@@ -30,4 +34,26 @@ func didYouMean[V any](key string, known map[string]V) string {
 		return ""
 	}
 	return fmt.Sprintf("; did you mean %q?", best)
+}
+
+// swapped reports whether a and b differ only by two adjacent bytes swapped.
+func swapped(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	i := 0
+	for i < len(a) && a[i] == b[i] {
+		i++
+	}
+	return i+1 < len(a) && a[i] == b[i+1] && a[i+1] == b[i] && a[i+2:] == b[i+2:]
+}
+
+// Suggest is didYouMean for a key among names, for the packages that check names of their own (a
+// run's settings, a spider's name): `; did you mean "delay"?`, or "".
+func Suggest(key string, names ...string) string {
+	known := make(map[string]struct{}, len(names))
+	for _, n := range names {
+		known[n] = struct{}{}
+	}
+	return didYouMean(key, known)
 }
