@@ -83,6 +83,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"crawlq/internal/clock"
@@ -271,7 +272,8 @@ func (r *Runner) Run(ctx context.Context, run *crawl.Run, spec spider.CommandSpe
 	r.recordStart(ctx, run, c.scrapy, p.pid, log)
 
 	var logs sync.WaitGroup
-	r.streamLogs(&logs, p, log, runLog)
+	var stdoutLines atomic.Int64
+	r.streamLogs(&logs, p, log, runLog, &stdoutLines)
 	ir := r.startItems(ctx, run, p.items, log)
 	end := r.supervise(ctx, run.ID, p, c, ir.done, log, runLog)
 	reap(p, log)
@@ -282,6 +284,10 @@ func (r *Runner) Run(ctx context.Context, run *crawl.Run, spec spider.CommandSpe
 
 	log = log.With("items", end.items.n, "skipped_lines", end.items.skipped, "elapsed", took.Elapsed().Round(time.Millisecond))
 	err = r.finish(ctx, run, log, runLog, c.scrapy, end)
+	if hint := itemsHint(int64(end.items.n), stdoutLines.Load()); hint != "" && c.scrapy == nil {
+		log.Warn(hint)
+		runLog.warn("%s", hint)
+	}
 	switch {
 	case err == nil:
 		runLog.info("command succeeded: %d items", end.items.n)

@@ -17,6 +17,7 @@ import (
 	"crawlq/internal/items"
 	"crawlq/internal/node"
 	"crawlq/internal/queue"
+	"crawlq/internal/runlog"
 	"crawlq/internal/spider"
 	"crawlq/internal/testwait"
 )
@@ -195,6 +196,39 @@ exit 0
 	}
 	pg, _ := strconv.Atoi(strings.TrimPrefix(waitFile(t, filepath.Join(dir, "pgid")), "pgid "))
 	assertGroupGone(t, pg)
+}
+
+// A command written for a pipe on stdout yields no items, its lines only logged: the run log
+// says where items go instead of leaving a run of 0 items unexplained.
+func TestItemsOnStdoutAreSaidToGoToFD3(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	sh := script(t, dir, "stdout.sh", `
+printf '%s\n' '{"key":"a","title":"A"}' '{"key":"b","title":"B"}'
+exit 0
+`)
+	var logs runlog.Postgres
+	e := startWith(t, map[string]spider.CommandSpec{"piped": {Command: []string{sh}}}, &command.Config{}, items.Config{},
+		func(e *env, c *command.Config) {
+			logs = runlog.Postgres{Pool: e.node.Crawler.Pool()}
+			c.RunLog = logs
+		})
+	id := e.schedule(t, "piped", nil)
+	if r := e.wait(t, id); r.State != "succeeded" || r.Stats.Items != 0 {
+		t.Fatalf("run %s with %d items, want succeeded with none", r.State, r.Stats.Items)
+	}
+	const want = "the command wrote 2 lines to stdout and no items: a command spider's items go to file descriptor 3 (CRAWLQ_ITEMS_FD; as a path, CRAWLQ_ITEMS_FILE=/dev/fd/3)"
+	// The run log is written before the run job ends (Runner.Run flushes it), so whole by now.
+	lines, _, err := logs.Read(context.Background(), id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range lines {
+		if strings.Contains(l.Text, want) {
+			return
+		}
+	}
+	t.Errorf("the run log %+v does not say %q", lines, want)
 }
 
 func TestExitFailureFailsRunKeepsItems(t *testing.T) {

@@ -4,22 +4,25 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 )
 
-// streamLogs streams the command's stdout and stderr to the log and the run log; wait for wg
-// before reading the run log's last lines.
-func (r *Runner) streamLogs(wg *sync.WaitGroup, p *process, log *slog.Logger, runLog *logBatcher) {
+// streamLogs streams the command's stdout and stderr to the log and the run log, counting
+// stdout's lines in stdoutLines; wait for wg before reading the run log's last lines or the count.
+func (r *Runner) streamLogs(wg *sync.WaitGroup, p *process, log *slog.Logger, runLog *logBatcher, stdoutLines *atomic.Int64) {
 	wg.Add(2)
-	go func() { defer wg.Done(); r.streamLog(p.stdout, log, "stdout", runLog) }()
-	go func() { defer wg.Done(); r.streamLog(p.stderr, log, "stderr", runLog) }()
+	go func() { defer wg.Done(); r.streamLog(p.stdout, log, "stdout", runLog, stdoutLines) }()
+	go func() { defer wg.Done(); r.streamLog(p.stderr, log, "stderr", runLog, nil) }()
 }
 
-// streamLog logs each line of f, bounded to MaxLogLine bytes.
-func (r *Runner) streamLog(f *os.File, log *slog.Logger, stream string, runLog *logBatcher) {
+// streamLog logs each line of f, bounded to MaxLogLine bytes, and counts them in lines (when
+// not nil).
+func (r *Runner) streamLog(f *os.File, log *slog.Logger, stream string, runLog *logBatcher, lines *atomic.Int64) {
 	br := bufio.NewReaderSize(f, r.cfg.MaxLogLine)
 	truncated := false // in the middle of dropping the rest of a long line
 	for {
@@ -27,6 +30,9 @@ func (r *Runner) streamLog(f *os.File, log *slog.Logger, stream string, runLog *
 		if len(line) > 0 {
 			full := errors.Is(err, bufio.ErrBufferFull)
 			if !truncated {
+				if lines != nil {
+					lines.Add(1)
+				}
 				text := string(bytes.TrimRight(line, "\r\n"))
 				if full {
 					log.Info("command output", "stream", stream, "line", text, "truncated", true)
@@ -45,4 +51,15 @@ func (r *Runner) streamLog(f *os.File, log *slog.Logger, stream string, runLog *
 			return
 		}
 	}
+}
+
+// itemsHint is what the run log says of a command (not Scrapy, whose items crawlq collects
+// itself) that wrote lines to stdout and no items: a program written for a pipe on stdout, whose
+// items would otherwise vanish into the log without a word.
+func itemsHint(items, stdoutLines int64) string {
+	if items > 0 || stdoutLines == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the command wrote %d lines to stdout and no items: a command spider's items go to file descriptor 3 "+
+		"(CRAWLQ_ITEMS_FD; as a path, CRAWLQ_ITEMS_FILE=/dev/fd/3), one JSON object per line; stdout only goes to the log", stdoutLines)
 }
