@@ -1,7 +1,9 @@
 package crawl
 
 import (
+	"crypto/md5"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -38,5 +40,19 @@ func TestSeenCacheKnowsCommittedLinksWithinItsBound(t *testing.T) {
 	}
 	if got := c.unknown(1, pages("http://a/1", "http://b/7")); len(got) != 1 || got[0].URL != "http://a/1" {
 		t.Fatalf("after eviction unknown = %v, want the oldest link only", got)
+	}
+}
+
+// A link's seen key is its URL's MD5, computed without an allocation for a URL of usual length
+// (every link a page finds or a walk marks is hashed), and the same for a longer one.
+func TestURLHashIsMD5WithoutAllocating(t *testing.T) {
+	for _, u := range []string{"", "http://127.0.0.1:8090/catalogue/item-40.html", strings.Repeat("http://a.test/", 19), strings.Repeat("x", 256), strings.Repeat("y", 257)} {
+		if urlHash(u) != md5.Sum([]byte(u)) {
+			t.Errorf("urlHash(%q) is not its MD5", u)
+		}
+	}
+	u := "http://127.0.0.1:8090/catalogue/category/books/travel_2/item-00040.html"
+	if n := testing.AllocsPerRun(100, func() { urlHash(u) }); n != 0 {
+		t.Errorf("urlHash of a %d-byte URL: %.0f allocations, want none", len(u), n)
 	}
 }
