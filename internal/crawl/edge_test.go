@@ -217,6 +217,8 @@ func TestCompletionExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitRun(t, n.Crawler, s.RunID, time.Minute)
+	// OnFinish runs after the finishing transaction commits, which waitRun may see first.
+	testwait.Until(t, "the finish reported", func() bool { mu.Lock(); defer mu.Unlock(); return len(finishes) > 0 })
 	// A second finisher, now and on purpose rather than by waiting for one: finishing the run
 	// again and sweeping must both find it finished.
 	if done, err := n.Crawler.TryFinish(context.Background(), s.RunID); err != nil || done {
