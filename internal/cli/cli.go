@@ -517,7 +517,7 @@ func (d *database) withPool(ctx context.Context, f func(*pgxpool.Pool) error) er
 // open pool, with the built-in spiders and those in dir.
 func (d *database) withNode(ctx context.Context, dir string, f func(*node.Node) error) error {
 	return d.withPool(ctx, func(pool *pgxpool.Pool) error {
-		n, err := node.New(node.Config{Pool: pool, SpiderDir: dir})
+		n, err := node.New(node.Config{Pool: pool, SpiderDir: dir, Logger: warningsOnly(slog.Default())})
 		if err != nil {
 			return err
 		}

@@ -33,9 +33,10 @@ func localEventBus(flag string, getenv func(string) string) string {
 	return lambdafn.EventsOff
 }
 
-// monitorMetricsOut is where a worker or runner writes its monitor metrics (CloudWatch EMF
-// lines): standard output, which CloudWatch reads on ECS, unless it is a terminal, where a
-// person would read JSON meant for CloudWatch (and take it for a crash); it says so on the log.
+// monitorMetricsOut is where a worker or runner writes its monitor metrics, and crawlq local its
+// metrics function's (CloudWatch EMF lines): standard output, which CloudWatch reads on ECS and
+// Lambda, unless it is a terminal, where a person would read JSON meant for CloudWatch (and take
+// it for a crash); it says so on the log.
 func monitorMetricsOut(stdout io.Writer, logger *slog.Logger) io.Writer {
 	if !isTerminal(stdout) {
 		return stdout
@@ -43,7 +44,7 @@ func monitorMetricsOut(stdout io.Writer, logger *slog.Logger) io.Writer {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	logger.Info("monitor metrics (CloudWatch EMF lines) are not printed to a terminal; redirect standard output to keep them (verdicts are in each run's log)")
+	logger.Info("metrics (CloudWatch EMF lines) are not printed to a terminal; redirect standard output to keep them (verdicts are in each run's log)")
 	return io.Discard
 }
 

@@ -94,7 +94,7 @@ Stops on SIGINT/SIGTERM, releasing every claimed job.`,
 				st, err := local.New(local.Config{Deps: deps, Prefix: *f.prefix, Tick: *f.tick, WorkerTimeout: *f.workerTimeout,
 					Worker: lambdafn.WorkerOptions{IdleExit: *f.idle, Fetch: fetch.Config{AllowLoopback: *f.allowLoopback},
 						ProxyEnv: envconfig.ProxyEnv(env.environ())},
-					Metrics: env.Stdout, Runners: *f.runners, CommandEnv: commandEnv(env)})
+					Metrics: monitorMetricsOut(env.Stdout, nil), Runners: *f.runners, CommandEnv: commandEnv(env)})
 				if err != nil {
 					return err
 				}
