@@ -28,12 +28,16 @@ func checkNoSecretsInState(t *testing.T, ctx context.Context, statePath string) 
 	}
 	var list struct{ SecretList []struct{ ARN, Name string } }
 	awsCLI(t, ctx, &list, "secretsmanager", "list-secrets")
+	values := make([]struct{ SecretString string }, len(list.SecretList))
+	var gets []awsCall
+	for i, s := range list.SecretList {
+		gets = append(gets, awsCall{&values[i], []string{"secretsmanager", "get-secret-value", "--secret-id", s.ARN}})
+	}
+	awsCLIs(t, ctx, gets)
 	checked := 0
-	for _, s := range list.SecretList {
-		var v struct{ SecretString string }
-		awsCLI(t, ctx, &v, "secretsmanager", "get-secret-value", "--secret-id", s.ARN)
+	for i, s := range list.SecretList {
 		var c struct{ Password string }
-		if json.Unmarshal([]byte(v.SecretString), &c) != nil || c.Password == "" {
+		if json.Unmarshal([]byte(values[i].SecretString), &c) != nil || c.Password == "" {
 			continue
 		}
 		checked++

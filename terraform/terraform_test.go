@@ -105,8 +105,16 @@ func TestStackOnEmulator(t *testing.T) {
 		s.fail("unexpected outputs: %v", outputs)
 	}
 	s.fill(outputs)
-	checkNoSecretsInState(t, ctx, s.base.StatePath())
-	checkFunctionURLPolicy(t, ctx, "crawlq-api")
+	// The secrets and the function URL's policy as applied are read beside the second plan: both
+	// only read the account (and the state file, which a plan does not write).
+	var applied sync.WaitGroup
+	applied.Go(func() {
+		t.Run("AppliedSecretsAndURLPolicy", func(t *testing.T) {
+			checkNoSecretsInState(t, ctx, s.base.StatePath())
+			checkFunctionURLPolicy(t, ctx, "crawlq-api")
+		})
+	})
+	defer applied.Wait() // also when a check below stops the test
 
 	plan, changes, err := s.base.PlanJSON(ctx)
 	if err != nil {
