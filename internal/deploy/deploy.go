@@ -3,7 +3,9 @@
 // It owns how crawlq calls Terraform: which variables and environment it passes, where state
 // and provider caches live, and how outputs come back. It drives the real terraform binary
 // through hashicorp/terraform-exec; the arguments and environment are built by pure functions
-// (Config.VarArgs, Config.Environ) so they can be tested without running Terraform.
+// (Config.VarArgs, Config.Environ) so they can be tested without running Terraform. What a
+// destroy would refuse or keep is read from the local state file itself (Config.Kept), without
+// starting the provider.
 //
 // Building the Lambda zips and the runner image and running migrations belong to the CLI;
 // it plugs them in through Config.BeforeApply and Config.AfterApply.
@@ -367,7 +369,7 @@ var ErrDeletionProtected = errors.New("the deployed database has deletion protec
 // Protected returns the addresses of the resources in the current state that refuse deletion
 // (RDS instances with deletion_protection on). An empty or missing state has none.
 func (c Config) Protected(ctx context.Context) ([]string, error) {
-	f, err := c.facts(ctx)
+	f, err := c.facts()
 	return f.protected, err
 }
 
@@ -386,7 +388,7 @@ type Kept struct {
 // Kept returns what destroying the current state keeps: the final snapshot of each RDS
 // instance that takes one. An empty or missing state keeps nothing. (Destroy returns the same.)
 func (c Config) Kept(ctx context.Context) ([]Kept, error) {
-	f, err := c.facts(ctx)
+	f, err := c.facts()
 	return f.kept, err
 }
 
@@ -395,51 +397,80 @@ type stateFacts struct {
 	kept      []Kept
 }
 
-// facts reads the state. terraform-exec copies what a command prints to the configured
-// Stdout, and `terraform show -json` prints the whole state (every resource's attributes,
-// ~230 KB for the stack), so the state is read through a handle that prints nowhere.
-func (c Config) facts(ctx context.Context) (stateFacts, error) {
-	if _, err := os.Stat(c.StatePath()); errors.Is(err, os.ErrNotExist) {
+// stateFormat is the version of Terraform's state snapshot format that facts reads: the one
+// every Terraform 1.x writes (its compatibility promises cover it).
+const stateFormat = 4
+
+// rawState is what facts needs of a state snapshot: each managed resource instance's address
+// parts and attributes.
+type rawState struct {
+	Version   int `json:"version"`
+	Resources []struct {
+		Module    string `json:"module"`
+		Mode      string `json:"mode"`
+		Type      string `json:"type"`
+		Name      string `json:"name"`
+		Instances []struct {
+			IndexKey   any            `json:"index_key"`
+			Attributes map[string]any `json:"attributes"`
+		} `json:"instances"`
+	} `json:"resources"`
+}
+
+// facts reads the state file of the local backend (StatePath) itself: `terraform show -json`
+// would start the ~700 MB AWS provider for its schema (seconds of CPU, and in the stack tests
+// 3-28 s of wall time), and print the whole state (~230 KB) to Stdout through terraform-exec.
+// A snapshot of another format version is refused, naming it.
+func (c Config) facts() (stateFacts, error) {
+	b, err := os.ReadFile(c.StatePath())
+	if errors.Is(err, os.ErrNotExist) {
 		return stateFacts{}, nil
 	}
-	quiet := c
-	quiet.Stdout = nil
-	tf, err := quiet.terraform()
-	if err != nil {
-		return stateFacts{}, err
-	}
-	st, err := tf.ShowStateFile(ctx, c.StatePath())
 	if err != nil {
 		return stateFacts{}, fmt.Errorf("read state: %w", err)
 	}
-	var f stateFacts
-	if st.Values == nil {
-		return f, nil
+	var st rawState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return stateFacts{}, fmt.Errorf("read state %s: %w", c.StatePath(), err)
 	}
-	var walk func(m *tfjson.StateModule)
-	walk = func(m *tfjson.StateModule) {
-		if m == nil {
-			return
+	if st.Version != stateFormat {
+		return stateFacts{}, fmt.Errorf("read state %s: format version %d, crawlq reads version %d", c.StatePath(), st.Version, stateFormat)
+	}
+	var f stateFacts
+	for _, r := range st.Resources {
+		if r.Mode != "managed" || r.Type != "aws_db_instance" {
+			continue
 		}
-		for _, r := range m.Resources {
-			if r.Mode != tfjson.ManagedResourceMode || r.Type != "aws_db_instance" {
-				continue
+		for _, in := range r.Instances {
+			addr := r.Type + "." + r.Name + indexSuffix(in.IndexKey)
+			if r.Module != "" {
+				addr = r.Module + "." + addr
 			}
-			if r.AttributeValues["deletion_protection"] == true {
-				f.protected = append(f.protected, r.Address)
+			a := in.Attributes
+			if a["deletion_protection"] == true {
+				f.protected = append(f.protected, addr)
 			}
-			if snap, _ := r.AttributeValues["final_snapshot_identifier"].(string); snap != "" && r.AttributeValues["skip_final_snapshot"] != true {
-				f.kept = append(f.kept, Kept{Address: r.Address, What: "final DB snapshot", Name: snap,
+			if snap, _ := a["final_snapshot_identifier"].(string); snap != "" && a["skip_final_snapshot"] != true {
+				f.kept = append(f.kept, Kept{Address: addr, What: "final DB snapshot", Name: snap,
 					Delete: "aws rds delete-db-snapshot --db-snapshot-identifier " + snap})
 			}
 		}
-		for _, ch := range m.ChildModules {
-			walk(ch)
-		}
 	}
-	walk(st.Values.RootModule)
 	slices.Sort(f.protected)
 	return f, nil
+}
+
+// indexSuffix is an instance's index in its address: [0] for count, ["key"] for for_each.
+func indexSuffix(key any) string {
+	switch k := key.(type) {
+	case nil:
+		return ""
+	case string:
+		b, _ := json.Marshal(k)
+		return "[" + string(b) + "]"
+	default:
+		return fmt.Sprintf("[%v]", k)
+	}
 }
 
 // Destroy runs init, reads the state once, refuses (ErrDeletionProtected, before deleting
@@ -456,7 +487,7 @@ func (c Config) Destroy(ctx context.Context) (kept []Kept, err error) {
 	if err := c.init(ctx, tf); err != nil {
 		return nil, err
 	}
-	f, err := c.facts(ctx)
+	f, err := c.facts()
 	if err != nil {
 		return nil, err
 	}

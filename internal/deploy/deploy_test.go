@@ -160,3 +160,27 @@ func TestDestroyPrintsNoState(t *testing.T) {
 		t.Fatalf("Kept printed the state:\n%.2000s", out.String())
 	}
 }
+
+// TestStateFacts: Protected and Kept read the state file without terraform, name each instance
+// by its full address (module, index), and refuse a state of another format version, naming it.
+func TestStateFacts(t *testing.T) {
+	c := deploy.Config{Dir: ".", WorkDir: t.TempDir()}
+	ctx := context.Background()
+	if p, err := c.Protected(ctx); err != nil || len(p) != 0 {
+		t.Fatalf("Protected without a state = %v, %v; want none", p, err)
+	}
+	counted := strings.Replace(stateWithDB, `"instances": [{`, `"instances": [{"index_key": 0, `, 1)
+	if err := os.WriteFile(c.StatePath(), []byte(counted), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := c.Protected(ctx); err != nil || len(p) != 1 || p[0] != "module.database.aws_db_instance.this[0]" {
+		t.Fatalf("Protected = %v, %v; want module.database.aws_db_instance.this[0]", p, err)
+	}
+	old := strings.Replace(stateWithDB, `"version": 4`, `"version": 3`, 1)
+	if err := os.WriteFile(c.StatePath(), []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Kept(ctx); err == nil || !strings.Contains(err.Error(), "format version 3") {
+		t.Fatalf("Kept of a version 3 state: %v, want it refused naming the version", err)
+	}
+}
