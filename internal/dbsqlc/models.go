@@ -322,6 +322,11 @@ type CrawlqSchedule struct {
 	UpdatedAt   time.Time
 }
 
+type CrawlqScheduleFirer struct {
+	ID     bool
+	SeenAt time.Time
+}
+
 type CrawlqSession struct {
 	RunID     int64
 	Session   int64
