@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -81,7 +82,9 @@ Stops on SIGINT/SIGTERM, releasing every claimed job.`,
 				ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 				defer stop()
 				getenv := f.getenv(env)
-				deps, awsCfg, err := openLocalDeps(ctx, env, getenv)
+				// CloudWatch's EMF lines, left out at a terminal (said once).
+				emf := monitorMetricsOut(env.Stdout, nil)
+				deps, awsCfg, err := openLocalDeps(ctx, env, getenv, emf)
 				if err != nil {
 					return err
 				}
@@ -94,7 +97,7 @@ Stops on SIGINT/SIGTERM, releasing every claimed job.`,
 				st, err := local.New(local.Config{Deps: deps, Prefix: *f.prefix, Tick: *f.tick, WorkerTimeout: *f.workerTimeout,
 					Worker: lambdafn.WorkerOptions{IdleExit: *f.idle, Fetch: fetch.Config{AllowLoopback: *f.allowLoopback},
 						ProxyEnv: envconfig.ProxyEnv(env.environ())},
-					Metrics: monitorMetricsOut(env.Stdout, nil), Runners: *f.runners, CommandEnv: commandEnv(env)})
+					Metrics: emf, Runners: *f.runners, CommandEnv: commandEnv(env)})
 				if err != nil {
 					return err
 				}
@@ -187,7 +190,7 @@ func (f *localFlags) getenv(env *Env) func(string) string {
 // openLocalDeps reads the functions' settings (before anything connects, so a bad value stops
 // crawlq local at once, naming its variable), opens and migrates the database and assembles the
 // functions' dependencies.
-func openLocalDeps(ctx context.Context, env *Env, getenv func(string) string) (*lambdafn.Deps, aws.Config, error) {
+func openLocalDeps(ctx context.Context, env *Env, getenv func(string) string, metricsOut io.Writer) (*lambdafn.Deps, aws.Config, error) {
 	lc, err := lambdafn.LoadConfig(envconfig.New(getenv))
 	if err != nil {
 		return nil, aws.Config{}, usageErr("%v", err)
@@ -214,7 +217,7 @@ func openLocalDeps(ctx context.Context, env *Env, getenv func(string) string) (*
 		pool.Close()
 		return nil, aws.Config{}, fmt.Errorf("migrate: %w", err)
 	}
-	deps, err := lambdafn.NewDepsConfig(pool, awsCfg, nil, lc, logger)
+	deps, err := lambdafn.NewDepsConfig(pool, awsCfg, nil, lc, logger, metricsOut)
 	if err != nil {
 		pool.Close()
 		return nil, aws.Config{}, err

@@ -81,7 +81,7 @@ func Setup(ctx context.Context, fn envconfig.Process, getenv func(string) string
 		pool.Close()
 		return nil, fmt.Errorf("schema not up to date (on AWS, invoke the <name>-migrate function, or redeploy): %w", err)
 	}
-	d, err := NewDepsConfig(pool, awsCfg, nil, cfg, logger)
+	d, err := NewDepsConfig(pool, awsCfg, nil, cfg, logger, nil)
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -96,12 +96,14 @@ func NewDeps(pool *pgxpool.Pool, awsCfg aws.Config, reg *spider.Registry, getenv
 	if err != nil {
 		return nil, err
 	}
-	return NewDepsConfig(pool, awsCfg, reg, cfg, logger)
+	return NewDepsConfig(pool, awsCfg, reg, cfg, logger, nil)
 }
 
 // NewDepsConfig assembles Deps from parts with a Config read already (`crawlq local` reads it at
-// its start, before it connects). A nil registry loads the embedded spiders.
-func NewDepsConfig(pool *pgxpool.Pool, awsCfg aws.Config, reg *spider.Registry, cfg Config, logger *slog.Logger) (*Deps, error) {
+// its start, before it connects). A nil registry loads the embedded spiders. The run events'
+// monitor metrics go to metricsOut as EMF lines: nil is standard output, which Lambda sends to
+// CloudWatch Logs (`crawlq local` at a terminal leaves them out).
+func NewDepsConfig(pool *pgxpool.Pool, awsCfg aws.Config, reg *spider.Registry, cfg Config, logger *slog.Logger, metricsOut io.Writer) (*Deps, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -116,8 +118,10 @@ func NewDepsConfig(pool *pgxpool.Pool, awsCfg aws.Config, reg *spider.Registry, 
 		return nil, fmt.Errorf("assemble node: %w", err)
 	}
 	d := &Deps{Pool: pool, AWS: awsCfg, Spiders: reg, Control: ctl, Config: cfg, Logger: logger}
-	// Monitor metrics go to stdout, which Lambda sends to CloudWatch Logs as EMF.
-	if d.Publisher, err = d.Events(os.Stdout); err != nil {
+	if metricsOut == nil {
+		metricsOut = os.Stdout
+	}
+	if d.Publisher, err = d.Events(metricsOut); err != nil {
 		ctl.Pipeline.Close(context.Background())
 		return nil, fmt.Errorf("run events: %w", err)
 	}
