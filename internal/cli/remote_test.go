@@ -109,10 +109,16 @@ func TestCommandsThroughTheAPIFunction(t *testing.T) {
 	}
 
 	// A pending run cancelled through the api ends cancelled: run --wait exits 5.
-	code, out, errs = api("schedule", "--spider", "demo", "--delay", "1h", "--key", "later", "--arg", "base_url=http://"+siteAddr.String())
+	code, out, errs = api("schedule", "--spider", "demo", "--delay", "1h", "--key", "later", "--settings", `{"max_pages":7}`, "--arg", "base_url=http://"+siteAddr.String())
 	later := strings.TrimSpace(out)
 	if code != 0 {
 		t.Fatalf("delayed schedule: exit %d %q", code, errs)
+	}
+	if code, shown, errs := api("run", later); code != 0 || !strings.Contains(shown, `"max_pages": 7`) {
+		t.Errorf("run of a run scheduled with --settings through the api: exit %d, %s %q; want max_pages 7", code, shown, errs)
+	}
+	if code, _, errs := api("schedule", "--spider", "demo", "--settings", `{"dealy":"1s"}`); code != 2 || !strings.Contains(errs, `did you mean "delay"?`) {
+		t.Errorf("schedule --settings with a typo through the api: exit %d, %q; want 2 and the nearest setting", code, errs)
 	}
 	// The same key again: standard output is the id alone, the duplicate said on standard error.
 	if code, out, errs = api("schedule", "--spider", "demo", "--delay", "1h", "--key", "later", "--arg", "base_url=http://"+siteAddr.String()); code != 0 || out != later+"\n" || !strings.Contains(errs, "existing pending run") {
