@@ -40,8 +40,14 @@ func serveDemo(t *testing.T, cfg demosite.Config) (*demosite.Site, string) {
 
 func startNode(t *testing.T, pool *pgxpool.Pool, cfg node.Config) (*node.Node, context.CancelFunc) {
 	t.Helper()
-	cfg.Pool = pool
 	cfg.Fetch.AllowLoopback = true // the test sites are on loopback, which the default refuses
+	return runNode(t, pool, cfg)
+}
+
+// runNode is startNode with cfg's address policy as it is.
+func runNode(t *testing.T, pool *pgxpool.Pool, cfg node.Config) (*node.Node, context.CancelFunc) {
+	t.Helper()
+	cfg.Pool = pool
 	n, err := node.New(cfg)
 	if err != nil {
 		t.Fatal(err)

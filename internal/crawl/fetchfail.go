@@ -40,14 +40,12 @@ func (c *Crawler) fetchFailed(ctx context.Context, job *queue.Job, ri *runInfo, 
 	kind := fetch.Kind(ferr)
 	r := ri.settings.Retry
 	if !fetch.Retryable(ferr) {
-		// Recorded, not retried: 4xx other than 408/429, too large, forbidden, bad URL.
+		// Recorded, not retried: 4xx other than 408/429, too large, bad URL; a refused address dies.
 		if fetch.IsStatus(ferr) {
 			c.hostAnswered(ctx, ri.id, host, start) // the host answers; the page is at fault
 		}
 		if errors.Is(ferr, fetch.ErrForbiddenAddress) {
-			// The page's failure, not the host's: said here with the address and what would allow
-			// it, since the run's stats keep only the kind.
-			c.log.Warn("page refused: its address is not public", "run", ri.id, "url", pageURL(job), "err", ferr)
+			return c.pageRefused(ctx, job, ri, kind, ferr)
 		}
 		o := outcome{errors: 1, kind: kind}
 		if res != nil {
@@ -104,6 +102,19 @@ func (c *Crawler) fetchFailed(ctx context.Context, job *queue.Job, ri *runInfo, 
 		return queue.RetryIn(ferr, d)
 	}
 	return queue.RetryIn(ferr, r.PageBackoff(job.Attempt))
+}
+
+// pageRefused ends a page whose address the fetcher refused (not public, and neither the spider's
+// allow_private nor the process's --allow-loopback lets it through): the page's failure, not its
+// host's, so nothing waits. It dies at once, so its error, which names the address and what to
+// set, is where the operator looks: the run's failed_pages and its log (crawlq logs), besides this
+// process's log. Once it is allowed, crawlq redrive --run fetches it.
+func (c *Crawler) pageRefused(ctx context.Context, job *queue.Job, ri *runInfo, kind string, ferr error) error {
+	url := pageURL(job)
+	c.log.Warn("page refused: its address is not public", "run", ri.id, "url", url, "err", ferr)
+	c.addStat(ctx, ri.id, pageDied(kind))
+	c.logPageDied(ctx, ri.id, url, job.Attempt, ferr)
+	return queue.Permanent(ferr)
 }
 
 // pageDied is what the last attempt of a page that dies adds to its run's stats: its kind, and

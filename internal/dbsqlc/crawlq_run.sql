@@ -87,7 +87,7 @@ SET state = o.state::crawlq_run_state,
     error = CASE
         WHEN r.error IS NOT NULL OR o.state = 'cancelled' THEN r.error
         WHEN r.started_at IS NULL THEN 'the run job failed before starting the crawl'
-        WHEN p.dead > 0 THEN format('%s of %s pages died (their retries spent, or their host down past its limit: see failed_pages); crawlq redrive --run %s retries them',
+        WHEN p.dead > 0 THEN format('%s of %s pages died (their retries spent, their host down past its limit, or their address refused: see failed_pages); crawlq redrive --run %s retries them',
                                     p.dead, p.dead + s.pages, r.id)
         ELSE r.error END,
     finished_at = now(), pages = s.pages,
