@@ -76,6 +76,9 @@ type Config struct {
 	// two URLs, or a retried command, yields its items twice but stores them once. Without it the
 	// stat counts the items pages yielded. The node sets it for the Postgres sink.
 	CountItems func(ctx context.Context, runID int64) (int64, error)
+	// DuplicateKey, when set, finds a key a run's items repeated and the URLs of its first two,
+	// for the run's log (itemloss.go). The node sets it for the Postgres sink.
+	DuplicateKey func(ctx context.Context, runID int64) (key string, urls []string, err error)
 	// ItemTimeout bounds how long a page waits for its items to be durably written. Past it the
 	// page is put back to run again later (its items are idempotent by key), so a stalled sink
 	// slows the crawl without holding workers indefinitely. Default 60s.
@@ -124,13 +127,14 @@ type Config struct {
 
 // Crawler schedules runs and works their jobs.
 type Crawler struct {
-	cfg    Config
-	clk    clock.Clock     // Config.Clock, or the wall clock
-	db     *dbsqlc.Queries // on cfg.Pool
-	log    *slog.Logger
-	robots *robots.Cache
-	pauses pauseLog // the host pauses written to run logs (pagelog.go)
-	full   fullRuns // the runs that keep no more failed pages (artifacts.go)
+	cfg       Config
+	clk       clock.Clock     // Config.Clock, or the wall clock
+	db        *dbsqlc.Queries // on cfg.Pool
+	log       *slog.Logger
+	robots    *robots.Cache
+	pauses    pauseLog // the host pauses written to run logs (pagelog.go)
+	itemNotes onceLog  // the items not stored already said in run logs (itemloss.go)
+	full      fullRuns // the runs that keep no more failed pages (artifacts.go)
 
 	mu       sync.Mutex
 	fetchers map[fetcherKey]*fetch.Fetcher
@@ -531,8 +535,8 @@ func (c *Crawler) TryFinish(ctx context.Context, runID int64) (bool, error) {
 	if err := c.sweepGone(ctx, runID, dead); err != nil {
 		return false, err
 	}
-	st, err := c.db.FinishRun(ctx, dbsqlc.FinishRunParams{ID: runID, DeadPages: dead, FailedPages: string(failedJSON), StoredItems: stored})
-	state := string(st)
+	fin, err := c.db.FinishRun(ctx, dbsqlc.FinishRunParams{ID: runID, DeadPages: dead, FailedPages: string(failedJSON), StoredItems: stored})
+	state := string(fin.State)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil // finished already, by someone else
 	}
@@ -544,6 +548,9 @@ func (c *Crawler) TryFinish(ctx context.Context, runID int64) (bool, error) {
 			"redrive", fmt.Sprintf("crawlq redrive --run %d", runID))
 	} else {
 		c.log.Info("run finished", "run", runID, "state", state)
+	}
+	if fin.DuplicateItems > 0 {
+		c.duplicateItems(ctx, runID, fin.DuplicateItems)
 	}
 	c.forgetRun(runID)
 	if c.cfg.OnFinish != nil {

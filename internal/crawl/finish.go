@@ -228,6 +228,14 @@ func (c *Crawler) commitBatch(ctx context.Context, batch []*finishReq) (lost map
 		}
 		s.pages, s.items, s.errors, s.retries, s.bytes = s.pages+r.o.pages, s.items+r.o.items, s.errors+r.o.errors, s.retries+r.o.retries, s.bytes+r.o.bytes
 		s.n++
+		for _, l := range r.o.lost.kinds() {
+			k := statKey{r.ri.id, l.kind}
+			if sums[k] == nil {
+				sums[k] = &outcome{}
+				order = append(order, k)
+			}
+			sums[k].n += l.n
+		}
 	}
 	n := len(order)
 	st := dbsqlc.AddRunStatsParams{RunIds: make([]int64, n), Kinds: make([]string, n), Pages: make([]int32, n),

@@ -166,15 +166,23 @@ func (c *Crawler) liveStats(ctx context.Context, r *Run) error {
 	s := &r.Stats
 	s.Pages, s.Items, s.Bytes, s.Errors, s.Retries = row.Pages, row.Items, row.Bytes, row.Errors+dead, row.Retries
 	r.DeadPages = dead
+	if err := s.setKinds(row.HostPauses, row.ErrorsByKind); err != nil {
+		return fmt.Errorf("run %d stats: %w", r.ID, err)
+	}
 	if c.cfg.CountItems != nil {
 		n, err := c.cfg.CountItems(ctx, r.ID)
 		if err != nil {
 			return fmt.Errorf("run %d items: %w", r.ID, err)
 		}
+		// Items written that the sink holds as an earlier item's (their key repeated), as
+		// FinishRun counts them at the end.
+		if d := row.Items - n; d > 0 {
+			if s.ErrorsByKind == nil {
+				s.ErrorsByKind = map[string]int64{}
+			}
+			s.ErrorsByKind[kindDuplicate] += d
+		}
 		s.Items = n
-	}
-	if err := s.setKinds(row.HostPauses, row.ErrorsByKind); err != nil {
-		return fmt.Errorf("run %d stats: %w", r.ID, err)
 	}
 	return nil
 }

@@ -226,6 +226,7 @@ type outcome struct {
 	pages, items, errors, retries, hostPauses, n int
 	bytes                                        int64
 	kind                                         string
+	lost                                         itemLoss         // the page's items not stored for their key or a required field (itemloss.go)
 	state                                        *urlstate.Page   // the page's URL state, when its spider keeps one (revisit.go)
 	walked                                       []*urlstate.Page // the pages it walked (walk.go), recorded with it
 }
@@ -426,7 +427,7 @@ func (c *Crawler) parsePage(ctx context.Context, p *pageJob, res *fetch.Result) 
 	if err != nil {
 		return err
 	}
-	o := outcome{pages: 1, bytes: res.Bytes}
+	o := outcome{pages: 1, bytes: res.Bytes, lost: c.itemsLost(ctx, p.ri.id, res.URL, result)}
 	if p.rv != nil {
 		its, o.state = p.rv.changed(p.ri.id, res, result.Follow, its)
 	}

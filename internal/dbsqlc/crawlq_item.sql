@@ -24,6 +24,21 @@ SELECT crawlq_insert_items(sqlc.arg(run_ids)::bigint[], sqlc.arg(keys)::text[], 
 SELECT count(*) FROM (SELECT DISTINCT k.key FROM crawlq_item_set s CROSS JOIN LATERAL unnest(s.keys) AS k(key)
                       WHERE s.run_id = @run_id) d;
 
+-- name: RunDuplicateKey :one
+-- A key that more than one item of a run was written with (the view shows the first), and the
+-- URLs of its first two: an example for the run's log when its items repeat keys. No row: no key
+-- repeats. Index: the sets' primary key, a range scan; the run's keys are hashed once.
+WITH k AS (
+    SELECT u.key, s.urls[u.n] AS url, s.id, u.n
+    FROM crawlq_item_set s CROSS JOIN LATERAL unnest(s.keys) WITH ORDINALITY AS u(key, n)
+    WHERE s.run_id = @run_id
+), d AS (
+    SELECT key FROM k GROUP BY key HAVING count(*) > 1 ORDER BY key LIMIT 1
+)
+SELECT d.key::text AS key, (array_agg(k.url::text ORDER BY k.id, k.n))[1:2]::text[] AS urls
+FROM d JOIN k USING (key)
+GROUP BY d.key;
+
 -- name: ListRunItems :many
 -- The first items of a run in key order (a sort of the run's items); keyset pagination can
 -- follow with key > the last.

@@ -188,6 +188,34 @@ func (q *Queries) ListRunItemsAfter(ctx context.Context, arg ListRunItemsAfterPa
 	return items, nil
 }
 
+const RunDuplicateKey = `-- name: RunDuplicateKey :one
+WITH k AS (
+    SELECT u.key, s.urls[u.n] AS url, s.id, u.n
+    FROM crawlq_item_set s CROSS JOIN LATERAL unnest(s.keys) WITH ORDINALITY AS u(key, n)
+    WHERE s.run_id = $1
+), d AS (
+    SELECT key FROM k GROUP BY key HAVING count(*) > 1 ORDER BY key LIMIT 1
+)
+SELECT d.key::text AS key, (array_agg(k.url::text ORDER BY k.id, k.n))[1:2]::text[] AS urls
+FROM d JOIN k USING (key)
+GROUP BY d.key
+`
+
+type RunDuplicateKeyRow struct {
+	Key  string
+	Urls []string
+}
+
+// A key that more than one item of a run was written with (the view shows the first), and the
+// URLs of its first two: an example for the run's log when its items repeat keys. No row: no key
+// repeats. Index: the sets' primary key, a range scan; the run's keys are hashed once.
+func (q *Queries) RunDuplicateKey(ctx context.Context, runID int64) (RunDuplicateKeyRow, error) {
+	row := q.db.QueryRow(ctx, RunDuplicateKey, runID)
+	var i RunDuplicateKeyRow
+	err := row.Scan(&i.Key, &i.Urls)
+	return i, err
+}
+
 const RunFieldCoverage = `-- name: RunFieldCoverage :many
 SELECT f.name::text AS field,
        count(*) FILTER (WHERE CASE jsonb_typeof(f.value)

@@ -59,8 +59,11 @@ RETURNING id;
 -- page's stat rows count no error: it is an error while it is dead); stored_items the items its sink holds (-1: unknown, use the items its pages
 -- yielded). The outcome (see crawl's Run states): cancelled when asked; failed when the run job
 -- failed, when nothing was fetched but pages died or erred, or when the dead share passes
--- max_dead_share; incomplete when any page died; else succeeded. Indexes: crawlq_run_stat_run
--- for the fold, the primary key for the run.
+-- max_dead_share; incomplete when any page died; else succeeded. Items its pages wrote that the
+-- sink does not hold apart (their key was an earlier item's: the items stat less stored_items, the
+-- stat after a redrive starting from the items stored before it) are counted in errors_by_kind's
+-- items_duplicate_key beside the repeats the spider found on a page, and returned
+-- (duplicate_items). Indexes: crawlq_run_stat_run for the fold, the primary key for the run.
 WITH p AS (
     SELECT @id::bigint AS id, @dead_pages::bigint AS dead, sqlc.arg(failed_pages)::text::jsonb AS failed,
            @stored_items::bigint AS stored
@@ -69,9 +72,14 @@ WITH p AS (
            COALESCE(sum(bytes), 0)::bigint AS bytes, COALESCE(sum(errors), 0)::bigint AS errors,
            COALESCE(sum(retries), 0)::bigint AS retries, COALESCE(sum(host_pauses), 0)::bigint AS host_pauses
     FROM crawlq_run_stat WHERE run_id = (SELECT id FROM p)
+), dup AS (
+    SELECT CASE WHEN p.stored >= 0 THEN GREATEST(s.items - p.stored, 0) ELSE 0 END::bigint AS n FROM s, p
 ), k AS (
     SELECT COALESCE(jsonb_object_agg(kind, n), '{}'::jsonb) AS by_kind
-    FROM (SELECT kind, sum(n) AS n FROM crawlq_run_stat WHERE run_id = (SELECT id FROM p) AND kind IS NOT NULL GROUP BY kind) x
+    FROM (SELECT kind, sum(n) AS n
+          FROM (SELECT kind, n FROM crawlq_run_stat WHERE run_id = (SELECT id FROM p) AND kind IS NOT NULL
+                UNION ALL SELECT 'items_duplicate_key', dup.n FROM dup WHERE dup.n > 0) y
+          GROUP BY kind) x
 ), o AS (
     SELECT CASE
         WHEN r.cancel_requested THEN 'cancelled'
@@ -96,7 +104,7 @@ SET state = o.state::crawlq_run_state,
     dead_pages = p.dead, failed_pages = p.failed
 FROM s, k, o, p
 WHERE r.id = p.id AND r.state IN ('pending', 'running')
-RETURNING r.state;
+RETURNING r.state, (SELECT n FROM dup)::bigint AS duplicate_items;
 
 -- name: ReopenRun :one
 -- Reopens a finished run whose dead pages were redriven (in the same transaction): it runs again

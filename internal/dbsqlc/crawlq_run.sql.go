@@ -19,9 +19,14 @@ WITH p AS (
            COALESCE(sum(bytes), 0)::bigint AS bytes, COALESCE(sum(errors), 0)::bigint AS errors,
            COALESCE(sum(retries), 0)::bigint AS retries, COALESCE(sum(host_pauses), 0)::bigint AS host_pauses
     FROM crawlq_run_stat WHERE run_id = (SELECT id FROM p)
+), dup AS (
+    SELECT CASE WHEN p.stored >= 0 THEN GREATEST(s.items - p.stored, 0) ELSE 0 END::bigint AS n FROM s, p
 ), k AS (
     SELECT COALESCE(jsonb_object_agg(kind, n), '{}'::jsonb) AS by_kind
-    FROM (SELECT kind, sum(n) AS n FROM crawlq_run_stat WHERE run_id = (SELECT id FROM p) AND kind IS NOT NULL GROUP BY kind) x
+    FROM (SELECT kind, sum(n) AS n
+          FROM (SELECT kind, n FROM crawlq_run_stat WHERE run_id = (SELECT id FROM p) AND kind IS NOT NULL
+                UNION ALL SELECT 'items_duplicate_key', dup.n FROM dup WHERE dup.n > 0) y
+          GROUP BY kind) x
 ), o AS (
     SELECT CASE
         WHEN r.cancel_requested THEN 'cancelled'
@@ -46,7 +51,7 @@ SET state = o.state::crawlq_run_state,
     dead_pages = p.dead, failed_pages = p.failed
 FROM s, k, o, p
 WHERE r.id = p.id AND r.state IN ('pending', 'running')
-RETURNING r.state
+RETURNING r.state, (SELECT n FROM dup)::bigint AS duplicate_items
 `
 
 type FinishRunParams struct {
@@ -54,6 +59,11 @@ type FinishRunParams struct {
 	DeadPages   int64
 	FailedPages string
 	StoredItems int64
+}
+
+type FinishRunRow struct {
+	State          CrawlqRunState
+	DuplicateItems int64
 }
 
 // Finishes a run exactly once: the state predicate makes a second caller match nothing (no row
@@ -64,18 +74,21 @@ type FinishRunParams struct {
 // page's stat rows count no error: it is an error while it is dead); stored_items the items its sink holds (-1: unknown, use the items its pages
 // yielded). The outcome (see crawl's Run states): cancelled when asked; failed when the run job
 // failed, when nothing was fetched but pages died or erred, or when the dead share passes
-// max_dead_share; incomplete when any page died; else succeeded. Indexes: crawlq_run_stat_run
-// for the fold, the primary key for the run.
-func (q *Queries) FinishRun(ctx context.Context, arg FinishRunParams) (CrawlqRunState, error) {
+// max_dead_share; incomplete when any page died; else succeeded. Items its pages wrote that the
+// sink does not hold apart (their key was an earlier item's: the items stat less stored_items, the
+// stat after a redrive starting from the items stored before it) are counted in errors_by_kind's
+// items_duplicate_key beside the repeats the spider found on a page, and returned
+// (duplicate_items). Indexes: crawlq_run_stat_run for the fold, the primary key for the run.
+func (q *Queries) FinishRun(ctx context.Context, arg FinishRunParams) (FinishRunRow, error) {
 	row := q.db.QueryRow(ctx, FinishRun,
 		arg.ID,
 		arg.DeadPages,
 		arg.FailedPages,
 		arg.StoredItems,
 	)
-	var state CrawlqRunState
-	err := row.Scan(&state)
-	return state, err
+	var i FinishRunRow
+	err := row.Scan(&i.State, &i.DuplicateItems)
+	return i, err
 }
 
 const GetRun = `-- name: GetRun :one

@@ -201,9 +201,13 @@ func New(cfg Config) (*Node, error) {
 	if c, ok := sink.(items.Counter); ok {
 		countItems = c.CountRun // a run's items stat is what its sink holds
 	}
+	var duplicateKey func(context.Context, int64) (string, []string, error)
+	if d, ok := sink.(items.DuplicateFinder); ok {
+		duplicateKey = d.DuplicateKey
+	}
 	cr, err := crawl.New(crawl.Config{Pool: cfg.Pool, Queue: qc, Spiders: reg, Pipeline: pl, TxSink: txSink, Fetch: cfg.Fetch, Browser: cfg.Browser,
 		OnFinish: n.finished, OnStart: n.started, OnEnqueue: n.poke, Reserve: n.reserve, ItemTimeout: cfg.ItemTimeout, Logger: cfg.Logger,
-		CountItems: countItems, RunLog: cfg.RunLog, Artifacts: cfg.Artifacts, ProxyEnv: cfg.ProxyEnv, ProxyRest: cfg.ProxyRest, Clock: cfg.Clock})
+		CountItems: countItems, DuplicateKey: duplicateKey, RunLog: cfg.RunLog, Artifacts: cfg.Artifacts, ProxyEnv: cfg.ProxyEnv, ProxyRest: cfg.ProxyRest, Clock: cfg.Clock})
 	if err != nil {
 		return nil, err
 	}

@@ -119,6 +119,11 @@ func (p Pages) GoneNotCounted(ctx context.Context, runID int64, at time.Time, wh
 	p.write(ctx, runID, at, "items of pages not reached are not counted gone: "+why)
 }
 
+// Note writes line, something the run's log must say about its pages, as it happened at at.
+func (p Pages) Note(ctx context.Context, runID int64, at time.Time, line string) {
+	p.write(ctx, runID, at, line)
+}
+
 // HostPauseCleared says a redrive at at ended host's pause (it had been down since since):
 // its pages are fetched at once and, if it is still down, it has its whole down limit again.
 func (p Pages) HostPauseCleared(ctx context.Context, runID int64, at time.Time, host string, since time.Time) {

@@ -360,7 +360,7 @@ func (d *declarative) finishItems(p *pageData, page *url.URL, res *Result) {
 				if !ok {
 					if f.required {
 						res.Stats.Dropped++
-						res.Dropped = append(res.Dropped, Dropped{Rule: i, Container: c + 1, Field: f.name})
+						res.Dropped = append(res.Dropped, Dropped{Rule: i, Container: c + 1, Field: f.name, Key: f.name == r.key})
 						continue containers
 					}
 					continue

@@ -284,6 +284,7 @@ type Dropped struct {
 	Rule      int    // index of the item rule in the spec's items
 	Container int    // 1-based position of the container among the rule's matches on the page
 	Field     string // the first required field found missing or empty
+	Key       bool   // Field is the rule's key: the item had no key
 }
 
 // StatsParser is implemented by spiders that can report ExtractStats.

@@ -240,7 +240,7 @@ func TestParseExtracts(t *testing.T) {
 		t.Errorf("stats = %+v, want 2 dropped, 1 duplicate", res.Stats)
 	}
 	// Each drop names its container and the required field it lacks (crawlq spider test shows them).
-	if want := []Dropped{{Rule: 0, Container: 2, Field: "price"}, {Rule: 0, Container: 4, Field: "sku"}}; !reflect.DeepEqual(res.Dropped, want) {
+	if want := []Dropped{{Rule: 0, Container: 2, Field: "price"}, {Rule: 0, Container: 4, Field: "sku", Key: true}}; !reflect.DeepEqual(res.Dropped, want) {
 		t.Errorf("dropped = %+v, want %+v", res.Dropped, want)
 	}
 	var urls []string
