@@ -43,6 +43,21 @@ type State struct {
 // LoadMany returns the states of urls of the spider's line, by URL; a URL no run of the line
 // reached is absent.
 func LoadMany(ctx context.Context, q *dbsqlc.Queries, spider, line string, urls []string) (map[string]*State, error) {
+	return load(ctx, q, spider, line, urls, func(st *State, row dbsqlc.GetURLStatesRow) error {
+		if err := json.Unmarshal(row.Links, &st.Links); err != nil {
+			return fmt.Errorf("links: %w", err)
+		}
+		if err := json.Unmarshal(row.Items, &st.Items); err != nil {
+			return fmt.Errorf("items: %w", err)
+		}
+		st.NItems = len(st.Items)
+		return nil
+	})
+}
+
+// load reads the states of urls of the spider's line, by URL, each filled from its row's links
+// and items by fill (LoadMany decodes both, LoadWalk cuts the links and counts the items).
+func load(ctx context.Context, q *dbsqlc.Queries, spider, line string, urls []string, fill func(*State, dbsqlc.GetURLStatesRow) error) (map[string]*State, error) {
 	rows, err := q.GetURLStates(ctx, dbsqlc.GetURLStatesParams{Spider: spider, Line: line, Urls: urls})
 	if err != nil {
 		return nil, fmt.Errorf("load url states: %w", err)
@@ -51,13 +66,9 @@ func LoadMany(ctx context.Context, q *dbsqlc.Queries, spider, line string, urls 
 	for _, row := range rows {
 		st := &State{RunID: row.RunID, FetchedAt: row.FetchedAt, Status: int(row.Status), ETag: row.Etag,
 			LastModified: row.LastModified, BodyHash: row.BodyHash, Interval: time.Duration(row.IntervalS) * time.Second}
-		if err := json.Unmarshal(row.Links, &st.Links); err != nil {
-			return nil, fmt.Errorf("load url state of %s: links: %w", row.Url, err)
+		if err := fill(st, row); err != nil {
+			return nil, fmt.Errorf("load url state of %s: %w", row.Url, err)
 		}
-		if err := json.Unmarshal(row.Items, &st.Items); err != nil {
-			return nil, fmt.Errorf("load url state of %s: items: %w", row.Url, err)
-		}
-		st.NItems = len(st.Items)
 		out[row.Url] = st
 	}
 	return out, nil

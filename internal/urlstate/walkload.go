@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 	"unicode/utf8"
 
 	"crawlq/internal/dbsqlc"
@@ -16,23 +15,15 @@ import (
 // A walk reads a state a page of a recrawl, so its links are decoded without reflection and its
 // items counted without building their map (the two were a third of a walk's state read).
 func LoadWalk(ctx context.Context, q *dbsqlc.Queries, spider, line string, urls []string) (map[string]*State, error) {
-	rows, err := q.GetURLStates(ctx, dbsqlc.GetURLStatesParams{Spider: spider, Line: line, Urls: urls})
-	if err != nil {
-		return nil, fmt.Errorf("load url states: %w", err)
-	}
-	out := make(map[string]*State, len(rows))
-	for _, row := range rows {
-		st := &State{RunID: row.RunID, FetchedAt: row.FetchedAt, Status: int(row.Status), ETag: row.Etag,
-			LastModified: row.LastModified, BodyHash: row.BodyHash, Interval: time.Duration(row.IntervalS) * time.Second}
+	return load(ctx, q, spider, line, urls, func(st *State, row dbsqlc.GetURLStatesRow) (err error) {
 		if st.Links, err = decodeStrings(row.Links); err != nil {
-			return nil, fmt.Errorf("load url state of %s: links: %w", row.Url, err)
+			return fmt.Errorf("links: %w", err)
 		}
 		if st.NItems, err = countKeys(row.Items); err != nil {
-			return nil, fmt.Errorf("load url state of %s: items: %w", row.Url, err)
+			return fmt.Errorf("items: %w", err)
 		}
-		out[row.Url] = st
-	}
-	return out, nil
+		return nil
+	})
 }
 
 // decodeStrings decodes a JSON array of strings as Postgres writes a jsonb one (["a", "b"]): the
