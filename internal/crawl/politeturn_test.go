@@ -2,8 +2,6 @@ package crawl_test
 
 import (
 	"context"
-	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,14 +19,7 @@ func TestPagesWaitTheirHostsTurnInTheirWorker(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.Pool(t)
 	site := demosite.New(demosite.Config{Items: 16, PerPage: 8, SlowDelay: time.Millisecond})
-	var mu sync.Mutex
-	var arrivals []time.Time
-	base := serveHandler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		arrivals = append(arrivals, time.Now())
-		mu.Unlock()
-		site.ServeHTTP(w, r)
-	}))
+	base, arrivals := serveArrivals(t, site)
 	n, _ := startNode(t, pool, node.Config{Spiders: registry(t, demoWithRetry("  attempts: 2\n")), Workers: 1, Worker: queue.WorkerConfig{Concurrency: 4}})
 	delay := crawl.Duration(50 * time.Millisecond)
 	s, err := n.Crawler.Schedule(context.Background(), crawl.ScheduleParams{Spider: "demo",
@@ -43,11 +34,5 @@ func TestPagesWaitTheirHostsTurnInTheirWorker(t *testing.T) {
 	if st := n.Stats(); st.Snoozed != 0 {
 		t.Errorf("%d pages were put back to wait for their host's turn; want none (claimed %d)", st.Snoozed, st.Claimed)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	for i := 1; i < len(arrivals); i++ {
-		if gap := arrivals[i].Sub(arrivals[i-1]); gap < time.Duration(delay) {
-			t.Fatalf("requests %d and %d arrived %s apart, less than the %s delay", i-1, i, gap, time.Duration(delay))
-		}
-	}
+	checkGaps(t, arrivals(), time.Duration(delay))
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -190,20 +191,42 @@ func serveHandler(t *testing.T, h http.Handler) string {
 	return "http://" + l.Addr().String()
 }
 
+// serveArrivals serves h on loopback and records when each request arrived: arrivals returns
+// them so far, in order.
+func serveArrivals(t *testing.T, h http.Handler) (base string, arrivals func() []time.Time) {
+	t.Helper()
+	var mu sync.Mutex
+	var at []time.Time
+	base = serveHandler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		at = append(at, time.Now())
+		mu.Unlock()
+		h.ServeHTTP(w, r)
+	}))
+	return base, func() []time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(at)
+	}
+}
+
+// checkGaps fails t when two requests arrived closer than delay.
+func checkGaps(t *testing.T, arrivals []time.Time, delay time.Duration) {
+	t.Helper()
+	for i := 1; i < len(arrivals); i++ {
+		if gap := arrivals[i].Sub(arrivals[i-1]); gap < delay {
+			t.Fatalf("requests %d and %d arrived %s apart, less than the %s delay", i-1, i, gap, delay)
+		}
+	}
+}
+
 // Politeness across two processes: requests to one host are never closer than the delay,
 // measured at the server.
 func TestPolitenessAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	_, url := dbtest.Schema(t)
 	site := demosite.New(demosite.Config{Items: 16, PerPage: 8, SlowDelay: time.Millisecond})
-	var mu sync.Mutex
-	var arrivals []time.Time
-	base := serveHandler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		arrivals = append(arrivals, time.Now())
-		mu.Unlock()
-		site.ServeHTTP(w, r)
-	}))
+	base, arrivals := serveArrivals(t, site)
 	var localFinish atomic.Int32
 	ctl := controlNode(t, url, &localFinish)
 	startWorkerProc(t, url, 2, 30*time.Second)
@@ -218,16 +241,11 @@ func TestPolitenessAcrossProcesses(t *testing.T) {
 	if r.State != "succeeded" || r.Stats.Items != int64(site.Expected().Items) {
 		t.Fatalf("run %s with %d items", r.State, r.Stats.Items)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(arrivals) < 20 {
-		t.Fatalf("only %d requests", len(arrivals))
+	at := arrivals()
+	if len(at) < 20 {
+		t.Fatalf("only %d requests", len(at))
 	}
-	for i := 1; i < len(arrivals); i++ {
-		if gap := arrivals[i].Sub(arrivals[i-1]); gap < time.Duration(delay) {
-			t.Fatalf("requests %d and %d arrived %s apart, less than the %s delay", i-1, i, gap, time.Duration(delay))
-		}
-	}
+	checkGaps(t, at, time.Duration(delay))
 }
 
 // The browser spider on two runner processes (each with its own Chromium), one killed with
