@@ -73,23 +73,7 @@ func TestWaitingForNamesAPausedHost(t *testing.T) {
 	}
 	dead := "http://" + l.Addr().String()
 	l.Close() // nothing listens there now
-	reg := spider.NewRegistry()
-	spec := "name: down\nstart_urls: [" + dead + "/]\nobey_robots: false\nretry:\n  host_pause: 1m\n  max_host_pause: 1m\n"
-	if err := reg.LoadFS(fstest.MapFS{"down.yaml": {Data: []byte(spec)}}); err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.New(node.Config{Pool: dbtest.Pool(t), Spiders: reg, Workers: 1, Fetch: fetch.Config{AllowLoopback: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); n.Run(nctx) }()
-	defer func() { stop(); <-done }()
-	s, err := n.Crawler.Schedule(ctx, crawl.ScheduleParams{Spider: "down"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, s := runOneWorker(t, ctx, "down", "start_urls: ["+dead+"/]\nobey_robots: false\nretry:\n  host_pause: 1m\n  max_host_pause: 1m\n")
 	line := testwait.For(t, "--watch names the paused host", func() (string, bool) {
 		r, waiting, running := runDepth(t, n, s.RunID)
 		line, err := waitingFor(ctx, n, r, waiting, running, time.Now())
@@ -139,23 +123,7 @@ func TestWaitingForNamesTheHostsDelayTurn(t *testing.T) {
 		fmt.Fprint(w, "<html><body>a page</body></html>")
 	}))
 	defer site.Close()
-	reg := spider.NewRegistry()
-	spec := "name: polite\nstart_urls: [" + site.URL + "/a, " + site.URL + "/b]\nobey_robots: false\ndelay: 1h\n"
-	if err := reg.LoadFS(fstest.MapFS{"polite.yaml": {Data: []byte(spec)}}); err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.New(node.Config{Pool: dbtest.Pool(t), Spiders: reg, Workers: 1, Fetch: fetch.Config{AllowLoopback: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); n.Run(nctx) }()
-	defer func() { stop(); <-done }()
-	s, err := n.Crawler.Schedule(ctx, crawl.ScheduleParams{Spider: "polite"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, s := runOneWorker(t, ctx, "polite", "start_urls: ["+site.URL+"/a, "+site.URL+"/b]\nobey_robots: false\ndelay: 1h\n")
 	line := testwait.For(t, "--watch says the second page waits", func() (string, bool) {
 		r, waiting, running := runDepth(t, n, s.RunID)
 		line, err := waitingFor(ctx, n, r, waiting, running, time.Now())
@@ -171,6 +139,29 @@ func TestWaitingForNamesTheHostsDelayTurn(t *testing.T) {
 }
 
 // runDepth reads run id and how many of its jobs wait and run.
+// runOneWorker starts a node with one worker (loopback allowed) and the spider name whose spec
+// is the rest of its YAML, stopped when the test ends, and schedules a run of it.
+func runOneWorker(t *testing.T, ctx context.Context, name, rest string) (*node.Node, crawl.Scheduled) {
+	t.Helper()
+	reg := spider.NewRegistry()
+	if err := reg.LoadFS(fstest.MapFS{name + ".yaml": {Data: []byte("name: " + name + "\n" + rest)}}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.New(node.Config{Pool: dbtest.Pool(t), Spiders: reg, Workers: 1, Fetch: fetch.Config{AllowLoopback: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); n.Run(nctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	s, err := n.Crawler.Schedule(ctx, crawl.ScheduleParams{Spider: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, s
+}
+
 func runDepth(t *testing.T, n *node.Node, id int64) (r *crawl.Run, waiting, running int64) {
 	t.Helper()
 	r, err := n.Crawler.Get(context.Background(), id)
