@@ -12,8 +12,8 @@ import (
 	"crawlq/internal/spider"
 )
 
-// OverrideNames are the settings a run may override (Overrides), by their JSON names.
-var OverrideNames = func() []string {
+// overrideNames returns the settings a run may override (Overrides), by their JSON names.
+func overrideNames() []string {
 	t := reflect.TypeFor[Overrides]()
 	names := make([]string, 0, t.NumField())
 	for i := range t.NumField() {
@@ -21,22 +21,22 @@ var OverrideNames = func() []string {
 		names = append(names, name)
 	}
 	return names
-}()
+}
 
 // DecodeOverrides reads a run's setting overrides from a JSON object (the api's settings, the
-// CLI's --settings). An error names the
-// setting by its path under path ("settings.delay"): an unknown one with the known one nearest
-// to it, or a value of the wrong type. The values are checked when a run is scheduled with them.
+// CLI's --settings). An error names the setting by its path under path ("settings.delay"): an
+// unknown one with the known one nearest to it, or a value of the wrong type. The values are checked when a run is scheduled with them.
 func DecodeOverrides(raw []byte, path string) (Overrides, error) {
 	var o Overrides
+	names := overrideNames()
 	var keys map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &keys); err != nil || keys == nil {
-		return o, fmt.Errorf("%s: want a JSON object of settings (%s)", path, strings.Join(OverrideNames, ", "))
+		return o, fmt.Errorf("%s: want a JSON object of settings (%s)", path, strings.Join(names, ", "))
 	}
 	for k := range keys {
-		if !slices.Contains(OverrideNames, k) {
+		if !slices.Contains(names, k) {
 			return o, fmt.Errorf("%s.%s: unknown setting%s (a run may override %s)", path, k,
-				spider.Suggest(k, OverrideNames...), strings.Join(OverrideNames, ", "))
+				spider.Suggest(k, names...), strings.Join(names, ", "))
 		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
