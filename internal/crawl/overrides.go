@@ -25,7 +25,8 @@ func overrideNames() []string {
 
 // DecodeOverrides reads a run's setting overrides from a JSON object (the api's settings, the
 // CLI's --settings). An error names the setting by its path under path ("settings.delay"): an
-// unknown one with the known one nearest to it, or a value of the wrong type. The values are checked when a run is scheduled with them.
+// unknown one with the known one nearest to it, or a value of the wrong type. The values are
+// checked when a run is scheduled with them.
 func DecodeOverrides(raw []byte, path string) (Overrides, error) {
 	var o Overrides
 	names := overrideNames()
