@@ -132,9 +132,9 @@ type Crawler struct {
 	db        *dbsqlc.Queries // on cfg.Pool
 	log       *slog.Logger
 	robots    *robots.Cache
-	pauses    pauseLog // the host pauses written to run logs (pagelog.go)
-	itemNotes onceLog  // the items not stored already said in run logs (itemloss.go)
-	full      fullRuns // the runs that keep no more failed pages (artifacts.go)
+	pauses    onceSet[pauseKey] // the host pauses written to run logs (pagelog.go)
+	itemNotes onceSet[itemNote] // the items not stored already said in run logs (itemloss.go)
+	full      fullRuns          // the runs that keep no more failed pages (artifacts.go)
 
 	mu       sync.Mutex
 	fetchers map[fetcherKey]*fetch.Fetcher

@@ -1,9 +1,9 @@
 package crawl
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-	"sync"
 
 	"crawlq/internal/spider"
 )
@@ -49,10 +49,10 @@ func (c *Crawler) itemsLost(ctx context.Context, runID int64, url string, res sp
 	for i, d := range res.Dropped {
 		if d.Key {
 			l.noKey++
-			noKey = cmpNil(noKey, &res.Dropped[i])
+			noKey = cmp.Or(noKey, &res.Dropped[i])
 		} else {
 			l.noField++
-			noField = cmpNil(noField, &res.Dropped[i])
+			noField = cmp.Or(noField, &res.Dropped[i])
 		}
 	}
 	// A spider that reports only counts (no Dropped list) has them all as missing a field.
@@ -60,15 +60,15 @@ func (c *Crawler) itemsLost(ctx context.Context, runID int64, url string, res sp
 		l.noField += n
 	}
 	l.duplicate = res.Stats.Duplicates
-	if noKey != nil && c.itemNotes.first(runID, kindNoKey) {
+	if noKey != nil && c.itemNotes.first(itemNote{runID, kindNoKey}) {
 		c.noteItems(ctx, runID, fmt.Sprintf("items dropped: items[%d] match %d on %s has no key (%s): not stored; each such item is counted as %s",
 			noKey.Rule, noKey.Container, url, noKey.Field, kindNoKey))
 	}
-	if noField != nil && c.itemNotes.first(runID, kindNoField) {
+	if noField != nil && c.itemNotes.first(itemNote{runID, kindNoField}) {
 		c.noteItems(ctx, runID, fmt.Sprintf("items dropped: items[%d] match %d on %s has no %s, a required field: not stored; each such item is counted as %s",
 			noField.Rule, noField.Container, url, noField.Field, kindNoField))
 	}
-	if l.duplicate > 0 && c.itemNotes.first(runID, kindDuplicate) {
+	if l.duplicate > 0 && c.itemNotes.first(itemNote{runID, kindDuplicate}) {
 		c.noteItems(ctx, runID, fmt.Sprintf("items not stored: %d item(s) on %s repeat the key of an earlier item on the page (the first is kept); each such item of the run is counted as %s: is the spider's item key unique?",
 			l.duplicate, url, kindDuplicate))
 	}
@@ -96,35 +96,8 @@ func (c *Crawler) noteItems(ctx context.Context, runID int64, line string) {
 	c.pageLog().Note(ctx, runID, c.clk.Now(), line)
 }
 
-func cmpNil(a, b *spider.Dropped) *spider.Dropped {
-	if a != nil {
-		return a
-	}
-	return b
-}
-
-// onceLog remembers, per run and kind, that a note was written (bounded: notes are few).
-type onceLog struct {
-	mu   sync.Mutex
-	seen map[onceKey]bool
-}
-
-type onceKey struct {
+// itemNote is a kind of item loss said in a run's log.
+type itemNote struct {
 	run  int64
 	kind string
-}
-
-// first reports whether kind was not noted for run yet, and remembers it.
-func (o *onceLog) first(run int64, kind string) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.seen == nil || len(o.seen) >= 10000 {
-		o.seen = map[onceKey]bool{}
-	}
-	k := onceKey{run, kind}
-	if o.seen[k] {
-		return false
-	}
-	o.seen[k] = true
-	return true
 }

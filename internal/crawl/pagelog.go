@@ -25,28 +25,35 @@ func (c *Crawler) logPageDied(ctx context.Context, runID int64, url string, atte
 // (what failed, in words), and the down limit after which its pages die. Pages failing together
 // may each start the same pause: it is written once.
 func (c *Crawler) logHostPaused(ctx context.Context, runID int64, host, cause string, until time.Time, downLimit time.Duration) {
-	if c.pauses.first(host, until) {
+	if c.pauses.first(pauseKey{host, until.UnixNano()}) {
 		c.pageLog().HostPaused(ctx, runID, c.clk.Now(), host, cause, until, downLimit)
 	}
 }
 
-// pauseLog remembers the last pause of each host written to a run log.
-type pauseLog struct {
-	mu   sync.Mutex
-	last map[string]time.Time
+// pauseKey is one pause of a host: until when.
+type pauseKey struct {
+	host  string
+	until int64 // UnixNano
 }
 
-// first reports whether host's pause until until is not written yet, and remembers it.
-func (p *pauseLog) first(host string, until time.Time) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.last == nil || len(p.last) >= 10000 { // a bound, not an LRU: failing hosts are few
-		p.last = map[string]time.Time{}
+// onceSet remembers the keys it was asked about, so what a run log says once is said once
+// (bounded, not an LRU: such lines are few; past the bound they may be said again).
+type onceSet[K comparable] struct {
+	mu   sync.Mutex
+	seen map[K]bool
+}
+
+// first reports whether k was not seen yet, and remembers it.
+func (o *onceSet[K]) first(k K) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.seen == nil || len(o.seen) >= 10000 {
+		o.seen = map[K]bool{}
 	}
-	if p.last[host].Equal(until) {
+	if o.seen[k] {
 		return false
 	}
-	p.last[host] = until
+	o.seen[k] = true
 	return true
 }
 

@@ -332,5 +332,5 @@ func (c *Crawler) reachedAll(ctx context.Context, ri *runInfo, line string) (boo
 // of the pages it did not reach as gone, and why.
 func (c *Crawler) goneNotCounted(ctx context.Context, runID int64, why string) {
 	c.log.Info("items of pages not reached are not counted gone", "run", runID, "why", why)
-	c.pageLog().GoneNotCounted(ctx, runID, c.clk.Now(), why)
+	c.pageLog().Note(ctx, runID, c.clk.Now(), "items of pages not reached are not counted gone: "+why)
 }

@@ -113,12 +113,6 @@ func (p Pages) HostResumed(ctx context.Context, runID int64, at time.Time, host 
 	p.write(ctx, runID, at, HostResumedLine(host))
 }
 
-// GoneNotCounted says, at at, that the run did not count the items of the pages it did not reach
-// as gone, and why (it did not reach all it could).
-func (p Pages) GoneNotCounted(ctx context.Context, runID int64, at time.Time, why string) {
-	p.write(ctx, runID, at, "items of pages not reached are not counted gone: "+why)
-}
-
 // Note writes line, something the run's log must say about its pages, as it happened at at.
 func (p Pages) Note(ctx context.Context, runID int64, at time.Time, line string) {
 	p.write(ctx, runID, at, line)
