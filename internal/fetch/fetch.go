@@ -286,16 +286,14 @@ func (f *Fetcher) FetchURL(ctx context.Context, u *url.URL, v Validators, cookie
 	return f.do(ctx, reqCtx, req, took, v, cookies)
 }
 
+// fetch parses rawURL once (as http.NewRequest would) and fetches it: the checks read the parsed
+// form.
 func (f *Fetcher) fetch(ctx context.Context, rawURL string, v Validators, cookies []*http.Cookie) (*Result, error) {
-	took := clock.StartStopwatch()
-	reqCtx, cancel := context.WithTimeoutCause(ctx, f.cfg.ReadTimeout, ErrTimeout)
-	defer cancel()
-	// NewRequest parses the URL once; the checks read the parsed form.
-	req, err := http.NewRequestWithContext(reqCtx, http.MethodGet, rawURL, nil)
+	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("parse url: %w: %w", ErrInvalidURL, err)
 	}
-	return f.do(ctx, reqCtx, req, took, v, cookies)
+	return f.FetchURL(ctx, u, v, cookies)
 }
 
 // do sends req (its context reqCtx: ctx with the read timeout) with the fetcher's headers, v and
