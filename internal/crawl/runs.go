@@ -35,8 +35,8 @@ type Run struct {
 	FinishedAt      *time.Time        `json:"finished_at,omitempty"`
 	Stats           Stats             `json:"stats"`
 	// DeadPages counts the run's pages that are dead (their retries exhausted, their host down
-	// past its limit or their address refused, and not redriven since), so far while it runs; FailedPages lists a few of them with their last error, set
-	// when the run finishes.
+	// past its limit or their address refused, and not redriven since), so far while it runs;
+	// FailedPages lists a few of them with their last error, set when the run finishes.
 	DeadPages   int64        `json:"dead_pages"`
 	FailedPages []FailedPage `json:"failed_pages"`
 }
