@@ -269,8 +269,12 @@ func queueStates(tx *queue.Tx, batch []*finishReq, now time.Time) error {
 // page fetched, and no page that failed for another reason than being gone (reachedAll).
 func (c *Crawler) sweepGone(ctx context.Context, runID int64, dead int64) error {
 	ri, err := c.runInfo(ctx, runID)
-	if err != nil || ri.spider == nil || !ri.settings.KeepsState() || dead > 0 || c.isCancelled(runID) {
+	if err != nil || ri.spider == nil || !ri.settings.KeepsState() || c.isCancelled(runID) {
 		return nil // a run that cannot be read is finished by FinishRun alone
+	}
+	if dead > 0 {
+		c.goneNotCounted(ctx, runID, fmt.Sprintf("%d of its pages died, so the pages behind them were not looked for", dead))
+		return nil
 	}
 	if ri.settings.SitemapSince != "" {
 		return nil // it schedules only what its sitemaps say changed: the rest was not looked for
