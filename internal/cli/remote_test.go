@@ -2,6 +2,8 @@ package cli_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -153,7 +155,9 @@ func TestCommandsThroughTheAPIFunction(t *testing.T) {
 	if code, out, errs = api("spider", "push", dir); code != 0 || out != "via-api: unchanged (version 1)\n" {
 		t.Errorf("spider push of a directory through the api: exit %d %q %q", code, out, errs)
 	}
-	if code, out, _ = run(t, url, "spider", "versions", "via-api"); code != 0 || out != "1\n" {
+	sum := sha256.Sum256([]byte(spec))
+	if code, out, _ = run(t, url, "spider", "versions", "via-api"); code != 0 ||
+		!regexp.MustCompile(`^VERSION +PUSHED \(UTC\) +SHA256\n1 +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d +`+hex.EncodeToString(sum[:6])+`\n$`).MatchString(out) {
 		t.Errorf("the pushed spider in the database: exit %d %q", code, out)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "bad.yaml"), []byte("name: bad\nstart_urls: [http://a.example/]\nconcurrency: 999\n"), 0o600); err != nil {

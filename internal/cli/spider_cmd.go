@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -32,7 +33,7 @@ restart (within 2 seconds). The built-in specs are pushed as version 1 of their 
   crawlq spider push demo.yaml          validate and store a spec (YAML or JSON) as a new version
   crawlq spider push spiders/           every *.yaml, *.yml, *.json in a directory, all or nothing
   crawlq spider list                    every stored spider, its newest version and version count
-  crawlq spider versions NAME           a spider's versions, oldest first
+  crawlq spider versions NAME           a spider's versions, oldest first: when each was pushed, its hash
   crawlq spider delete NAME             delete every version (--version V: only that one)
   crawlq spider test SPEC URL           fetch one page, show its items, links and errors (no run, no database)
 
@@ -57,7 +58,7 @@ Scrapyd API (addversion.json); their spiders are listed here as PROJECT.SPIDER.`
 						})
 					}
 				}},
-			spiderSub("versions", "a spider's versions, oldest first", "NAME", one("NAME"), "", "",
+			spiderSub("versions", "a spider's versions, oldest first: when each was pushed and the start of its spec's SHA-256", "NAME", one("NAME"), "", "",
 				func(ctx context.Context, env *Env, st *spiderstore.Store, args []string, _ string) error {
 					vs, err := st.Versions(ctx, args[0])
 					if err != nil {
@@ -66,8 +67,12 @@ Scrapyd API (addversion.json); their spiders are listed here as PROJECT.SPIDER.`
 					if len(vs) == 0 {
 						return fmt.Errorf("spider %q: %w", args[0], spiderstore.ErrNotFound)
 					}
-					fmt.Fprintln(env.Stdout, strings.Join(vs, "\n"))
-					return nil
+					tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "VERSION\tPUSHED (UTC)\tSHA256")
+					for _, v := range vs {
+						fmt.Fprintf(tw, "%s\t%s\t%.12s\n", v.Version, v.PushedAt.UTC().Format(time.DateTime), v.SHA256)
+					}
+					return tw.Flush()
 				}),
 			spiderTestCmd(),
 			spiderSub("delete", "delete a spider's versions", "NAME [--version V]", one("NAME"),

@@ -38,8 +38,9 @@ SELECT DISTINCT ON (name) name, version, kind, created_at, count(*) OVER (PARTIT
 FROM crawlq_spider ORDER BY name, seq DESC;
 
 -- name: SpecVersions :many
--- One name's versions, oldest first. Index: crawlq_spider_latest.
-SELECT version FROM crawlq_spider WHERE name = @name ORDER BY seq;
+-- One name's versions, oldest first, with when each was pushed and its content's hash. Index:
+-- crawlq_spider_latest.
+SELECT version, created_at, sha256 FROM crawlq_spider WHERE name = @name ORDER BY seq;
 
 -- name: DeleteSpec :execrows
 -- Deletes one version of a name, or every version when version is '', unless a run that has not

@@ -258,23 +258,30 @@ func (q *Queries) SpecVersion(ctx context.Context, arg SpecVersionParams) (Crawl
 }
 
 const SpecVersions = `-- name: SpecVersions :many
-SELECT version FROM crawlq_spider WHERE name = $1 ORDER BY seq
+SELECT version, created_at, sha256 FROM crawlq_spider WHERE name = $1 ORDER BY seq
 `
 
-// One name's versions, oldest first. Index: crawlq_spider_latest.
-func (q *Queries) SpecVersions(ctx context.Context, name string) ([]string, error) {
+type SpecVersionsRow struct {
+	Version   string
+	CreatedAt time.Time
+	Sha256    string
+}
+
+// One name's versions, oldest first, with when each was pushed and its content's hash. Index:
+// crawlq_spider_latest.
+func (q *Queries) SpecVersions(ctx context.Context, name string) ([]SpecVersionsRow, error) {
 	rows, err := q.db.Query(ctx, SpecVersions, name)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []string{}
+	items := []SpecVersionsRow{}
 	for rows.Next() {
-		var version string
-		if err := rows.Scan(&version); err != nil {
+		var i SpecVersionsRow
+		if err := rows.Scan(&i.Version, &i.CreatedAt, &i.Sha256); err != nil {
 			return nil, err
 		}
-		items = append(items, version)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

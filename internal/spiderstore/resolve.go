@@ -91,11 +91,15 @@ func (s *Store) resolveProject(ctx context.Context, name, project, sp, version s
 }
 
 // listVersions shows a spider's versions in an error: the last ten, newest last.
-func listVersions(vs []string) string {
-	if len(vs) > 10 {
-		return "..., " + strings.Join(vs[len(vs)-10:], ", ")
+func listVersions(vs []Version) string {
+	names := make([]string, 0, 10)
+	for _, v := range vs[max(0, len(vs)-10):] {
+		names = append(names, v.Version)
 	}
-	return strings.Join(vs, ", ")
+	if len(vs) > 10 {
+		return "..., " + strings.Join(names, ", ")
+	}
+	return strings.Join(names, ", ")
 }
 
 // Names implements spider.Source.

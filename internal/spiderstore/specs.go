@@ -279,11 +279,22 @@ func (s *Store) List(ctx context.Context) ([]Listed, error) {
 	return out, nil
 }
 
+// Version is one stored version of a spec.
+type Version struct {
+	Version  string
+	PushedAt time.Time
+	SHA256   string // of the spec as pushed
+}
+
 // Versions lists a spec's versions, oldest first.
-func (s *Store) Versions(ctx context.Context, name string) ([]string, error) {
-	vs, err := s.db.SpecVersions(ctx, name)
+func (s *Store) Versions(ctx context.Context, name string) ([]Version, error) {
+	rows, err := s.db.SpecVersions(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("list versions of %s: %w", name, err)
+	}
+	vs := make([]Version, len(rows))
+	for i, r := range rows {
+		vs[i] = Version{Version: r.Version, PushedAt: r.CreatedAt, SHA256: r.Sha256}
 	}
 	return vs, nil
 }

@@ -4,6 +4,8 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -148,8 +150,17 @@ func TestVersions(t *testing.T) {
 	if err != nil || got.Version != "2" || string(got.Data) != changed {
 		t.Fatalf("latest: %+v %v", got, err)
 	}
-	if vs, err := st.Versions(ctx, "shop"); err != nil || strings.Join(vs, ",") != "1,2" {
-		t.Fatalf("versions: %v", vs)
+	vs, err := st.Versions(ctx, "shop")
+	if err != nil || len(vs) != 2 || vs[0].Version != "1" || vs[1].Version != "2" {
+		t.Fatalf("versions: %+v %v", vs, err)
+	}
+	for i, data := range []string{goodSpec, changed} {
+		if sum := sha256.Sum256([]byte(data)); vs[i].SHA256 != hex.EncodeToString(sum[:]) {
+			t.Errorf("version %s's hash %q, want that of what was pushed", vs[i].Version, vs[i].SHA256)
+		}
+	}
+	if vs[0].PushedAt.IsZero() || vs[1].PushedAt.Before(vs[0].PushedAt) {
+		t.Errorf("push times %v, %v: want set, oldest first", vs[0].PushedAt, vs[1].PushedAt)
 	}
 	// The source of the registry: any version by name, the newest by default.
 	for version, want := range map[string]string{"1": goodSpec, "2": changed, "": changed} {
@@ -418,7 +429,7 @@ func TestDeleteKeepsVersionsUnfinishedRunsNeed(t *testing.T) {
 			t.Fatalf("delete version %q under a pending run: %d %v", version, n, err)
 		}
 	}
-	if vs, err := st.Versions(ctx, "shop"); err != nil || strings.Join(vs, ",") != "1,2" {
+	if vs, err := st.Versions(ctx, "shop"); err != nil || versionNames(vs) != "1,2" {
 		t.Fatalf("versions after refused deletes: %v %v", vs, err)
 	}
 	// Version 2 no unfinished run needs.
@@ -431,4 +442,13 @@ func TestDeleteKeepsVersionsUnfinishedRunsNeed(t *testing.T) {
 	if n, err := st.Delete(ctx, "shop", "1"); err != nil || n != 1 {
 		t.Fatalf("delete version 1 after its run finished: %d %v", n, err)
 	}
+}
+
+// versionNames joins the versions' names with commas.
+func versionNames(vs []spiderstore.Version) string {
+	names := make([]string, len(vs))
+	for i, v := range vs {
+		names[i] = v.Version
+	}
+	return strings.Join(names, ",")
 }
