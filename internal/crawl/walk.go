@@ -29,7 +29,7 @@ import (
 // does not commit unmarks them.
 
 const (
-	walkMax   = 512              // pages one walk asks
+	walkMax   = 4096             // pages one walk asks
 	walkFor   = 20 * time.Second // a walk asks no more pages after this (its lease is renewed meanwhile)
 	walkFetch = 16               // requests a walk has in flight at most (and no more than the spider's concurrency)
 )
