@@ -118,20 +118,28 @@ FROM tc WHERE tc.walked GROUP BY tc.run_id;
 -- its URL for the run as RecordURLStates' do (a URL the run already recorded is not written
 -- again and adds nothing). The touches written add their unchanged items (items_unchanged, a
 -- row always: it marks a run that counts changes), their page outcomes by kind and how many
--- were walked to the run's stats. A recrawl sends one of these a walk, so it is lean: touches
--- (a JSON array of what differs between pages; spider, line and run are arguments) is parsed
--- once, where RecordURLStates parses its touches twice and plans a statement four times the
--- size. Its rows are a materialized CTE whose spider and line the planner does not know: it then
--- looks each URL up by the primary key, where with arrays of known length, or the line as a
--- constant, it scans the whole line to hash it (on a table it has no statistics of yet: a new
--- spider's, or the bench's). now is the crawler's clock, as in RecordURLStates. Index: the
--- primary key, a lookup a touch.
+-- were walked to the run's stats. A recrawl sends one of these a walk, so it is lean: the
+-- touches are parallel arrays, one element a page (spider, line and run are arguments), which
+-- the server reads for about a quarter less CPU a row than the JSON array RecordURLStates takes
+-- (a recrawl's every page is a touch). Its rows are a materialized CTE whose spider and line the
+-- planner does not know, over arrays it cannot count (passed through a subquery it does not
+-- flatten): it then looks each URL up by the primary key, where with arrays of known length, or
+-- the line as a constant, it scans the whole line to hash it (on a table it has no statistics of
+-- yet: a new spider's, or the bench's). now is the crawler's clock, as in RecordURLStates.
+-- Index: the primary key, a lookup a touch.
 WITH x AS MATERIALIZED (
-    SELECT sqlc.arg(spider)::text AS spider, sqlc.arg(line)::text AS line, e.v->>'url' AS url, (e.v->>'fetched')::boolean AS fetched, (e.v->>'keep_s')::float8 AS keep_s,
-           e.v->>'etag' AS etag, e.v->>'last_modified' AS last_modified, (e.v->>'interval_s')::int AS interval_s,
-           (e.v->>'unchanged')::int AS unchanged, e.v->>'kind' AS kind, (e.v->>'bytes')::bigint AS bytes,
-           (e.v->>'walked')::boolean AS walked
-    FROM jsonb_array_elements(sqlc.arg(touches)::text::jsonb) AS e(v)
+    SELECT sqlc.arg(spider)::text AS spider, sqlc.arg(line)::text AS line, k.url, k.fetched, k.keep_s, k.etag,
+           k.last_modified, k.interval_s, k.unchanged, k.kind, k.bytes, k.walked
+    FROM (
+        SELECT sqlc.arg(urls)::text[] AS urls, sqlc.arg(fetched)::boolean[] AS fetched, sqlc.arg(keep_s)::float8[] AS keep_s,
+               sqlc.arg(etags)::text[] AS etags, sqlc.arg(last_modified)::text[] AS last_modified,
+               sqlc.arg(interval_s)::int[] AS interval_s, sqlc.arg(unchanged)::int[] AS unchanged,
+               sqlc.arg(kinds)::text[] AS kinds, sqlc.arg(bytes)::bigint[] AS bytes, sqlc.arg(walked)::boolean[] AS walked
+        OFFSET 0 -- keeps the arrays from the planner's count
+    ) AS a
+    CROSS JOIN LATERAL ROWS FROM (unnest(a.urls), unnest(a.fetched), unnest(a.keep_s), unnest(a.etags), unnest(a.last_modified),
+        unnest(a.interval_s), unnest(a.unchanged), unnest(a.kinds), unnest(a.bytes), unnest(a.walked))
+        AS k(url, fetched, keep_s, etag, last_modified, interval_s, unchanged, kind, bytes, walked)
 ), t AS (
     UPDATE crawlq_url_state u
     SET run_id = sqlc.arg(run_id)::bigint, fetched_at = CASE WHEN x.fetched THEN sqlc.arg(now)::timestamptz ELSE u.fetched_at END,

@@ -369,15 +369,22 @@ func (q *Queries) SweepGoneItems(ctx context.Context, arg SweepGoneItemsParams) 
 
 const TouchURLStates = `-- name: TouchURLStates :exec
 WITH x AS MATERIALIZED (
-    SELECT $2::text AS spider, $3::text AS line, e.v->>'url' AS url, (e.v->>'fetched')::boolean AS fetched, (e.v->>'keep_s')::float8 AS keep_s,
-           e.v->>'etag' AS etag, e.v->>'last_modified' AS last_modified, (e.v->>'interval_s')::int AS interval_s,
-           (e.v->>'unchanged')::int AS unchanged, e.v->>'kind' AS kind, (e.v->>'bytes')::bigint AS bytes,
-           (e.v->>'walked')::boolean AS walked
-    FROM jsonb_array_elements($4::text::jsonb) AS e(v)
+    SELECT $2::text AS spider, $3::text AS line, k.url, k.fetched, k.keep_s, k.etag,
+           k.last_modified, k.interval_s, k.unchanged, k.kind, k.bytes, k.walked
+    FROM (
+        SELECT $4::text[] AS urls, $5::boolean[] AS fetched, $6::float8[] AS keep_s,
+               $7::text[] AS etags, $8::text[] AS last_modified,
+               $9::int[] AS interval_s, $10::int[] AS unchanged,
+               $11::text[] AS kinds, $12::bigint[] AS bytes, $13::boolean[] AS walked
+        OFFSET 0 -- keeps the arrays from the planner's count
+    ) AS a
+    CROSS JOIN LATERAL ROWS FROM (unnest(a.urls), unnest(a.fetched), unnest(a.keep_s), unnest(a.etags), unnest(a.last_modified),
+        unnest(a.interval_s), unnest(a.unchanged), unnest(a.kinds), unnest(a.bytes), unnest(a.walked))
+        AS k(url, fetched, keep_s, etag, last_modified, interval_s, unchanged, kind, bytes, walked)
 ), t AS (
     UPDATE crawlq_url_state u
-    SET run_id = $1::bigint, fetched_at = CASE WHEN x.fetched THEN $5::timestamptz ELSE u.fetched_at END,
-        keep_until = $5::timestamptz + make_interval(secs => x.keep_s), etag = x.etag,
+    SET run_id = $1::bigint, fetched_at = CASE WHEN x.fetched THEN $14::timestamptz ELSE u.fetched_at END,
+        keep_until = $14::timestamptz + make_interval(secs => x.keep_s), etag = x.etag,
         last_modified = x.last_modified, interval_s = x.interval_s
     FROM x
     WHERE u.spider = x.spider AND u.line = x.line AND u.url = x.url AND u.run_id <> $1::bigint
@@ -398,11 +405,20 @@ CROSS JOIN LATERAL (
 `
 
 type TouchURLStatesParams struct {
-	RunID   int64
-	Spider  string
-	Line    string
-	Touches string
-	Now     time.Time
+	RunID        int64
+	Spider       string
+	Line         string
+	Urls         []string
+	Fetched      []bool
+	KeepS        []float64
+	Etags        []string
+	LastModified []string
+	IntervalS    []int32
+	Unchanged    []int32
+	Kinds        []string
+	Bytes        []int64
+	Walked       []bool
+	Now          time.Time
 }
 
 // Records, in the transaction that finishes them, pages of one run found as they were (a 304,
@@ -411,20 +427,30 @@ type TouchURLStatesParams struct {
 // its URL for the run as RecordURLStates' do (a URL the run already recorded is not written
 // again and adds nothing). The touches written add their unchanged items (items_unchanged, a
 // row always: it marks a run that counts changes), their page outcomes by kind and how many
-// were walked to the run's stats. A recrawl sends one of these a walk, so it is lean: touches
-// (a JSON array of what differs between pages; spider, line and run are arguments) is parsed
-// once, where RecordURLStates parses its touches twice and plans a statement four times the
-// size. Its rows are a materialized CTE whose spider and line the planner does not know: it then
-// looks each URL up by the primary key, where with arrays of known length, or the line as a
-// constant, it scans the whole line to hash it (on a table it has no statistics of yet: a new
-// spider's, or the bench's). now is the crawler's clock, as in RecordURLStates. Index: the
-// primary key, a lookup a touch.
+// were walked to the run's stats. A recrawl sends one of these a walk, so it is lean: the
+// touches are parallel arrays, one element a page (spider, line and run are arguments), which
+// the server reads for about a quarter less CPU a row than the JSON array RecordURLStates takes
+// (a recrawl's every page is a touch). Its rows are a materialized CTE whose spider and line the
+// planner does not know, over arrays it cannot count (passed through a subquery it does not
+// flatten): it then looks each URL up by the primary key, where with arrays of known length, or
+// the line as a constant, it scans the whole line to hash it (on a table it has no statistics of
+// yet: a new spider's, or the bench's). now is the crawler's clock, as in RecordURLStates.
+// Index: the primary key, a lookup a touch.
 func (q *Queries) TouchURLStates(ctx context.Context, arg TouchURLStatesParams) error {
 	_, err := q.db.Exec(ctx, TouchURLStates,
 		arg.RunID,
 		arg.Spider,
 		arg.Line,
-		arg.Touches,
+		arg.Urls,
+		arg.Fetched,
+		arg.KeepS,
+		arg.Etags,
+		arg.LastModified,
+		arg.IntervalS,
+		arg.Unchanged,
+		arg.Kinds,
+		arg.Bytes,
+		arg.Walked,
 		arg.Now,
 	)
 	return err

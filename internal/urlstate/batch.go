@@ -158,12 +158,7 @@ func (b *Batch) Queue(q dbsqlc.Queuer, now time.Time) error {
 		touches[g] = append(touches[g], t.touchRow)
 	}
 	for _, g := range order {
-		rows, err := json.Marshal(touches[g])
-		if err != nil {
-			return fmt.Errorf("record url states: %w", err)
-		}
-		p := dbsqlc.TouchURLStatesParams{RunID: g.run, Touches: string(rows), Now: now, Spider: g.spider, Line: g.line}
-		dbsqlc.QueueExec(q, (*dbsqlc.Queries).TouchURLStates, p)
+		dbsqlc.QueueExec(q, (*dbsqlc.Queries).TouchURLStates, touchParams(g, touches[g], now))
 	}
 	if len(rest) == 0 {
 		return nil
@@ -183,6 +178,20 @@ type touchRow struct {
 	Kind         string  `json:"kind"`
 	Bytes        int64   `json:"bytes"`
 	Walked       bool    `json:"walked"`
+}
+
+// touchParams returns the TouchURLStates arguments for rows of group g: a column an argument.
+func touchParams(g touchGroup, rows []touchRow, now time.Time) dbsqlc.TouchURLStatesParams {
+	n := len(rows)
+	p := dbsqlc.TouchURLStatesParams{RunID: g.run, Spider: g.spider, Line: g.line, Now: now,
+		Urls: make([]string, n), Fetched: make([]bool, n), KeepS: make([]float64, n), Etags: make([]string, n),
+		LastModified: make([]string, n), IntervalS: make([]int32, n), Unchanged: make([]int32, n),
+		Kinds: make([]string, n), Bytes: make([]int64, n), Walked: make([]bool, n)}
+	for i, r := range rows {
+		p.Urls[i], p.Fetched[i], p.KeepS[i], p.Etags[i], p.LastModified[i] = r.URL, r.Fetched, r.KeepS, r.ETag, r.LastModified
+		p.IntervalS[i], p.Unchanged[i], p.Kinds[i], p.Bytes[i], p.Walked[i] = int32(r.IntervalS), int32(r.Unchanged), r.Kind, r.Bytes, r.Walked
+	}
+	return p
 }
 
 // touchGroup is what the touches of one statement share.
