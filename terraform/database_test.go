@@ -136,7 +136,7 @@ func checkDatabaseAccess(t *testing.T, plan *tfjson.Plan) {
 	parts := strings.SplitN(topic, ":", 6)
 	g := dbGrants{region: parts[3], account: parts[4], resourceID: str(t, dbi, "resource_id"), appUser: "crawlq_app",
 		masterUser: str(t, dbi, "username"), masterSecret: secrets[0].(map[string]any)["secret_arn"].(string),
-		bucketARN: str(t, resources(plan, "aws_s3_bucket")[0], "arn")}
+		bucketARN: str(t, itemsBucket(t, plan), "arn")}
 	if !strings.HasPrefix(g.resourceID, "db-") {
 		t.Errorf("the instance's resource id %q is not a db-... id", g.resourceID)
 	}

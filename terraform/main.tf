@@ -135,9 +135,10 @@ module "network" {
 module "storage" {
   source = "./modules/storage"
 
-  name            = var.name
-  account         = local.account
-  noncurrent_days = var.items_noncurrent_days
+  name                 = var.name
+  account              = local.account
+  noncurrent_days      = var.items_noncurrent_days
+  emulator_workarounds = var.emulator_workarounds
 }
 
 module "database" {
@@ -183,6 +184,7 @@ module "functions" {
 
   name               = var.name
   build_dir          = abspath(var.build_dir)
+  code_bucket        = module.storage.code_bucket
   subnet_ids         = module.network.private_subnet_ids
   security_group_ids = [module.network.app_security_group_id]
   environment        = local.environment

@@ -274,6 +274,19 @@ func resources(plan *tfjson.Plan, typ string) []*tfjson.StateResource {
 	return out
 }
 
+// itemsBucket returns the items bucket of a plan (module.storage.aws_s3_bucket.items; the
+// code bucket is the other).
+func itemsBucket(t *testing.T, plan *tfjson.Plan) *tfjson.StateResource {
+	t.Helper()
+	for _, b := range resources(plan, "aws_s3_bucket") {
+		if strings.HasSuffix(b.Address, ".items") {
+			return b
+		}
+	}
+	t.Fatal("no items bucket (module.storage.aws_s3_bucket.items) in the plan")
+	return nil
+}
+
 func str(t *testing.T, r *tfjson.StateResource, attr string) string {
 	t.Helper()
 	s, ok := r.AttributeValues[attr].(string)
@@ -367,13 +380,37 @@ func checkPlan(t *testing.T, plan *tfjson.Plan) {
 	checkRunLogs(t, plan)
 	checkRunEvents(t, plan)
 
-	pabs := resources(plan, "aws_s3_bucket_public_access_block")
-	if len(pabs) != 1 {
-		t.Fatalf("want 1 public access block, got %d", len(pabs))
-	}
-	for _, k := range []string{"block_public_acls", "block_public_policy", "ignore_public_acls", "restrict_public_buckets"} {
-		if pabs[0].AttributeValues[k] != true {
-			t.Errorf("bucket public access block %s = %v", k, pabs[0].AttributeValues[k])
+	checkFunctionCode(t, plan)
+
+	// Every bucket (items, code) blocks public access and is encrypted.
+	buckets := resources(plan, "aws_s3_bucket")
+	for typ, check := range map[string]func(r *tfjson.StateResource) string{
+		"aws_s3_bucket_public_access_block": func(r *tfjson.StateResource) string {
+			for _, k := range []string{"block_public_acls", "block_public_policy", "ignore_public_acls", "restrict_public_buckets"} {
+				if r.AttributeValues[k] != true {
+					return fmt.Sprintf("%s = %v", k, r.AttributeValues[k])
+				}
+			}
+			return ""
+		},
+		"aws_s3_bucket_server_side_encryption_configuration": func(r *tfjson.StateResource) string {
+			if rule := mustJSON(t, r.AttributeValues["rule"]); !strings.Contains(rule, `"sse_algorithm":"AES256"`) {
+				return "rule " + rule
+			}
+			return ""
+		},
+	} {
+		covered := map[string]bool{}
+		for _, r := range resources(plan, typ) {
+			covered[str(t, r, "bucket")] = true
+			if problem := check(r); problem != "" {
+				t.Errorf("%s: %s", r.Address, problem)
+			}
+		}
+		for _, b := range buckets {
+			if !covered[str(t, b, "id")] {
+				t.Errorf("bucket %s has no %s", b.Address, typ)
+			}
 		}
 	}
 
@@ -575,7 +612,7 @@ func checkFindings(t *testing.T, plan *tfjson.Plan) {
 
 	// The api reads items and keeps large answers (internal/scrapyd.S3Spill), and can change
 	// no item: evaluated, not matched.
-	bucket := str(t, one("aws_s3_bucket"), "arn")
+	bucket := str(t, itemsBucket(t, plan), "arn")
 	for _, p := range resources(plan, "aws_iam_role_policy") {
 		if str(t, p, "name") == "crawlq-api" {
 			for _, problem := range apiBucketProblems(str(t, p, "policy"), bucket) {

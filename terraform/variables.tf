@@ -24,10 +24,14 @@ variable "aws_endpoint" {
 variable "emulator_workarounds" {
   description = <<-EOT
     Only for a local emulator (moto), never for real AWS. moto reads back two things differently
-    from AWS, so a second plan would never be empty; true leaves exactly these out:
+    from AWS, so a second plan would never be empty, and applies one policy differently; true
+    leaves exactly these out:
     - the RDS parameter group's parameters (moto's DescribeDBParameters omits each parameter's
       Source, and the provider only keeps parameters whose Source is "user");
-    - descriptions of security group rules that reference another security group (moto drops them).
+    - descriptions of security group rules that reference another security group (moto drops them);
+    - the code bucket's TLS-only policy (moto applies a bucket policy's Deny without its
+      aws:SecureTransport condition, so on its plain-HTTP endpoint it would refuse Terraform's own
+      upload and reads of the functions' zips).
     Everything else is the same module that deploys to AWS.
   EOT
   type        = bool

@@ -1,6 +1,7 @@
 # Functions: the five Lambda functions (api, worker, dispatch, metrics, migrate), one IAM role
 # each with only what that function does, and their log groups. Code comes from
-# <build_dir>/<fn>.zip (a `bootstrap` binary for provided.al2023 on arm64).
+# <build_dir>/<fn>.zip (a `bootstrap` binary for provided.al2023 on arm64), uploaded to the code
+# bucket (code.tf).
 #
 # api, worker, dispatch and metrics connect to the database proxy as the application role;
 # only the worker touches the items bucket. migrate connects as the master user (IAM auth
@@ -14,6 +15,11 @@ variable "name" {
 
 variable "build_dir" {
   description = "Absolute folder holding <fn>.zip for each function."
+  type        = string
+}
+
+variable "code_bucket" {
+  description = "Bucket the zips are uploaded to, for Lambda to read."
   type        = string
 }
 
@@ -273,8 +279,9 @@ resource "aws_lambda_function" "fn" {
   runtime          = "provided.al2023"
   architectures    = ["arm64"]
   handler          = "bootstrap"
-  filename         = "${var.build_dir}/${each.key}.zip"
-  source_code_hash = filebase64sha256("${var.build_dir}/${each.key}.zip")
+  s3_bucket        = aws_s3_object.code[each.key].bucket
+  s3_key           = aws_s3_object.code[each.key].key
+  source_code_hash = filebase64sha256(local.zips[each.key])
   timeout          = var.timeouts[each.key]
   memory_size      = var.memory[each.key]
 

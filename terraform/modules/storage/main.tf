@@ -1,4 +1,8 @@
-# Storage: the S3 bucket for scraped items. Private, encrypted, TLS only.
+# Storage: the stack's two S3 buckets, each private, encrypted and TLS only: items (what crawls
+# scrape) and code (the functions' zips, which Lambda reads when a function is created or its
+# code changes). The code has a bucket of its own because the worker may write anywhere in the
+# items bucket: code there would let a worker change what migrate, the master user's function,
+# runs.
 
 variable "name" {
   description = "Name prefix."
@@ -18,28 +22,60 @@ resource "aws_s3_bucket" "items" {
   force_destroy = true
 }
 
-resource "aws_s3_bucket_public_access_block" "items" {
-  bucket                  = aws_s3_bucket.items.id
+# Each deploy uploads the zips anew under keys named by their content (modules/functions), and
+# they are rebuilt from the source: destroy deletes whatever the bucket holds.
+resource "aws_s3_bucket" "code" {
+  bucket        = "${var.name}-code-${var.account}"
+  force_destroy = true
+}
+
+locals {
+  buckets = {
+    items = aws_s3_bucket.items
+    code  = aws_s3_bucket.code
+  }
+}
+
+resource "aws_s3_bucket_public_access_block" "bucket" {
+  for_each                = local.buckets
+  bucket                  = each.value.id
   block_public_acls       = true
   block_public_policy     = true
   ignore_public_acls      = true
   restrict_public_buckets = true
 }
 
-resource "aws_s3_bucket_ownership_controls" "items" {
-  bucket = aws_s3_bucket.items.id
+resource "aws_s3_bucket_ownership_controls" "bucket" {
+  for_each = local.buckets
+  bucket   = each.value.id
   rule {
     object_ownership = "BucketOwnerEnforced"
   }
 }
 
-resource "aws_s3_bucket_server_side_encryption_configuration" "items" {
-  bucket = aws_s3_bucket.items.id
+resource "aws_s3_bucket_server_side_encryption_configuration" "bucket" {
+  for_each = local.buckets
+  bucket   = each.value.id
   rule {
     apply_server_side_encryption_by_default {
       sse_algorithm = "AES256"
     }
   }
+}
+
+moved {
+  from = aws_s3_bucket_public_access_block.items
+  to   = aws_s3_bucket_public_access_block.bucket["items"]
+}
+
+moved {
+  from = aws_s3_bucket_ownership_controls.items
+  to   = aws_s3_bucket_ownership_controls.bucket["items"]
+}
+
+moved {
+  from = aws_s3_bucket_server_side_encryption_configuration.items
+  to   = aws_s3_bucket_server_side_encryption_configuration.bucket["items"]
 }
 
 resource "aws_s3_bucket_versioning" "items" {
@@ -94,15 +130,21 @@ resource "aws_s3_bucket_lifecycle_configuration" "items" {
   depends_on = [aws_s3_bucket_versioning.items]
 }
 
+variable "emulator_workarounds" {
+  description = "Leave out the code bucket's policy (see the root module's variable)."
+  type        = bool
+}
+
 data "aws_iam_policy_document" "tls_only" {
+  for_each = local.buckets
   # A Deny, so s3:* here grants nothing: it refuses every request that is not over TLS.
   statement {
     sid     = "DenyInsecureTransport"
     effect  = "Deny"
     actions = ["s3:*"]
     resources = [
-      aws_s3_bucket.items.arn,
-      "${aws_s3_bucket.items.arn}/*",
+      each.value.arn,
+      "${each.value.arn}/*",
     ]
     principals {
       type        = "*"
@@ -116,11 +158,17 @@ data "aws_iam_policy_document" "tls_only" {
   }
 }
 
-resource "aws_s3_bucket_policy" "items" {
-  bucket = aws_s3_bucket.items.id
-  policy = data.aws_iam_policy_document.tls_only.json
+resource "aws_s3_bucket_policy" "bucket" {
+  for_each = var.emulator_workarounds ? { items = aws_s3_bucket.items } : local.buckets
+  bucket   = each.value.id
+  policy   = data.aws_iam_policy_document.tls_only[each.key].json
 
-  depends_on = [aws_s3_bucket_public_access_block.items]
+  depends_on = [aws_s3_bucket_public_access_block.bucket]
+}
+
+moved {
+  from = aws_s3_bucket_policy.items
+  to   = aws_s3_bucket_policy.bucket["items"]
 }
 
 output "bucket" {
@@ -129,4 +177,8 @@ output "bucket" {
 
 output "bucket_arn" {
   value = aws_s3_bucket.items.arn
+}
+
+output "code_bucket" {
+  value = aws_s3_bucket.code.id
 }
