@@ -312,7 +312,12 @@ func (s *Service) acquire(ctx context.Context) (bool, error) {
 	// after that, and the release follows.
 	ttl := s.cfg.Budget + 2*s.cfg.QueryTimeout + 10*time.Second
 	var got bool
-	err := s.timeout(ctx, func(ctx context.Context) error {
+	// Not cancelled with ctx (QueryTimeout still bounds it): a statement given up in flight may
+	// still take the lease on the server after its caller has gone, since pgx abandons the
+	// connection and the backend runs on. Nobody would release that lease, and every process's
+	// passes would wait out its ttl. Run to its answer, a pass whose ctx has ended then fails at
+	// once, and RunOnce releases the lease.
+	err := s.timeout(context.WithoutCancel(ctx), func(ctx context.Context) error {
 		_, err := dbsqlc.New(s.pool).AcquireLease(ctx, dbsqlc.AcquireLeaseParams{Name: leaseName, Holder: s.cfg.Holder, TtlUs: ttl.Microseconds()})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil // held, or its interval has not passed

@@ -483,6 +483,59 @@ func TestLease(t *testing.T) {
 	}
 }
 
+// A pass stopped while it takes the lease leaves the lease free. The statement that takes it can
+// take it on the server after its caller has given up (pgx abandons the connection; a backend
+// waiting for a lock does not notice): a process stopped at that moment, as a soak's node was,
+// left the lease held for its ttl and every other process's passes waiting.
+func TestAPassStoppedWhileTakingTheLeaseLeavesItFree(t *testing.T) {
+	t.Parallel()
+	_, url := dbtest.Schema(t)
+	const app = "maintain_lease_stop_test" // this test's backends, apart from the others'
+	pool := dbtest.Open(t, url+"&application_name="+app, 4)
+	ctx := context.Background()
+	s, err := maintain.New(queue.New(pool, queue.Config{}), nil, maintain.Config{Holder: "stopping", Interval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A free lease whose row another transaction has locked: the take waits for it.
+	if _, err := pool.Exec(ctx, `INSERT INTO crawlq_leader (name, holder, expires_at, next_at) VALUES ('maintain', 'before', now() - interval '1 second', '-infinity')`); err != nil {
+		t.Fatal(err)
+	}
+	blocker, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Rollback(ctx)
+	if _, err := blocker.Exec(ctx, `SELECT 1 FROM crawlq_leader WHERE name = 'maintain' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	taking := func(waiting string) int {
+		return scalar(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state = 'active' AND pid <> pg_backend_pid()
+			AND query LIKE '%INSERT INTO crawlq_leader%' AND ($2 = '' OR wait_event_type = $2)`, app, waiting)
+	}
+	pctx, stop := context.WithCancel(ctx)
+	ran := make(chan maintain.Result, 1)
+	go func() {
+		r, _ := s.RunOnce(pctx, time.Now())
+		ran <- r
+	}()
+	testwait.Until(t, "the pass's take of the lease waiting for the row lock", func() bool { return taking("Lock") == 1 })
+	stop()
+	if err := blocker.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-ran
+	testwait.Until(t, "no statement taking the lease", func() bool { return taking("") == 0 })
+	var holder string
+	var held bool
+	if err := pool.QueryRow(ctx, `SELECT holder, expires_at > now() FROM crawlq_leader WHERE name = 'maintain'`).Scan(&holder, &held); err != nil {
+		t.Fatal(err)
+	}
+	if held {
+		t.Fatalf("the stopped pass left the lease held by %q", holder)
+	}
+}
+
 // Start runs passes by itself and Stop waits for the loop; both are safe to call twice.
 func TestStartStop(t *testing.T) {
 	t.Parallel()
