@@ -92,12 +92,12 @@ func (s *Store) resolveProject(ctx context.Context, name, project, sp, version s
 
 // listVersions shows a spider's versions in an error: the last ten, newest last.
 func listVersions(vs []Version) string {
-	names := make([]string, 0, 10)
-	for _, v := range vs[max(0, len(vs)-10):] {
-		names = append(names, v.Version)
-	}
+	var names []string
 	if len(vs) > 10 {
-		return "..., " + strings.Join(names, ", ")
+		names, vs = append(names, "..."), vs[len(vs)-10:]
+	}
+	for _, v := range vs {
+		names = append(names, v.Version)
 	}
 	return strings.Join(names, ", ")
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -175,6 +176,15 @@ func TestVersions(t *testing.T) {
 	}
 	if _, err := st.Resolve(ctx, "nope", "1"); !errors.Is(err, spider.ErrUnknownSpider) {
 		t.Fatalf("resolve a version of an unknown spider: %v", err)
+	}
+	// Past ten versions the error names the newest ten.
+	for v := 2; v <= 12; v++ {
+		if _, err := st.Push(ctx, spiderstore.File{Name: "many.yaml", Data: []byte(strings.Replace(goodSpec, "name: shop", "name: many", 1) + fmt.Sprintf("# %d\n", v))}, strconv.Itoa(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err = st.Resolve(ctx, "many", "1"); !strings.Contains(fmt.Sprint(err), `(its versions: ..., 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)`) {
+		t.Fatalf("resolve version 1 of a spider with versions 2 to 12: %v", err)
 	}
 	if n, err := st.Delete(ctx, "shop", "2"); err != nil || n != 1 {
 		t.Fatalf("delete version: %d %v", n, err)
