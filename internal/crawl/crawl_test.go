@@ -124,6 +124,8 @@ func TestDemoCrawlInProcess(t *testing.T) {
 		t.Fatalf("items in the sink: %d (%v), want %d", got, err, exp.Items)
 	}
 	checkHits(t, site)
+	// OnFinish runs after the finishing transaction commits, which waitRun may see first.
+	testwait.Until(t, "the finish reported", func() bool { return finished.Load() > 0 })
 	if f := finished.Load(); f != 1 {
 		t.Fatalf("run finished %d times", f)
 	}

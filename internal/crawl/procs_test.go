@@ -125,6 +125,9 @@ func TestDemoCrawlTwoProcesses(t *testing.T) {
 	checkHits(t, site)
 	p1.stop(syscall.SIGTERM)
 	p2.stop(syscall.SIGTERM)
+	// The processes have exited, so their reports are in; the control node's OnFinish runs after
+	// the finishing transaction commits, which waitRun may see first.
+	testwait.Until(t, "the finish reported", func() bool { return localFinish.Load()+p1.finished.Load()+p2.finished.Load() > 0 })
 	if total := localFinish.Load() + p1.finished.Load() + p2.finished.Load(); total != 1 {
 		t.Fatalf("the run was finished %d times", total)
 	}

@@ -276,6 +276,8 @@ func TestHostDownPastLimitEndsIncompleteAndRedriveFinishesIt(t *testing.T) {
 	if _, err := n.Crawler.Redrive(context.Background(), s.RunID); err == nil {
 		t.Error("redrive of a succeeded run succeeded")
 	}
+	// OnFinish runs after the finishing transaction commits, which waitRun may see first.
+	testwait.Until(t, "the second finish reported", func() bool { mu.Lock(); defer mu.Unlock(); return len(finishes) >= 2 })
 	mu.Lock()
 	defer mu.Unlock()
 	if fmt.Sprint(finishes) != "[incomplete succeeded]" {
