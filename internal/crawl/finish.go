@@ -215,26 +215,24 @@ func (c *Crawler) commitBatch(ctx context.Context, batch []*finishReq) (lost map
 	}
 	sums := map[statKey]*outcome{}
 	var order []statKey
-	var its []items.Item
-	for i, r := range batch {
-		leases[i] = r.job.Lease()
-		its = append(its, r.items...)
-		k := statKey{r.ri.id, r.o.kind}
+	sum := func(k statKey) *outcome { // the batch's row for k, in the order first seen
 		s := sums[k]
 		if s == nil {
 			s = &outcome{}
 			sums[k] = s
 			order = append(order, k)
 		}
+		return s
+	}
+	var its []items.Item
+	for i, r := range batch {
+		leases[i] = r.job.Lease()
+		its = append(its, r.items...)
+		s := sum(statKey{r.ri.id, r.o.kind})
 		s.pages, s.items, s.errors, s.retries, s.bytes = s.pages+r.o.pages, s.items+r.o.items, s.errors+r.o.errors, s.retries+r.o.retries, s.bytes+r.o.bytes
 		s.n++
 		for _, l := range r.o.lost.kinds() {
-			k := statKey{r.ri.id, l.kind}
-			if sums[k] == nil {
-				sums[k] = &outcome{}
-				order = append(order, k)
-			}
-			sums[k].n += l.n
+			sum(statKey{r.ri.id, l.kind}).n += l.n
 		}
 	}
 	n := len(order)
