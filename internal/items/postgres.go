@@ -117,10 +117,16 @@ func CountItems(ctx context.Context, pool *pgxpool.Pool, runID int64) (int64, er
 	return n, nil
 }
 
-// DuplicateKey returns a key that more than one item of run runID was written with, and the
-// URLs of its first two ("" when no key repeats): the sink keeps the first.
-func DuplicateKey(ctx context.Context, pool *pgxpool.Pool, runID int64) (string, []string, error) {
-	row, err := dbsqlc.New(pool).RunDuplicateKey(ctx, runID)
+// DuplicateFinder is a sink that can show a key a run's items repeated.
+type DuplicateFinder interface {
+	// DuplicateKey returns a key that more than one item of run runID was written with, and the
+	// URLs of its first two ("" when no key repeats).
+	DuplicateKey(ctx context.Context, runID int64) (string, []string, error)
+}
+
+// DuplicateKey implements DuplicateFinder: the sink keeps the first item of a key.
+func (s *PostgresSink) DuplicateKey(ctx context.Context, runID int64) (string, []string, error) {
+	row, err := dbsqlc.New(s.pool).RunDuplicateKey(ctx, runID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil, nil
 	}
@@ -128,16 +134,6 @@ func DuplicateKey(ctx context.Context, pool *pgxpool.Pool, runID int64) (string,
 		return "", nil, fmt.Errorf("duplicate item key of run %d: %w", runID, err)
 	}
 	return row.Key, row.Urls, nil
-}
-
-// DuplicateFinder is a sink that can show a key a run's items repeated.
-type DuplicateFinder interface {
-	DuplicateKey(ctx context.Context, runID int64) (string, []string, error)
-}
-
-// DuplicateKey implements DuplicateFinder.
-func (s *PostgresSink) DuplicateKey(ctx context.Context, runID int64) (string, []string, error) {
-	return DuplicateKey(ctx, s.pool, runID)
 }
 
 // Counter is a sink that can say how many distinct items a run holds in it.
