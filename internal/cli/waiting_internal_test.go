@@ -138,7 +138,6 @@ func TestWaitingForNamesTheHostsDelayTurn(t *testing.T) {
 	}
 }
 
-// runDepth reads run id and how many of its jobs wait and run.
 // runOneWorker starts a node with one worker (loopback allowed) and the spider name whose spec
 // is the rest of its YAML, stopped when the test ends, and schedules a run of it.
 func runOneWorker(t *testing.T, ctx context.Context, name, rest string) (*node.Node, crawl.Scheduled) {
@@ -162,6 +161,7 @@ func runOneWorker(t *testing.T, ctx context.Context, name, rest string) (*node.N
 	return n, s
 }
 
+// runDepth reads run id and how many of its jobs wait and run.
 func runDepth(t *testing.T, n *node.Node, id int64) (r *crawl.Run, waiting, running int64) {
 	t.Helper()
 	r, err := n.Crawler.Get(context.Background(), id)
